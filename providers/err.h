@@ -1,0 +1,26 @@
+/* Errors travel as a negative errno plus a human sentence. */
+#ifndef SFS_ERR_H
+#define SFS_ERR_H
+
+#include <stddef.h>
+
+#define SFS_ERR_MAX 1024
+
+struct sfs_err {
+	int code; /* negative errno, 0 when no error */
+	char msg[SFS_ERR_MAX];
+};
+
+/* Records code and a printf-style message; returns code so callers can
+ * `return sfs_errf(err, -EINVAL, "...")`. err may be NULL. */
+int sfs_errf(struct sfs_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+void sfs_err_clear(struct sfs_err *err);
+
+/* Logging: level 0 error, 1 warning, 2 info, 3 debug. Every line is redacted. */
+enum { SFS_LOG_ERR, SFS_LOG_WARN, SFS_LOG_INFO, SFS_LOG_DEBUG };
+extern int sfs_log_level;
+void sfs_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * Redaction (SPEC §3): every message, log line, status file and registry entry
+ * passes through here.  Hides the value after any key whose name contains
+ * token, secret, key, password, credential or authorization
+ * (case-insensitive), in `key=value`, `key: value`, `"key": "value"` and
+ * `key value` forms, and every registered credential value wherever it appears.
+ */
+#ifndef SFS_REDACT_H
+#define SFS_REDACT_H
+
+#include <stddef.h>
+
+#define SFS_REDACTED "[redacted]"
+
+/* Rewrites buf (NUL-terminated, capacity cap) in place. */
+void sfs_redact(char *buf, size_t cap);
+/* Registers a credential value to hide everywhere (values shorter than 4 bytes are ignored). */
+int sfs_redact_add_secret(const char *value);
+/* True when a key name is secret-looking. */
+int sfs_redact_key_is_secret(const char *key);
+
+#endif

@@ -1,0 +1,146 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+char sfs_self_exe[4096];
+
+int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err)
+{
+	char tmp[4200];
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) >= (int)sizeof(tmp))
+		return sfs_errf(err, -ENAMETOOLONG, "%s: path too long", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sfs_errf(err, -errno, "%s: %s", tmp, strerror(errno));
+	const char *p = data;
+	size_t left = len;
+	while (left) {
+		ssize_t w = write(fd, p, left);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			close(fd);
+			unlink(tmp);
+			return sfs_errf(err, -e, "write %s: %s", tmp, strerror(e));
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return sfs_errf(err, -e, "fsync %s: %s", tmp, strerror(e));
+	}
+	if (rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return sfs_errf(err, -e, "rename %s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
+int sfs_read_file(const char *path, char **out, size_t *lenp)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	for (;;) {
+		if (len + 1 >= cap) {
+			char *nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				close(fd);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		ssize_t r = read(fd, buf + len, cap - len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			close(fd);
+			return -e;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	*out = buf;
+	if (lenp)
+		*lenp = len;
+	return 0;
+}
+
+int sfs_mkdir_p(const char *path, unsigned mode)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	int r = flag == FTW_DP ? rmdir(path) : unlink(path);
+	return r < 0 && errno != ENOENT ? -errno : 0;
+}
+
+int sfs_rm_rf(const char *path)
+{
+	int r = nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	if (r < 0 && errno == ENOENT)
+		return 0;
+	return r < 0 ? -errno : r;
+}
+
+void sfs_now_rfc3339(char *buf, size_t len)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int sfs_random_hex(char *buf, size_t n)
+{
+	unsigned char raw[64];
+	if (n / 2 + 1 > sizeof(raw))
+		return -EINVAL;
+	if (getrandom(raw, n / 2 + 1, 0) < 0)
+		return -errno;
+	for (size_t i = 0; i < n; i++)
+		buf[i] = "0123456789abcdef"[(raw[i / 2] >> (i % 2 ? 0 : 4)) & 0xf];
+	buf[n] = '\0';
+	return 0;
+}

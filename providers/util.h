@@ -1,0 +1,25 @@
+/* Small file helpers shared by the registry and the providers. */
+#ifndef SFS_UTIL_H
+#define SFS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Writes data to path via a temp file, fsync and rename: readers see the old
+ * or the new contents, never a mix. */
+int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err);
+/* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
+int sfs_read_file(const char *path, char **out, size_t *len);
+int sfs_mkdir_p(const char *path, unsigned mode);
+/* Removes a tree without following symlinks. */
+int sfs_rm_rf(const char *path);
+/* Current time as RFC 3339 UTC. */
+void sfs_now_rfc3339(char *buf, size_t len);
+/* A random lowercase hex string of n chars (n < len). */
+int sfs_random_hex(char *buf, size_t n);
+/* Path of the running executable (resolved at startup). */
+extern char sfs_self_exe[4096];
+
+#endif
