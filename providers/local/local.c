@@ -1,0 +1,504 @@
+/*
+ * The local provider.  A sandbox is a host directory (under the state dir, or
+ * an existing one given as dir=) and runs are process groups started in it by
+ * the run wrapper (wrapper.c), which records everything in the run's
+ * directory so a restarted daemon finds it again.
+ */
+#include "local.h"
+#include "../config.h"
+#include "../provider.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *local_dir(struct sfs_sandbox *sb)
+{
+	json_t *d = sb->pdata ? json_object_get(sb->pdata, "dir") : NULL;
+	return d ? json_string_value(d) : NULL;
+}
+
+static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts,
+			struct sfs_err *err)
+{
+	const char *want = sfs_kv_get(opts, "dir");
+	for (size_t i = 0; i < opts->n; i++) {
+		const char *k = opts->v[i].key;
+		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strncmp(k, "env.", 4) != 0 &&
+		    strcmp(k, "provider") != 0)
+			return sfs_errf(err, -EINVAL, "local: unknown option \"%s\" (known: dir=)",
+					k);
+	}
+	char dir[4096];
+	bool owned = !want;
+	if (want) {
+		if (!realpath(want, dir))
+			return sfs_errf(err, -errno, "local: dir=%s: %s", want, strerror(errno));
+		struct stat st;
+		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			return sfs_errf(err, -ENOTDIR, "local: dir=%s is not a directory", want);
+	} else {
+		snprintf(dir, sizeof(dir), "%s/workspace", sb->statedir);
+		int r = sfs_mkdir_p(dir, 0755);
+		if (r)
+			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
+	}
+	json_t *pd = json_pack("{s:s, s:b}", "dir", dir, "owned", owned);
+	char *id = strdup(dir), *ws = strdup(dir), *img = strdup("host");
+	if (!pd || !id || !ws || !img) {
+		json_decref(pd);
+		free(id);
+		free(ws);
+		free(img);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	json_decref(sb->pdata);
+	sb->pdata = pd;
+	free(sb->id);
+	sb->id = id;
+	free(sb->workspace);
+	sb->workspace = ws;
+	free(sb->image);
+	sb->image = img;
+	return 0;
+}
+
+static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	const char *dir = local_dir(sb);
+	if (!dir && sb->id) {
+		/* `resume NAME provider=local id=/some/dir`: adopt that dir */
+		json_t *pd = json_pack("{s:s, s:b}", "dir", sb->id, "owned", 0);
+		if (!pd)
+			return sfs_errf(err, -ENOMEM, "out of memory");
+		json_decref(sb->pdata);
+		sb->pdata = pd;
+		dir = sb->id;
+		free(sb->workspace);
+		sb->workspace = strdup(dir);
+		if (!sb->image)
+			sb->image = strdup("host");
+		if (!sb->workspace || !sb->image)
+			return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	struct stat st;
+	if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return sfs_errf(err, -ENOENT, "local: workspace %s is gone", dir ? dir : "(none)");
+	return 0;
+}
+
+static int read_pid(struct sfs_run *run, const char *name)
+{
+	char path[4200], *text = NULL;
+	snprintf(path, sizeof(path), "%s/%s", run->dir, name);
+	if (sfs_read_file(path, &text, NULL) < 0)
+		return -1;
+	int pid = atoi(text);
+	free(text);
+	return pid > 1 ? pid : -1;
+}
+
+static bool group_alive(pid_t pgid)
+{
+	return kill(-pgid, 0) == 0 || errno == EPERM;
+}
+
+static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char path[4200], *text = NULL;
+	snprintf(path, sizeof(path), "%s/status", run->dir);
+	if (sfs_read_file(path, &text, NULL) == 0) {
+		int n = 0;
+		if (sscanf(text, "exit %d", &n) == 1) {
+			run->state = SFS_RUN_EXITED;
+			run->code = n;
+		} else if (sscanf(text, "signal %d", &n) == 1) {
+			run->state = SFS_RUN_KILLED;
+			run->code = n;
+		} else {
+			run->state = SFS_RUN_LOST;
+		}
+		free(text);
+		return 0;
+	}
+	/* No status yet: the wrapper holds the lock while it lives. */
+	snprintf(path, sizeof(path), "%s/lock", run->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		run->state = SFS_RUN_LOST;
+		return 0;
+	}
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		/* free: the wrapper died without a word; check status once more
+		 * since it may have finished between our two looks */
+		snprintf(path, sizeof(path), "%s/status", run->dir);
+		if (access(path, F_OK) == 0) {
+			close(fd);
+			return local_run_refresh(sb, run, err);
+		}
+		run->state = SFS_RUN_LOST;
+	} else {
+		run->state = SFS_RUN_RUNNING;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Builds the run's environment: the daemon's, the sandbox's env, minus
+ * local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
+static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	struct sfs_kvlist env = {0};
+	int r = 0;
+	for (char **e = environ; *e && !r; e++) {
+		char *eq = strchr(*e, '=');
+		if (!eq)
+			continue;
+		char key[512];
+		size_t kl = (size_t)(eq - *e);
+		if (kl >= sizeof(key))
+			continue;
+		memcpy(key, *e, kl);
+		key[kl] = '\0';
+		r = sfs_kv_set(&env, key, eq + 1);
+	}
+	if (!r)
+		r = sfs_kv_copy(&env, &sb->env);
+	const char *scrub = sfs_config_get("local.scrub_env", "");
+	char *list = strdup(scrub), *save = NULL;
+	if (!list)
+		r = -ENOMEM;
+	for (char *t = list ? strtok_r(list, ", ", &save) : NULL; t && !r;
+	     t = strtok_r(NULL, ", ", &save))
+		sfs_kv_del(&env, t);
+	free(list);
+	if (!r)
+		r = sfs_kv_set(&env, "SANDBOXFS_RUN_DIR", run->dir);
+	char **envp = r ? NULL : calloc(env.n + 1, sizeof(char *));
+	for (size_t i = 0; envp && i < env.n; i++) {
+		if (asprintf(&envp[i], "%s=%s", env.v[i].key, env.v[i].val) < 0) {
+			for (size_t j = 0; j < i; j++)
+				free(envp[j]);
+			free(envp);
+			envp = NULL;
+		}
+	}
+	sfs_kv_free(&env);
+	return envp;
+}
+
+static void free_env(char **envp)
+{
+	for (char **e = envp; e && *e; e++)
+		free(*e);
+	free(envp);
+}
+
+/* Wrappers are our children until they exit; reaped from tick. */
+static pthread_mutex_t children_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t *children;
+static size_t nchildren, children_cap;
+
+static void remember_child(pid_t pid)
+{
+	pthread_mutex_lock(&children_lock);
+	if (nchildren == children_cap) {
+		size_t cap = children_cap ? children_cap * 2 : 16;
+		pid_t *grown = realloc(children, cap * sizeof(*grown));
+		if (!grown) {
+			/* leave it unreaped: a zombie is better than a crash */
+			pthread_mutex_unlock(&children_lock);
+			return;
+		}
+		children = grown;
+		children_cap = cap;
+	}
+	children[nchildren++] = pid;
+	pthread_mutex_unlock(&children_lock);
+}
+
+static void local_tick(void)
+{
+	pthread_mutex_lock(&children_lock);
+	for (size_t i = 0; i < nchildren;) {
+		pid_t r = waitpid(children[i], NULL, WNOHANG);
+		if (r == children[i] || (r < 0 && errno == ECHILD))
+			children[i] = children[--nchildren];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&children_lock);
+}
+
+static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	const char *dir = local_dir(sb);
+	if (!dir)
+		return sfs_errf(err, -EIO, "local: sandbox has no workspace");
+	char **envp = build_env(sb, run);
+	if (!envp)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		free_env(envp);
+		return sfs_errf(err, -errno, "pipe: %s", strerror(errno));
+	}
+	char fdarg[16];
+	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
+	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG, run->dir, (char *)dir, fdarg,
+			run->cmd, NULL};
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		free_env(envp);
+		return sfs_errf(err, -e, "fork: %s", strerror(e));
+	}
+	if (pid == 0) {
+		/* Only async-signal-safe calls between fork and exec. */
+		setsid();
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+			dup2(nul, 2);
+		}
+		fcntl(pipefd[1], F_SETFD, 0);
+		execve(sfs_self_exe, argv, envp);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	free_env(envp);
+	char buf[512];
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		if (got >= sizeof(buf) - 1 || memchr(buf, '\n', got))
+			break;
+	}
+	close(pipefd[0]);
+	buf[got] = '\0';
+	if (strncmp(buf, "ok\n", 3) != 0) {
+		waitpid(pid, NULL, 0);
+		char *nl = strchr(buf, '\n');
+		if (nl)
+			*nl = '\0';
+		return sfs_errf(err, -EIO, "local: run wrapper failed: %s",
+				got ? buf : "exited before starting the command");
+	}
+	/* The wrapper stays our child, reaped by local_tick. */
+	remember_child(pid);
+	run->state = SFS_RUN_RUNNING;
+	return 0;
+}
+
+static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+			  struct sfs_err *err)
+{
+	int pgid = read_pid(run, "pid");
+	if (pgid < 0)
+		return sfs_errf(err, -ESRCH, "run %d: no process group recorded", run->n);
+	if (!group_alive(pgid))
+		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
+	if (kill(-pgid, sig) < 0 && errno != ESRCH)
+		return sfs_errf(err, -errno, "run %d: kill: %s", run->n, strerror(errno));
+	if (!escalate)
+		return 0;
+	double grace = sfs_config_get_double("local.kill_grace", 2.0);
+	struct timespec step = {0, 20 * 1000 * 1000};
+	for (double waited = 0; waited < grace && group_alive(pgid); waited += 0.02)
+		nanosleep(&step, NULL);
+	if (group_alive(pgid))
+		kill(-pgid, SIGKILL);
+	for (int i = 0; i < 250 && group_alive(pgid); i++)
+		nanosleep(&step, NULL);
+	if (group_alive(pgid))
+		return sfs_errf(err, -EIO, "run %d: process group %d survived SIGKILL", run->n,
+				pgid);
+	return 0;
+}
+
+static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf,
+			     size_t len, struct sfs_err *err)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/stdin", run->dir);
+	int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return sfs_errf(err, errno == ENXIO ? -EPIPE : -errno, "run %d: stdin: %s",
+				run->n, errno == ENXIO ? "closed" : strerror(errno));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	const char *p = buf;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			int e = errno;
+			close(fd);
+			return sfs_errf(err, -e, "run %d: stdin: %s", run->n, strerror(e));
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	close(fd);
+	return 0;
+}
+
+static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	int wpid = read_pid(run, "wpid");
+	if (wpid < 0 || kill(wpid, SIGUSR1) < 0)
+		return sfs_errf(err, -ESRCH, "run %d: the run wrapper is gone", run->n);
+	return 0;
+}
+
+static int local_journal_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	if (snprintf(buf, len, "%s/journal", run->dir) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static int local_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
+{
+	const char *dir = local_dir(sb);
+	if (!dir)
+		return sfs_errf(err, -ENOENT, "local: sandbox has no workspace");
+	*fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*fd < 0)
+		return sfs_errf(err, -errno, "local: workspace %s: %s", dir, strerror(errno));
+	return 0;
+}
+
+static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	for (size_t i = 0; i < sb->nruns; i++) {
+		struct sfs_run *run = sb->runs[i];
+		int pgid = read_pid(run, "pid");
+		if (pgid > 0 && group_alive(pgid))
+			local_run_kill(sb, run, SIGTERM, true, NULL);
+	}
+	json_t *owned = sb->pdata ? json_object_get(sb->pdata, "owned") : NULL;
+	const char *dir = local_dir(sb);
+	if (dir && json_is_true(owned)) {
+		int r = sfs_rm_rf(dir);
+		if (r)
+			return sfs_errf(err, r, "local: removing %s: %s", dir, strerror(-r));
+	}
+	return 0;
+}
+
+static int run_cmd(char *const argv[], struct sfs_err *err)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return sfs_errf(err, -errno, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDWR);
+		if (nul >= 0) {
+			dup2(nul, 0);
+			dup2(nul, 1);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return sfs_errf(err, -errno, "waitpid: %s", strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return sfs_errf(err, -EIO, "%s failed (status %d)", argv[0], st);
+	return 0;
+}
+
+static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char *from,
+		      struct sfs_err *err)
+{
+	if (from)
+		return sfs_errf(err, -EOPNOTSUPP,
+				"local: fork from= needs snapshots (caps snapshots is false)");
+	const char *dir = local_dir(src);
+	if (!dir)
+		return sfs_errf(err, -ENOENT, "local: source has no workspace");
+	struct sfs_kvlist none = {0};
+	int r = local_create(dst, &none, err);
+	if (r)
+		return r;
+	char srcdot[4200];
+	snprintf(srcdot, sizeof(srcdot), "%s/.", dir);
+	/* cp -a never follows symlinks inside the tree (-P is implied). */
+	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, (char *)local_dir(dst), NULL};
+	r = run_cmd(argv, err);
+	if (r)
+		sfs_rm_rf(local_dir(dst));
+	return r;
+}
+
+static int local_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs_err *err)
+{
+	/* Local runs share the host's network: the port is already reachable. */
+	if (asprintf(url, "http://127.0.0.1:%d", port) < 0)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+static bool local_configured(char *why, size_t len)
+{
+	snprintf(why, len, "ready: runs are host process groups");
+	return true;
+}
+
+static const struct sfs_provider_ops local_ops = {
+	.create = local_create,
+	.resume = local_resume,
+	.destroy = local_destroy,
+	.run_start = local_run_start,
+	.run_refresh = local_run_refresh,
+	.journal_local_path = local_journal_path,
+	.workspace_root_fd = local_workspace_root_fd,
+	.run_kill = local_run_kill,
+	.run_stdin_write = local_stdin_write,
+	.run_stdin_close = local_stdin_close,
+	.fork = local_fork,
+	.expose = local_expose,
+	.tick = local_tick,
+	.configured = local_configured,
+};
+
+const struct sfs_provider sfs_provider_local = {
+	.name = "local",
+	.caps =
+		{
+			[SFS_CAP_FS] = true,
+			[SFS_CAP_EXEC] = true,
+			[SFS_CAP_ENV] = true,
+			[SFS_CAP_PORTS] = true,
+			[SFS_CAP_BACKGROUND] = true,
+			[SFS_CAP_WRITABLE_STDIN] = true,
+			[SFS_CAP_KILLABLE] = true,
+			[SFS_CAP_SNAPSHOTS] = false,
+			[SFS_CAP_NETWORK_POLICY] = false,
+			[SFS_CAP_DURABLE_FS] = true,
+			[SFS_CAP_FORK] = true,
+		},
+	.ops = &local_ops,
+};

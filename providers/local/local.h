@@ -1,0 +1,12 @@
+/* The local provider: a sandbox is a host directory plus the process groups started in it. */
+#ifndef SFS_LOCAL_H
+#define SFS_LOCAL_H
+
+/* argv[1] that makes the sandboxfs binary act as the run wrapper. */
+#define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
+
+/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD CMD.  Single-threaded
+ * after exec; returns the process exit status. */
+int sfs_local_wrapper_main(int argc, char **argv);
+
+#endif

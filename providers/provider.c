@@ -1,0 +1,75 @@
+#include "provider.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const sfs_cap_names[SFS_CAP_COUNT] = {
+	"fs",		     "exec",	      "env",	       "ports",
+	"backgroundProcesses", "writableStdin", "killableProcesses", "snapshots",
+	"networkPolicy",     "durableFilesystem", "fork",
+};
+
+static const char *const sb_state_names[] = {"creating", "running", "stopped", "destroyed",
+					     "error"};
+
+const char *sfs_sb_state_name(enum sfs_sb_state s)
+{
+	return (unsigned)s < sizeof(sb_state_names) / sizeof(sb_state_names[0])
+		       ? sb_state_names[s]
+		       : "error";
+}
+
+int sfs_sb_state_parse(const char *s)
+{
+	for (size_t i = 0; i < sizeof(sb_state_names) / sizeof(sb_state_names[0]); i++)
+		if (strcmp(s, sb_state_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+void sfs_run_status_text(const struct sfs_run *run, char *buf, size_t len)
+{
+	switch (run->state) {
+	case SFS_RUN_RUNNING:
+		snprintf(buf, len, "running");
+		break;
+	case SFS_RUN_EXITED:
+		snprintf(buf, len, "exited %d", run->code);
+		break;
+	case SFS_RUN_KILLED: {
+		const char *name = sigabbrev_np(run->code);
+		if (name)
+			snprintf(buf, len, "killed %s", name);
+		else
+			snprintf(buf, len, "killed %d", run->code);
+		break;
+	}
+	case SFS_RUN_LOST:
+	default:
+		snprintf(buf, len, "lost");
+		break;
+	}
+}
+
+const struct sfs_provider *sfs_provider_find(const char *name)
+{
+	for (size_t i = 0; i < sfs_nproviders; i++)
+		if (strcmp(sfs_providers[i]->name, name) == 0)
+			return sfs_providers[i];
+	return NULL;
+}
+
+const char *sfs_provider_journal_mode(const struct sfs_provider *p)
+{
+	return p->caps[SFS_CAP_BACKGROUND] && p->caps[SFS_CAP_KILLABLE] ? "follow" : "poll";
+}
+
+int sfs_provider_require(const struct sfs_provider *p, enum sfs_cap cap, struct sfs_err *err)
+{
+	if (p->caps[cap])
+		return 0;
+	return sfs_errf(err, -EOPNOTSUPP, "provider %s does not support this: caps %s is false",
+			p->name, sfs_cap_names[cap]);
+}

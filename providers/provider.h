@@ -1,0 +1,174 @@
+/*
+ * The one contract every provider implements.
+ *
+ * A provider turns generic sandbox records into real places where commands
+ * run.  Nothing outside providers/ knows a provider by name: the rest of the
+ * daemon looks providers up in the table (providers.c) and checks caps before
+ * calling an optional op.  Optional ops may be NULL, which callers treat as
+ * -EOPNOTSUPP.  Every op returns 0 or a negative errno and fills err.
+ *
+ * Ops may block (network, docker); callers never hold the tree lock across
+ * one.  Ops on one sandbox are serialised by the caller (sb->op_mutex).
+ */
+#ifndef SFS_PROVIDER_H
+#define SFS_PROVIDER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+#include "kv.h"
+
+/* SPEC §4, in this order. */
+enum sfs_cap {
+	SFS_CAP_FS,
+	SFS_CAP_EXEC,
+	SFS_CAP_ENV,
+	SFS_CAP_PORTS,
+	SFS_CAP_BACKGROUND,
+	SFS_CAP_WRITABLE_STDIN,
+	SFS_CAP_KILLABLE,
+	SFS_CAP_SNAPSHOTS,
+	SFS_CAP_NETWORK_POLICY,
+	SFS_CAP_DURABLE_FS,
+	SFS_CAP_FORK,
+	SFS_CAP_COUNT
+};
+
+extern const char *const sfs_cap_names[SFS_CAP_COUNT];
+
+enum sfs_sb_state { SFS_SB_CREATING, SFS_SB_RUNNING, SFS_SB_STOPPED, SFS_SB_DESTROYED, SFS_SB_ERROR };
+const char *sfs_sb_state_name(enum sfs_sb_state s);
+int sfs_sb_state_parse(const char *s);
+
+enum sfs_run_state { SFS_RUN_RUNNING, SFS_RUN_EXITED, SFS_RUN_KILLED, SFS_RUN_LOST };
+
+struct journal; /* journal/journal.h: readers, waiters, follow/poll state */
+
+struct sfs_run {
+	int n;                    /* 1, 2, 3 ... in start order */
+	char *cmd;                /* the command line as written after `exec` */
+	char *dir;                /* daemon-owned directory for this run's files */
+	enum sfs_run_state state; /* written by provider run_refresh */
+	int code;                 /* exit code, or signal number when killed */
+	int64_t started;          /* unix seconds */
+	struct journal *journal;  /* owned by journal/ */
+};
+
+/* Writes "running", "exited 3", "killed TERM" or "lost" (SPEC §2). */
+void sfs_run_status_text(const struct sfs_run *run, char *buf, size_t len);
+
+struct sfs_provider;
+
+struct sfs_snapshot {
+	char *id;
+	char *label;
+	int64_t created;
+};
+
+struct sfs_port {
+	int port;
+	char *url;
+};
+
+struct sfs_sandbox {
+	/* Persisted in the registry. */
+	char name[64];          /* the local name; `mv` changes only this */
+	char key[40];           /* stable local key: names the state directory */
+	const struct sfs_provider *provider;
+	char *id;               /* the provider's own id */
+	enum sfs_sb_state state;
+	char created[40];       /* RFC 3339 */
+	char *image;
+	char *workspace;        /* workspace root inside the sandbox */
+	struct sfs_kvlist env;  /* environment for later runs */
+	json_t *pdata;          /* provider-private state, persisted as is */
+	struct sfs_snapshot *snapshots;
+	size_t nsnapshots;
+	struct sfs_port *ports;
+	size_t nports;
+
+	/* Runtime only. */
+	char *statedir;         /* STATE/sandboxes/KEY */
+	char *error;            /* last failure (redacted), or NULL */
+	char *progress;         /* long work in progress, or NULL */
+	uint32_t serial;        /* never reused while the daemon runs: part of inode numbers */
+	int refs;               /* guarded by the tree lock */
+	pthread_mutex_t op_mutex; /* serialises provider ops on this sandbox */
+	struct sfs_run **runs;  /* runs[i]->n == i + 1; guarded by the tree lock */
+	size_t nruns;
+	char *last_result;      /* result of the last ctl command */
+};
+
+struct sfs_provider_ops {
+	/* Required. */
+	int (*create)(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err);
+	/* Reattach to sb->id after a restart or for `resume`: start it if stopped. */
+	int (*resume)(struct sfs_sandbox *sb, struct sfs_err *err);
+	int (*destroy)(struct sfs_sandbox *sb, struct sfs_err *err);
+	/* Start run->cmd detached under the journal wrapper and return at once. */
+	int (*run_start)(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+	/* Update run->state/code from what the wrapper recorded. */
+	int (*run_refresh)(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+
+	/* Journal access.  A provider whose journal file is on this host gives
+	 * its path; otherwise it gives bounded reads (poll) and, when killable,
+	 * a follower stream (follow). */
+	int (*journal_local_path)(struct sfs_sandbox *sb, struct sfs_run *run, char *buf,
+				  size_t len);
+	ssize_t (*journal_read)(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+				size_t max, struct sfs_err *err);
+
+	/* An O_PATH|O_DIRECTORY fd of the workspace root on this host, served
+	 * by the fd-based passthrough; -EOPNOTSUPP for remote file access. */
+	int (*workspace_root_fd)(struct sfs_sandbox *sb, int *fd, struct sfs_err *err);
+
+	/* Optional: NULL means -EOPNOTSUPP. */
+	int (*run_kill)(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+			struct sfs_err *err);
+	int (*run_stdin_write)(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf,
+			       size_t len, struct sfs_err *err);
+	int (*run_stdin_close)(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+	int (*snapshot)(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err);
+	int (*restore)(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err);
+	int (*snapshot_delete)(struct sfs_sandbox *sb, const char *snapshot_id,
+			       struct sfs_err *err);
+	/* dst is a fresh record (name, key, statedir set); from may be NULL. */
+	int (*fork)(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char *from,
+		    struct sfs_err *err);
+	int (*expose)(struct sfs_sandbox *sb, int port, char **url, struct sfs_err *err);
+	int (*stop)(struct sfs_sandbox *sb, struct sfs_err *err);
+	int (*start)(struct sfs_sandbox *sb, struct sfs_err *err);
+
+	/* Periodic housekeeping from the journal engine's thread (reaping). */
+	void (*tick)(void);
+
+	/* Whether the provider can be used here; writes why not. */
+	bool (*configured)(char *why, size_t len);
+};
+
+struct sfs_provider {
+	const char *name;
+	bool caps[SFS_CAP_COUNT];
+	const struct sfs_provider_ops *ops;
+};
+
+/* The built-in table; the first entry is the default provider. */
+extern const struct sfs_provider *const sfs_providers[];
+extern const size_t sfs_nproviders;
+const struct sfs_provider *sfs_provider_find(const char *name);
+
+/* When argv asks for a provider's helper mode (e.g. the local run wrapper),
+ * runs it and returns its exit status; otherwise -1. */
+int sfs_provider_helper_main(int argc, char **argv);
+
+/* The journal strategy SPEC §6 picks from caps: "follow" or "poll". */
+const char *sfs_provider_journal_mode(const struct sfs_provider *p);
+
+/* Fails with -EOPNOTSUPP and a message naming the flag when cap is false. */
+int sfs_provider_require(const struct sfs_provider *p, enum sfs_cap cap, struct sfs_err *err);
+
+#endif

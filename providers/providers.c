@@ -1,0 +1,20 @@
+/* The built-in provider table.  Adding a provider is one folder and one line here. */
+#include "provider.h"
+
+extern const struct sfs_provider sfs_provider_local;
+
+const struct sfs_provider *const sfs_providers[] = {
+	&sfs_provider_local,
+};
+const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
+
+#include "local/local.h"
+
+#include <string.h>
+
+int sfs_provider_helper_main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], SFS_LOCAL_WRAP_ARG) == 0)
+		return sfs_local_wrapper_main(argc, argv);
+	return -1;
+}
