@@ -1,0 +1,526 @@
+#include "commands.h"
+#include "ctl.h"
+#include "tree.h"
+
+#include "../journal/journal.h"
+#include "../providers/redact.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+	V_NEW,
+	V_RESUME,
+	V_FORGET,
+	V_EXEC,
+	V_KILL,
+	V_CANCEL,
+	V_SNAPSHOT,
+	V_RESTORE,
+	V_FORK,
+	V_EXPOSE,
+	V_STOP,
+	V_START,
+	V_DESTROY,
+	V_ENV,
+	V_UNSETENV,
+	V_RUN_KILL,
+	V_RUN_EOF,
+};
+
+static const char *const new_keys[] = {"provider", "image", "source", "ref", "setup", "env.", NULL};
+static const char *const resume_keys[] = {"provider", "id", NULL};
+static const char *const fork_keys[] = {"from", NULL};
+
+static const struct ctl_verb mount_verbs[] = {
+    {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
+     "new NAME [provider=P] [image=I] [env.K=V]..."},
+    {V_RESUME, "resume", 1, 1, CTL_OPTS, resume_keys, "resume NAME provider=P id=REMOTE-ID"},
+    {V_FORGET, "forget", 1, 1, 0, NULL, "forget NAME"},
+    {0, NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct ctl_verb sandbox_verbs[] = {
+    {V_EXEC, "exec", 1, 1, CTL_REST, NULL, "exec CMD..."},
+    {V_KILL, "kill", 0, 2, 0, NULL, "kill [RUN] [SIGNAL]"},
+    {V_CANCEL, "cancel", 0, 1, 0, NULL, "cancel [RUN]"},
+    {V_SNAPSHOT, "snapshot", 0, 1, 0, NULL, "snapshot [LABEL]"},
+    {V_RESTORE, "restore", 1, 1, 0, NULL, "restore SNAPSHOT"},
+    {V_FORK, "fork", 1, 1, CTL_OPTS, fork_keys, "fork NEWNAME [from=SNAPSHOT]"},
+    {V_EXPOSE, "expose", 1, 1, 0, NULL, "expose PORT"},
+    {V_STOP, "stop", 0, 0, 0, NULL, "stop"},
+    {V_START, "start", 0, 0, 0, NULL, "start"},
+    {V_DESTROY, "destroy", 0, 0, 0, NULL, "destroy"},
+    {V_ENV, "env", 0, -1, CTL_OPTS | CTL_ANY_KEYS, NULL, "env K=V..."},
+    {V_UNSETENV, "unsetenv", 1, -1, 0, NULL, "unsetenv K..."},
+    {0, NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct ctl_verb run_verbs[] = {
+    {V_RUN_KILL, "kill", 0, 1, 0, NULL, "kill [SIGNAL]"},
+    {V_RUN_EOF, "eof", 0, 0, 0, NULL, "eof"},
+    {0, NULL, 0, 0, 0, NULL, NULL},
+};
+
+/* ---- output ----------------------------------------------------------- */
+
+struct out {
+	char *buf;
+	size_t len, cap;
+};
+
+static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void outf(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char tmp[2048];
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(tmp))
+		n = sizeof(tmp) - 1;
+	if (o->len + (size_t)n + 1 > o->cap) {
+		size_t cap = (o->cap ? o->cap * 2 : 256) + (size_t)n;
+		char *grown = realloc(o->buf, cap);
+		if (!grown)
+			return;
+		o->buf = grown;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, tmp, (size_t)n + 1);
+	o->len += (size_t)n;
+}
+
+/* ---- the parse-all-then-run driver ------------------------------------ */
+
+struct parsed {
+	struct ctl_cmd *cmds;
+	size_t n, cap;
+	const struct ctl_verb *table;
+	struct sfs_err err;
+	int rc;
+};
+
+static int parse_one(const char *line, void *arg)
+{
+	struct parsed *p = arg;
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 4;
+		struct ctl_cmd *grown = realloc(p->cmds, cap * sizeof(*grown));
+		if (!grown)
+			return p->rc = sfs_errf(&p->err, -ENOMEM, "out of memory");
+		p->cmds = grown;
+		p->cap = cap;
+	}
+	memset(&p->cmds[p->n], 0, sizeof(p->cmds[0]));
+	int r = ctl_parse_line(p->table, line, &p->cmds[p->n], &p->err);
+	if (r == -ENODATA)
+		return 0;
+	if (r)
+		return p->rc = r;
+	p->n++;
+	return 0;
+}
+
+typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct out *o, struct sfs_err *err);
+
+static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_fn fn, void *ctx,
+		 char **result, const char *who)
+{
+	struct parsed p = {.table = table};
+	struct out o = {0};
+	int r = ctl_for_each_line(buf, len, parse_one, &p);
+	if (r && !p.err.msg[0])
+		sfs_errf(&p.err, r, "unreadable command (a NUL byte, or not text)");
+	if (!r && p.n == 0)
+		r = p.rc = sfs_errf(&p.err, -EINVAL, "empty command");
+	for (size_t i = 0; !r && i < p.n; i++) {
+		sfs_err_clear(&p.err);
+		r = fn(&p.cmds[i], ctx, &o, &p.err);
+		if (r && p.err.code == 0)
+			sfs_errf(&p.err, r, "%s", strerror(-r));
+		if (r && p.cmds[i].line) {
+			/* lib9p style: the message names the command it came from */
+			char msg[SFS_ERR_MAX];
+			snprintf(msg, sizeof(msg), "%s: \"%s\"", p.err.msg, p.cmds[i].line);
+			snprintf(p.err.msg, sizeof(p.err.msg), "%s", msg);
+			sfs_redact(p.err.msg, sizeof(p.err.msg));
+		}
+	}
+	for (size_t i = 0; i < p.n; i++)
+		ctl_cmd_free(&p.cmds[i]);
+	free(p.cmds);
+	if (r) {
+		free(o.buf);
+		o = (struct out){0};
+		outf(&o, "error: %s\n", p.err.msg);
+		sfs_log(SFS_LOG_WARN, "%s ctl: %s", who, p.err.msg);
+	}
+	*result = o.buf;
+	return r;
+}
+
+/* ---- mount ctl -------------------------------------------------------- */
+
+static int run_mount(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+{
+	int r;
+	switch (c->verb->id) {
+	case V_NEW:
+		r = tree_create(c->args[0], &c->opts, err);
+		if (!r)
+			outf(o, "%s\n", c->args[0]);
+		return r;
+	case V_RESUME: {
+		const char *p = sfs_kv_get(&c->opts, "provider"), *id = sfs_kv_get(&c->opts, "id");
+		if (!p || !id)
+			return sfs_errf(err, -EINVAL, "resume: provider= and id= are required");
+		r = tree_resume(c->args[0], p, id, err);
+		if (!r)
+			outf(o, "%s\n", c->args[0]);
+		return r;
+	}
+	case V_FORGET:
+		return tree_forget(c->args[0], err);
+	}
+	return sfs_errf(err, -EINVAL, "unknown command");
+}
+
+int ctl_mount_write(const char *buf, size_t len, char **result)
+{
+	return drive(mount_verbs, buf, len, run_mount, NULL, result, "mount");
+}
+
+static void usage_lines(struct out *o, const struct ctl_verb *t)
+{
+	for (; t->name; t++)
+		outf(o, "usage %s\n", t->usage);
+}
+
+char *ctl_mount_read_text(void)
+{
+	struct out o = {0};
+	char names[1][64];
+	uint32_t serial;
+	(void)names;
+	(void)serial;
+	pthread_mutex_lock(&tree.mu);
+	size_t n = tree.nsbs;
+	pthread_mutex_unlock(&tree.mu);
+	outf(&o, "sandboxes %zu\n", n);
+	outf(&o, "default_provider %s\n", tree.default_provider->name);
+	usage_lines(&o, mount_verbs);
+	if (!o.buf)
+		return strdup("");
+	return o.buf;
+}
+
+/* ---- sandbox ctl ------------------------------------------------------ */
+
+static int pick_run(struct sfs_sandbox *sb, const char *arg, struct sfs_run **run,
+		    struct sfs_err *err)
+{
+	long n = tree_nruns(sb);
+	if (arg && ctl_parse_int(arg, 1, 1L << 24, &n) < 0)
+		return sfs_errf(err, -EINVAL, "bad run number \"%s\"", arg);
+	if (n < 1)
+		return sfs_errf(err, -ENOENT, "sandbox \"%s\" has no runs", sb->name);
+	*run = tree_run(sb, (int)n);
+	if (!*run)
+		return sfs_errf(err, -ENOENT, "no run %ld", n);
+	return 0;
+}
+
+static int kill_run(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		    struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_KILLABLE, err);
+	if (r)
+		return r;
+	if (!sb->provider->ops->run_kill)
+		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot kill", sb->provider->name);
+	if (!journal_run_active(run)) {
+		char st[64];
+		journal_status_text(run, st, sizeof(st));
+		return sfs_errf(err, -ESRCH, "run %d is not running (%s)", run->n, st);
+	}
+	pthread_mutex_lock(&sb->op_mutex);
+	r = sb->provider->ops->run_kill(sb, run, sig, escalate, err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	journal_poke();
+	return r;
+}
+
+static int do_kill(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err *err)
+{
+	const char *run_arg = NULL, *sig_arg = NULL;
+	if (c->nargs == 2) {
+		run_arg = c->args[0];
+		sig_arg = c->args[1];
+	} else if (c->nargs == 1) {
+		long dummy;
+		/* a lone number is a run (the grammar puts RUN first) */
+		if (ctl_parse_int(c->args[0], 1, 1L << 24, &dummy) == 0)
+			run_arg = c->args[0];
+		else
+			sig_arg = c->args[0];
+	}
+	int sig = SIGTERM;
+	if (sig_arg && (sig = ctl_parse_signal(sig_arg)) < 0)
+		return sfs_errf(err, -EINVAL, "kill: bad signal \"%s\"", sig_arg);
+	struct sfs_run *run;
+	int r = pick_run(sb, run_arg, &run, err);
+	if (r)
+		return r;
+	return kill_run(sb, run, sig, sig_arg == NULL, err);
+}
+
+static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o, struct sfs_err *err)
+{
+	struct sfs_run *run;
+	int r = pick_run(sb, c->nargs ? c->args[0] : NULL, &run, err);
+	if (r)
+		return r;
+	if (sb->provider->caps[SFS_CAP_KILLABLE])
+		return kill_run(sb, run, SIGTERM, true, err);
+	/* SPEC §7: with no way to stop the process, destroying the sandbox
+	 * is the cancel; the directory stays to say so in status. */
+	pthread_mutex_lock(&sb->op_mutex);
+	r = sb->provider->ops->destroy(sb, err);
+	if (!r) {
+		sb->state = SFS_SB_DESTROYED;
+		tree_set_error(sb, "cancelled: the provider cannot kill a process, so the "
+				   "sandbox was destroyed");
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (!r)
+		r = tree_save(err);
+	journal_poke();
+	return r;
+}
+
+static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_ENV, err);
+	if (r)
+		return r;
+	if (set && c->nargs > 0)
+		return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
+	if (set && c->opts.n == 0)
+		return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
+	pthread_mutex_lock(&tree.mu);
+	struct sfs_kvlist next = {0};
+	r = sfs_kv_copy(&next, &sb->env);
+	if (set)
+		for (size_t i = 0; !r && i < c->opts.n; i++)
+			r = sfs_kv_set(&next, c->opts.v[i].key, c->opts.v[i].val);
+	else
+		for (int i = 0; !r && i < c->nargs; i++)
+			sfs_kv_del(&next, c->args[i]);
+	if (!r) {
+		struct sfs_kvlist old = sb->env;
+		sb->env = next;
+		pthread_mutex_unlock(&tree.mu);
+		r = tree_save(err);
+		pthread_mutex_lock(&tree.mu);
+		if (r) {
+			next = sb->env;
+			sb->env = old;
+			sfs_kv_free(&next);
+		} else {
+			sfs_kv_free(&old);
+		}
+	} else {
+		sfs_kv_free(&next);
+		sfs_errf(err, r, "out of memory");
+	}
+	pthread_mutex_unlock(&tree.mu);
+	return r;
+}
+
+static int optional_op(struct sfs_sandbox *sb, enum sfs_cap cap, const void *op, const char *what,
+		       struct sfs_err *err)
+{
+	if (cap != SFS_CAP_COUNT) {
+		int r = sfs_provider_require(sb->provider, cap, err);
+		if (r)
+			return r;
+	}
+	if (!op)
+		return sfs_errf(err, -EOPNOTSUPP, "provider %s does not support %s",
+				sb->provider->name, what);
+	return 0;
+}
+
+static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+{
+	struct sfs_sandbox *sb = ctx;
+	const struct sfs_provider_ops *ops = sb->provider->ops;
+	int r, n;
+	switch (c->verb->id) {
+	case V_EXEC:
+		r = tree_exec(sb, c->rest, &n, err);
+		if (!r)
+			outf(o, "%d\n", n);
+		return r;
+	case V_KILL:
+		return do_kill(sb, c, err);
+	case V_CANCEL:
+		return do_cancel(sb, c, o, err);
+	case V_SNAPSHOT:
+	case V_RESTORE:
+		r = optional_op(sb, SFS_CAP_SNAPSHOTS,
+				c->verb->id == V_SNAPSHOT ? (const void *)ops->snapshot
+							  : (const void *)ops->restore,
+				c->verb->name, err);
+		if (r)
+			return r;
+		return sfs_errf(err, -EOPNOTSUPP, "%s: not available for provider %s",
+				c->verb->name, sb->provider->name);
+	case V_FORK:
+		r = tree_fork(sb, c->args[0], sfs_kv_get(&c->opts, "from"), err);
+		if (!r)
+			outf(o, "%s\n", c->args[0]);
+		return r;
+	case V_EXPOSE: {
+		long port;
+		if (ctl_parse_int(c->args[0], 1, 65535, &port) < 0)
+			return sfs_errf(err, -EINVAL, "expose: bad port \"%s\"", c->args[0]);
+		r = optional_op(sb, SFS_CAP_PORTS, (const void *)ops->expose, "expose", err);
+		if (r)
+			return r;
+		char *url = NULL;
+		pthread_mutex_lock(&sb->op_mutex);
+		r = ops->expose(sb, (int)port, &url, err);
+		pthread_mutex_unlock(&sb->op_mutex);
+		if (r)
+			return r;
+		pthread_mutex_lock(&tree.mu);
+		size_t i;
+		for (i = 0; i < sb->nports && sb->ports[i].port != port; i++)
+			;
+		if (i < sb->nports) {
+			free(sb->ports[i].url);
+			sb->ports[i].url = url;
+		} else {
+			struct sfs_port *grown =
+			    realloc(sb->ports, (sb->nports + 1) * sizeof(*grown));
+			if (grown) {
+				sb->ports = grown;
+				sb->ports[sb->nports].port = (int)port;
+				sb->ports[sb->nports].url = url;
+				sb->nports++;
+			} else {
+				free(url);
+				r = sfs_errf(err, -ENOMEM, "out of memory");
+			}
+		}
+		pthread_mutex_unlock(&tree.mu);
+		if (!r)
+			r = tree_save(err);
+		if (!r)
+			outf(o, "%ld\n", port);
+		return r;
+	}
+	case V_STOP:
+	case V_START: {
+		int (*op)(struct sfs_sandbox *, struct sfs_err *) =
+		    c->verb->id == V_STOP ? ops->stop : ops->start;
+		r = optional_op(sb, SFS_CAP_COUNT, (const void *)op, c->verb->name, err);
+		if (r)
+			return r;
+		pthread_mutex_lock(&sb->op_mutex);
+		r = op(sb, err);
+		if (!r)
+			sb->state = c->verb->id == V_STOP ? SFS_SB_STOPPED : SFS_SB_RUNNING;
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r ? r : tree_save(err);
+	}
+	case V_DESTROY: {
+		char name[64];
+		memcpy(name, sb->name, sizeof(name));
+		return tree_destroy(name, err);
+	}
+	case V_ENV:
+		return do_env(sb, c, true, err);
+	case V_UNSETENV:
+		return do_env(sb, c, false, err);
+	}
+	return sfs_errf(err, -EINVAL, "unknown command");
+}
+
+int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char **result)
+{
+	int r = drive(sandbox_verbs, buf, len, run_sandbox, sb, result, sb->name);
+	tree_set_last_result(sb, *result);
+	return r;
+}
+
+char *ctl_sandbox_read_text(struct sfs_sandbox *sb)
+{
+	struct out o = {0};
+	pthread_mutex_lock(&tree.mu);
+	outf(&o, "state %s\n", sfs_sb_state_name(sb->state));
+	outf(&o, "runs %zu\n", sb->nruns);
+	if (sb->last_result) {
+		const char *lr = sb->last_result;
+		size_t l = strlen(lr);
+		outf(&o, "last %.*s\n", (int)(l && lr[l - 1] == '\n' ? l - 1 : l), lr);
+	}
+	pthread_mutex_unlock(&tree.mu);
+	usage_lines(&o, sandbox_verbs);
+	return o.buf ? o.buf : strdup("");
+}
+
+/* ---- run ctl ---------------------------------------------------------- */
+
+struct run_ctx {
+	struct sfs_sandbox *sb;
+	struct sfs_run *run;
+};
+
+static int run_run(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+{
+	struct run_ctx *rc = ctx;
+	int sig = SIGTERM;
+	switch (c->verb->id) {
+	case V_RUN_KILL:
+		if (c->nargs && (sig = ctl_parse_signal(c->args[0])) < 0)
+			return sfs_errf(err, -EINVAL, "kill: bad signal \"%s\"", c->args[0]);
+		return kill_run(rc->sb, rc->run, sig, c->nargs == 0, err);
+	case V_RUN_EOF: {
+		int r = sfs_provider_require(rc->sb->provider, SFS_CAP_WRITABLE_STDIN, err);
+		if (r)
+			return r;
+		if (!rc->sb->provider->ops->run_stdin_close)
+			return sfs_errf(err, -EOPNOTSUPP, "provider cannot close stdin");
+		return rc->sb->provider->ops->run_stdin_close(rc->sb, rc->run, err);
+	}
+	}
+	return sfs_errf(err, -EINVAL, "unknown command");
+}
+
+int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, size_t len,
+		  char **result)
+{
+	struct run_ctx ctx = {sb, run};
+	char who[96];
+	snprintf(who, sizeof(who), "%s run %d", sb->name, run->n);
+	return drive(run_verbs, buf, len, run_run, &ctx, result, who);
+}
+
+char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	struct out o = {0};
+	char st[64];
+	journal_status_text(run, st, sizeof(st));
+	outf(&o, "status %s\n", st);
+	usage_lines(&o, run_verbs);
+	return o.buf ? o.buf : strdup("");
+}

@@ -1,0 +1,806 @@
+#include "tree.h"
+#include "ctl.h"
+
+#include "../journal/journal.h"
+#include "../providers/redact.h"
+#include "../providers/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct sfs_tree tree = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
+void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
+
+/* ---- records ---------------------------------------------------------- */
+
+static void free_run(struct sfs_run *run)
+{
+	if (!run)
+		return;
+	free(run->cmd);
+	free(run->dir);
+	free(run);
+}
+
+static void free_sandbox(struct sfs_sandbox *sb)
+{
+	if (!sb)
+		return;
+	free(sb->id);
+	free(sb->image);
+	free(sb->workspace);
+	sfs_kv_free(&sb->env);
+	json_decref(sb->pdata);
+	for (size_t i = 0; i < sb->nsnapshots; i++) {
+		free(sb->snapshots[i].id);
+		free(sb->snapshots[i].label);
+	}
+	free(sb->snapshots);
+	for (size_t i = 0; i < sb->nports; i++)
+		free(sb->ports[i].url);
+	free(sb->ports);
+	free(sb->statedir);
+	free(sb->error);
+	free(sb->progress);
+	for (size_t i = 0; i < sb->nruns; i++)
+		free_run(sb->runs[i]);
+	free(sb->runs);
+	free(sb->last_result);
+	pthread_mutex_destroy(&sb->op_mutex);
+	free(sb);
+}
+
+static struct sfs_sandbox *new_sandbox(const char *name, const char *key,
+				       const struct sfs_provider *p)
+{
+	struct sfs_sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	snprintf(sb->key, sizeof(sb->key), "%s", key);
+	sb->provider = p;
+	pthread_mutex_init(&sb->op_mutex, NULL);
+	if (asprintf(&sb->statedir, "%s/sandboxes/%s", tree.statedir, key) < 0) {
+		sb->statedir = NULL;
+		free_sandbox(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+static int set_str(char **dst, const char *src)
+{
+	char *d = src ? strdup(src) : NULL;
+	if (src && !d)
+		return -ENOMEM;
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
+void tree_set_error(struct sfs_sandbox *sb, const char *msg)
+{
+	char *copy = NULL;
+	if (msg) {
+		size_t cap = strlen(msg) + 64;
+		copy = malloc(cap);
+		if (copy) {
+			snprintf(copy, cap, "%s", msg);
+			sfs_redact(copy, cap);
+		}
+	}
+	pthread_mutex_lock(&tree.mu);
+	free(sb->error);
+	sb->error = copy;
+	pthread_mutex_unlock(&tree.mu);
+}
+
+void tree_set_last_result(struct sfs_sandbox *sb, const char *text)
+{
+	char *copy = text ? strdup(text) : NULL;
+	pthread_mutex_lock(&tree.mu);
+	free(sb->last_result);
+	sb->last_result = copy;
+	pthread_mutex_unlock(&tree.mu);
+}
+
+/* ---- lookups ---------------------------------------------------------- */
+
+static struct sfs_sandbox *find_locked(const char *name)
+{
+	for (size_t i = 0; i < tree.nsbs; i++)
+		if (strcmp(tree.sbs[i]->name, name) == 0)
+			return tree.sbs[i];
+	return NULL;
+}
+
+struct sfs_sandbox *tree_get(const char *name)
+{
+	pthread_mutex_lock(&tree.mu);
+	struct sfs_sandbox *sb = find_locked(name);
+	if (sb)
+		sb->refs++;
+	pthread_mutex_unlock(&tree.mu);
+	return sb;
+}
+
+struct sfs_sandbox *tree_get_serial(uint32_t serial)
+{
+	struct sfs_sandbox *sb = NULL;
+	pthread_mutex_lock(&tree.mu);
+	for (size_t i = 0; i < tree.nsbs; i++) {
+		if (tree.sbs[i]->serial == serial) {
+			sb = tree.sbs[i];
+			sb->refs++;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&tree.mu);
+	return sb;
+}
+
+void tree_put(struct sfs_sandbox *sb)
+{
+	if (!sb)
+		return;
+	pthread_mutex_lock(&tree.mu);
+	sb->refs--;
+	pthread_mutex_unlock(&tree.mu);
+}
+
+size_t tree_list(char (*names)[64], uint32_t *serials, size_t max)
+{
+	pthread_mutex_lock(&tree.mu);
+	size_t n = 0;
+	for (size_t i = 0; i < tree.nsbs && n < max; i++, n++) {
+		memcpy(names[n], tree.sbs[i]->name, 64);
+		serials[n] = tree.sbs[i]->serial;
+	}
+	pthread_mutex_unlock(&tree.mu);
+	return n;
+}
+
+struct sfs_run *tree_run(struct sfs_sandbox *sb, int n)
+{
+	struct sfs_run *run = NULL;
+	pthread_mutex_lock(&tree.mu);
+	if (n >= 1 && (size_t)n <= sb->nruns)
+		run = sb->runs[n - 1];
+	pthread_mutex_unlock(&tree.mu);
+	return run;
+}
+
+int tree_nruns(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&tree.mu);
+	int n = (int)sb->nruns;
+	pthread_mutex_unlock(&tree.mu);
+	return n;
+}
+
+/* ---- registry ---------------------------------------------------------- */
+
+static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
+{
+	json_t *env = json_object(), *snaps = json_array(), *ports = json_array();
+	for (size_t i = 0; env && i < sb->env.n; i++)
+		json_object_set_new(env, sb->env.v[i].key, json_string(sb->env.v[i].val));
+	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
+		json_array_append_new(snaps,
+				      json_pack("{s:s, s:s?, s:I}", "id", sb->snapshots[i].id,
+						"label", sb->snapshots[i].label, "created",
+						(json_int_t)sb->snapshots[i].created));
+	for (size_t i = 0; ports && i < sb->nports; i++)
+		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
+						       "url", sb->ports[i].url));
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:O?, s:o, s:o}",
+			      "name", sb->name, "local_id", sb->key, "provider", sb->provider->name,
+			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
+			      sb->created, "image", sb->image, "workspace", sb->workspace, "env",
+			      env, "pdata", sb->pdata, "snapshots", snaps, "ports", ports);
+	return o;
+}
+
+/* Callers hold tree.mu so the list cannot change under the dump. */
+static int save_locked(struct sfs_err *err)
+{
+	json_t *arr = json_array();
+	if (!arr)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < tree.nsbs; i++) {
+		if (tree.sbs[i]->state == SFS_SB_CREATING)
+			continue; /* not usable yet: not persisted */
+		json_t *o = sandbox_to_json(tree.sbs[i]);
+		if (!o || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			return sfs_errf(err, -ENOMEM, "out of memory");
+		}
+	}
+	json_t *root = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
+	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+	json_decref(root);
+	if (!text)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	size_t cap = strlen(text) + 1;
+	/* the registry holds provider state: hide secrets before it hits disk */
+	char *red = malloc(cap + 4096);
+	if (red) {
+		memcpy(red, text, cap);
+		sfs_redact(red, cap + 4096);
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/registry.json", tree.statedir);
+	int r = red ? sfs_write_file_atomic(path, red, strlen(red), err)
+		    : sfs_errf(err, -ENOMEM, "out of memory");
+	free(red);
+	free(text);
+	return r;
+}
+
+int tree_save(struct sfs_err *err)
+{
+	pthread_mutex_lock(&tree.mu);
+	int r = save_locked(err);
+	pthread_mutex_unlock(&tree.mu);
+	return r;
+}
+
+static int add_locked(struct sfs_sandbox *sb)
+{
+	struct sfs_sandbox **grown = realloc(tree.sbs, (tree.nsbs + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	tree.sbs = grown;
+	sb->serial = ++tree.next_serial;
+	tree.sbs[tree.nsbs++] = sb;
+	return 0;
+}
+
+static void remove_locked(struct sfs_sandbox *sb, bool bury)
+{
+	for (size_t i = 0; i < tree.nsbs; i++) {
+		if (tree.sbs[i] == sb) {
+			memmove(&tree.sbs[i], &tree.sbs[i + 1],
+				(tree.nsbs - i - 1) * sizeof(tree.sbs[0]));
+			tree.nsbs--;
+			break;
+		}
+	}
+	if (!bury)
+		return;
+	struct sfs_sandbox **grown =
+	    realloc(tree.graveyard, (tree.ngraveyard + 1) * sizeof(*grown));
+	if (grown) {
+		tree.graveyard = grown;
+		tree.graveyard[tree.ngraveyard++] = sb;
+	}
+	/* on ENOMEM it leaks: never freed while something may point at it */
+}
+
+static int add_run_locked(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	struct sfs_run **grown = realloc(sb->runs, (sb->nruns + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	sb->runs = grown;
+	sb->runs[sb->nruns++] = run;
+	return 0;
+}
+
+/* Finds runs/1, runs/2 ... in the sandbox's state dir. */
+static void load_runs(struct sfs_sandbox *sb)
+{
+	for (int n = 1;; n++) {
+		char dir[4200], path[4300];
+		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
+		snprintf(path, sizeof(path), "%s/cmd", dir);
+		char *cmd = NULL;
+		if (sfs_read_file(path, &cmd, NULL) < 0)
+			break;
+		struct sfs_run *run = calloc(1, sizeof(*run));
+		if (!run || !(run->dir = strdup(dir))) {
+			free(run);
+			free(cmd);
+			break;
+		}
+		run->n = n;
+		run->cmd = cmd;
+		struct stat st;
+		if (stat(path, &st) == 0)
+			run->started = st.st_mtime;
+		pthread_mutex_lock(&tree.mu);
+		int r = add_run_locked(sb, run);
+		pthread_mutex_unlock(&tree.mu);
+		if (r) {
+			free_run(run);
+			break;
+		}
+		journal_attach(sb, run, NULL);
+	}
+}
+
+static struct sfs_sandbox *sandbox_from_json(json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const char *key = json_string_value(json_object_get(o, "local_id"));
+	const char *pname = json_string_value(json_object_get(o, "provider"));
+	const struct sfs_provider *p = pname ? sfs_provider_find(pname) : NULL;
+	if (!name || !key || !p) {
+		sfs_log(SFS_LOG_ERR, "registry: skipping an entry without name/local_id/provider");
+		return NULL;
+	}
+	struct sfs_sandbox *sb = new_sandbox(name, key, p);
+	if (!sb)
+		return NULL;
+	const char *state = json_string_value(json_object_get(o, "state"));
+	int st = state ? sfs_sb_state_parse(state) : SFS_SB_RUNNING;
+	sb->state = st < 0 ? SFS_SB_ERROR : (enum sfs_sb_state)st;
+	const char *created = json_string_value(json_object_get(o, "created"));
+	snprintf(sb->created, sizeof(sb->created), "%s", created ? created : "");
+	int r = set_str(&sb->id, json_string_value(json_object_get(o, "id")));
+	r |= set_str(&sb->image, json_string_value(json_object_get(o, "image")));
+	r |= set_str(&sb->workspace, json_string_value(json_object_get(o, "workspace")));
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(o, "env"), k, v)
+	{
+		if (json_is_string(v))
+			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
+	}
+	json_t *pd = json_object_get(o, "pdata");
+	if (json_is_object(pd))
+		sb->pdata = json_deep_copy(pd);
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(o, "snapshots"), i, s)
+	{
+		struct sfs_snapshot *grown =
+		    realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+		if (!grown) {
+			r = -ENOMEM;
+			break;
+		}
+		sb->snapshots = grown;
+		struct sfs_snapshot *snap = &sb->snapshots[sb->nsnapshots++];
+		memset(snap, 0, sizeof(*snap));
+		r |= set_str(&snap->id, json_string_value(json_object_get(s, "id")));
+		r |= set_str(&snap->label, json_string_value(json_object_get(s, "label")));
+		snap->created = json_integer_value(json_object_get(s, "created"));
+	}
+	json_array_foreach(json_object_get(o, "ports"), i, s)
+	{
+		struct sfs_port *grown = realloc(sb->ports, (sb->nports + 1) * sizeof(*grown));
+		if (!grown) {
+			r = -ENOMEM;
+			break;
+		}
+		sb->ports = grown;
+		struct sfs_port *port = &sb->ports[sb->nports++];
+		port->port = (int)json_integer_value(json_object_get(s, "port"));
+		port->url = NULL;
+		r |= set_str(&port->url, json_string_value(json_object_get(s, "url")));
+	}
+	if (r) {
+		free_sandbox(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+int tree_init(const char *statedir, const struct sfs_provider *default_provider,
+	      struct sfs_err *err)
+{
+	tree.statedir = strdup(statedir);
+	tree.default_provider = default_provider;
+	if (!tree.statedir)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/sandboxes", statedir);
+	int r = sfs_mkdir_p(path, 0700);
+	if (r)
+		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
+	snprintf(path, sizeof(path), "%s/registry.json", statedir);
+	json_error_t jerr;
+	json_t *root = json_load_file(path, 0, &jerr);
+	if (!root) {
+		if (access(path, F_OK) == 0)
+			return sfs_errf(err, -EINVAL, "registry %s: %s (line %d)", path, jerr.text,
+					jerr.line);
+		return 0; /* first start */
+	}
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(root, "sandboxes"), i, o)
+	{
+		struct sfs_sandbox *sb = sandbox_from_json(o);
+		if (!sb)
+			continue;
+		pthread_mutex_lock(&tree.mu);
+		bool dup = find_locked(sb->name) != NULL;
+		int ar = dup ? -EEXIST : add_locked(sb);
+		pthread_mutex_unlock(&tree.mu);
+		if (ar) {
+			free_sandbox(sb);
+			continue;
+		}
+		if (sb->state == SFS_SB_RUNNING || sb->state == SFS_SB_STOPPED) {
+			struct sfs_err rerr = {0};
+			if (sb->provider->ops->resume(sb, &rerr) < 0) {
+				sfs_log(SFS_LOG_ERR, "%s: resume: %s", sb->name, rerr.msg);
+				tree_set_error(sb, rerr.msg);
+				sb->state = SFS_SB_ERROR;
+			}
+		}
+		load_runs(sb);
+	}
+	json_decref(root);
+	return 0;
+}
+
+void tree_shutdown(void)
+{
+	for (size_t i = 0; i < tree.nsbs; i++)
+		free_sandbox(tree.sbs[i]);
+	for (size_t i = 0; i < tree.ngraveyard; i++)
+		free_sandbox(tree.graveyard[i]);
+	free(tree.sbs);
+	free(tree.graveyard);
+	free(tree.statedir);
+	tree.sbs = tree.graveyard = NULL;
+	tree.nsbs = tree.ngraveyard = 0;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+/* Reserves name with a new CREATING record; the caller fills it in. */
+static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sandbox **out,
+		   struct sfs_err *err)
+{
+	int r = ctl_check_sandbox_name(name, err);
+	if (r)
+		return r;
+	char key[33];
+	r = sfs_random_hex(key, 16);
+	if (r)
+		return sfs_errf(err, r, "random: %s", strerror(-r));
+	struct sfs_sandbox *sb = new_sandbox(name, key, p);
+	if (!sb)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	sb->state = SFS_SB_CREATING;
+	sfs_now_rfc3339(sb->created, sizeof(sb->created));
+	pthread_mutex_lock(&tree.mu);
+	if (find_locked(name)) {
+		pthread_mutex_unlock(&tree.mu);
+		free_sandbox(sb);
+		return sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", name);
+	}
+	r = add_locked(sb);
+	if (!r)
+		sb->refs++;
+	pthread_mutex_unlock(&tree.mu);
+	if (r) {
+		free_sandbox(sb);
+		return sfs_errf(err, r, "out of memory");
+	}
+	r = sfs_mkdir_p(sb->statedir, 0700);
+	if (r) {
+		pthread_mutex_lock(&tree.mu);
+		remove_locked(sb, true);
+		sb->refs--;
+		pthread_mutex_unlock(&tree.mu);
+		return sfs_errf(err, r, "state dir %s: %s", sb->statedir, strerror(-r));
+	}
+	*out = sb;
+	return 0;
+}
+
+/* Undoes reserve() after a failed create: nothing is left behind. */
+static void unreserve(struct sfs_sandbox *sb)
+{
+	sfs_rm_rf(sb->statedir);
+	pthread_mutex_lock(&tree.mu);
+	remove_locked(sb, true);
+	sb->refs--;
+	pthread_mutex_unlock(&tree.mu);
+	if (tree_sandbox_gone_hook)
+		tree_sandbox_gone_hook(sb);
+}
+
+static int commit_created(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	pthread_mutex_lock(&tree.mu);
+	sb->state = SFS_SB_RUNNING;
+	int r = save_locked(err);
+	if (r)
+		sb->state = SFS_SB_CREATING;
+	pthread_mutex_unlock(&tree.mu);
+	return r;
+}
+
+static const struct sfs_provider *pick_provider(const struct sfs_kvlist *opts, struct sfs_err *err)
+{
+	const char *pname = opts ? sfs_kv_get(opts, "provider") : NULL;
+	if (!pname)
+		return tree.default_provider;
+	const struct sfs_provider *p = sfs_provider_find(pname);
+	if (!p)
+		sfs_errf(err, -EINVAL, "unknown provider \"%s\"", pname);
+	return p;
+}
+
+int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err *err)
+{
+	struct sfs_kvlist none = {0};
+	if (!opts)
+		opts = &none;
+	const struct sfs_provider *p = pick_provider(opts, err);
+	if (!p)
+		return err ? err->code : -EINVAL;
+	char why[256];
+	if (p->ops->configured && !p->ops->configured(why, sizeof(why)))
+		return sfs_errf(err, -EIO, "provider %s is not usable: %s", p->name, why);
+	for (size_t i = 0; i < opts->n; i++) {
+		const char *k = opts->v[i].key;
+		if (strcmp(k, "source") == 0 || strcmp(k, "ref") == 0 || strcmp(k, "setup") == 0)
+			return sfs_errf(err, -EOPNOTSUPP,
+					"new: %s= is not supported by this version (see docs/)", k);
+		if (strncmp(k, "env.", 4) == 0) {
+			int r = sfs_provider_require(p, SFS_CAP_ENV, err);
+			if (r)
+				return r;
+		}
+	}
+	struct sfs_sandbox *sb;
+	int r = reserve(name, p, &sb, err);
+	if (r)
+		return r;
+	for (size_t i = 0; i < opts->n && !r; i++)
+		if (strncmp(opts->v[i].key, "env.", 4) == 0)
+			r = sfs_kv_set(&sb->env, opts->v[i].key + 4, opts->v[i].val);
+	if (r) {
+		unreserve(sb);
+		return sfs_errf(err, r, "out of memory");
+	}
+	pthread_mutex_lock(&sb->op_mutex);
+	r = p->ops->create(sb, opts, err);
+	if (!r) {
+		r = commit_created(sb, err);
+		if (r)
+			p->ops->destroy(sb, NULL);
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r) {
+		unreserve(sb);
+		return r;
+	}
+	tree_put(sb);
+	sfs_log(SFS_LOG_INFO, "created sandbox %s on %s (%s)", name, p->name, sb->id);
+	return 0;
+}
+
+int tree_resume(const char *name, const char *pname, const char *id, struct sfs_err *err)
+{
+	const struct sfs_provider *p = sfs_provider_find(pname);
+	if (!p)
+		return sfs_errf(err, -EINVAL, "unknown provider \"%s\"", pname);
+	struct sfs_sandbox *sb;
+	int r = reserve(name, p, &sb, err);
+	if (r)
+		return r;
+	r = set_str(&sb->id, id);
+	if (r) {
+		unreserve(sb);
+		return sfs_errf(err, r, "out of memory");
+	}
+	pthread_mutex_lock(&sb->op_mutex);
+	r = p->ops->resume(sb, err);
+	if (!r)
+		r = commit_created(sb, err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r) {
+		unreserve(sb);
+		return r;
+	}
+	tree_put(sb);
+	return 0;
+}
+
+static struct sfs_sandbox *get_or_err(const char *name, struct sfs_err *err)
+{
+	struct sfs_sandbox *sb = tree_get(name);
+	if (!sb)
+		sfs_errf(err, -ENOENT, "no sandbox named \"%s\"", name);
+	return sb;
+}
+
+/* Takes sb out of the tree for good; runs' readers get ENOENT. */
+static int drop(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	pthread_mutex_lock(&tree.mu);
+	remove_locked(sb, true);
+	int r = save_locked(err);
+	pthread_mutex_unlock(&tree.mu);
+	journal_detach_sandbox(sb);
+	if (tree_sandbox_gone_hook)
+		tree_sandbox_gone_hook(sb);
+	return r;
+}
+
+int tree_destroy(const char *name, struct sfs_err *err)
+{
+	struct sfs_sandbox *sb = get_or_err(name, err);
+	if (!sb)
+		return -ENOENT;
+	pthread_mutex_lock(&sb->op_mutex);
+	int r = 0;
+	if (sb->state == SFS_SB_CREATING)
+		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
+	else if (sb->state != SFS_SB_DESTROYED)
+		r = sb->provider->ops->destroy(sb, err);
+	if (!r) {
+		sb->state = SFS_SB_DESTROYED;
+		r = drop(sb, err);
+		if (!r)
+			sfs_rm_rf(sb->statedir);
+	} else {
+		tree_set_error(sb, err ? err->msg : "destroy failed");
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	tree_put(sb);
+	return r;
+}
+
+int tree_forget(const char *name, struct sfs_err *err)
+{
+	struct sfs_sandbox *sb = get_or_err(name, err);
+	if (!sb)
+		return -ENOENT;
+	pthread_mutex_lock(&sb->op_mutex);
+	int r = 0;
+	if (sb->state == SFS_SB_CREATING)
+		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
+	else
+		r = drop(sb, err);
+	/* the state dir stays: runs may still be writing their journals there */
+	pthread_mutex_unlock(&sb->op_mutex);
+	tree_put(sb);
+	return r;
+}
+
+int tree_rename(const char *from, const char *to, struct sfs_err *err)
+{
+	int r = ctl_check_sandbox_name(to, err);
+	if (r)
+		return r;
+	pthread_mutex_lock(&tree.mu);
+	struct sfs_sandbox *sb = find_locked(from);
+	if (!sb)
+		r = sfs_errf(err, -ENOENT, "no sandbox named \"%s\"", from);
+	else if (strcmp(from, to) == 0)
+		r = 0;
+	else if (find_locked(to))
+		r = sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", to);
+	else if (sb->state == SFS_SB_CREATING)
+		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", from);
+	else {
+		char old[64];
+		memcpy(old, sb->name, sizeof(old));
+		snprintf(sb->name, sizeof(sb->name), "%s", to);
+		r = save_locked(err);
+		if (r)
+			memcpy(sb->name, old, sizeof(old));
+	}
+	pthread_mutex_unlock(&tree.mu);
+	return r;
+}
+
+int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, struct sfs_err *err)
+{
+	int r = sfs_provider_require(src->provider, SFS_CAP_FORK, err);
+	if (r)
+		return r;
+	if (!src->provider->ops->fork)
+		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot fork", src->provider->name);
+	struct sfs_sandbox *dst;
+	r = reserve(newname, src->provider, &dst, err);
+	if (r)
+		return r;
+	r = sfs_kv_copy(&dst->env, &src->env);
+	if (r) {
+		unreserve(dst);
+		return sfs_errf(err, r, "out of memory");
+	}
+	pthread_mutex_lock(&src->op_mutex);
+	r = src->provider->ops->fork(src, dst, from, err);
+	pthread_mutex_unlock(&src->op_mutex);
+	if (!r) {
+		r = commit_created(dst, err);
+		if (r)
+			dst->provider->ops->destroy(dst, NULL);
+	}
+	if (r) {
+		unreserve(dst);
+		return r;
+	}
+	tree_put(dst);
+	return 0;
+}
+
+int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_EXEC, err);
+	if (r)
+		return r;
+	pthread_mutex_lock(&sb->op_mutex);
+	if (sb->state != SFS_SB_RUNNING) {
+		r = sfs_errf(err, -EIO, "sandbox \"%s\" is %s, not running", sb->name,
+			     sfs_sb_state_name(sb->state));
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r;
+	}
+	struct sfs_run *run = calloc(1, sizeof(*run));
+	if (!run || !(run->cmd = strdup(cmd))) {
+		free(run);
+		pthread_mutex_unlock(&sb->op_mutex);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	run->n = tree_nruns(sb) + 1;
+	run->started = time(NULL);
+	if (asprintf(&run->dir, "%s/runs/%d", sb->statedir, run->n) < 0) {
+		run->dir = NULL;
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	sfs_rm_rf(run->dir); /* leftovers of a run that never started */
+	r = sfs_mkdir_p(run->dir, 0700);
+	if (r) {
+		sfs_errf(err, r, "run dir %s: %s", run->dir, strerror(-r));
+		goto fail;
+	}
+	char path[4300];
+	snprintf(path, sizeof(path), "%s/cmd", run->dir);
+	/* cmd is written last-but-one: a run dir without cmd is not a run */
+	char tmpcmd[4300];
+	snprintf(tmpcmd, sizeof(tmpcmd), "%s/.cmd", run->dir);
+	r = sfs_write_file_atomic(tmpcmd, cmd, strlen(cmd), err);
+	if (r)
+		goto fail_dir;
+	r = sb->provider->ops->run_start(sb, run, err);
+	if (r)
+		goto fail_dir;
+	if (rename(tmpcmd, path) < 0) {
+		/* the run is going: keep it even though its dir lacks cmd */
+		sfs_log(SFS_LOG_ERR, "%s: run %d: rename cmd: %s", sb->name, run->n,
+			strerror(errno));
+	}
+	pthread_mutex_lock(&tree.mu);
+	r = add_run_locked(sb, run);
+	pthread_mutex_unlock(&tree.mu);
+	if (r) {
+		/* cannot track it: stop it rather than leave it unseen */
+		if (sb->provider->ops->run_kill)
+			sb->provider->ops->run_kill(sb, run, 9, false, NULL);
+		sfs_errf(err, r, "out of memory");
+		goto fail_dir;
+	}
+	journal_attach(sb, run, NULL);
+	*n = run->n;
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (tree_run_started_hook)
+		tree_run_started_hook(sb, run);
+	return 0;
+fail_dir:
+	sfs_rm_rf(run->dir);
+fail:
+	free_run(run);
+	pthread_mutex_unlock(&sb->op_mutex);
+	return r;
+}

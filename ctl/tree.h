@@ -1,0 +1,73 @@
+/*
+ * The sandboxes the daemon knows: a list guarded by one lock, persisted as a
+ * registry in the state directory (jansson, temp + rename), and the
+ * lifecycle operations the ctl verbs and the fs layer (mkdir, rmdir, mv) call.
+ *
+ * Lock order: sb->op_mutex (long: provider calls) before tree.mu (short:
+ * list, names, runs arrays, refs).  Never call a provider with tree.mu held.
+ * Destroyed or forgotten sandboxes move to a graveyard and are freed at
+ * shutdown, so a pointer taken with tree_get stays valid for the daemon's
+ * life; callers still drop their reference with tree_put.
+ */
+#ifndef SFS_TREE_H
+#define SFS_TREE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../providers/provider.h"
+
+struct sfs_tree {
+	pthread_mutex_t mu;
+	struct sfs_sandbox **sbs;
+	size_t nsbs;
+	struct sfs_sandbox **graveyard;
+	size_t ngraveyard;
+	char *statedir;
+	const struct sfs_provider *default_provider;
+	uint32_t next_serial;
+};
+
+extern struct sfs_tree tree;
+
+/* Loads the registry and brings every sandbox and run back. */
+int tree_init(const char *statedir, const struct sfs_provider *default_provider,
+	      struct sfs_err *err);
+void tree_shutdown(void);
+
+/* Lookups return a referenced sandbox or NULL. */
+struct sfs_sandbox *tree_get(const char *name);
+struct sfs_sandbox *tree_get_serial(uint32_t serial);
+void tree_put(struct sfs_sandbox *sb);
+/* Names in order, for readdir: fills up to max names (copied) and serials. */
+size_t tree_list(char (*names)[64], uint32_t *serials, size_t max);
+
+/* A run of sb, or NULL (n from 1); guarded internally. */
+struct sfs_run *tree_run(struct sfs_sandbox *sb, int n);
+int tree_nruns(struct sfs_sandbox *sb);
+
+/* Writes the registry now. */
+int tree_save(struct sfs_err *err);
+
+/* Lifecycle.  Each either completes or changes nothing. */
+int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err *err);
+int tree_resume(const char *name, const char *provider, const char *id, struct sfs_err *err);
+int tree_destroy(const char *name, struct sfs_err *err);
+int tree_forget(const char *name, struct sfs_err *err);
+int tree_rename(const char *from, const char *to, struct sfs_err *err);
+int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from,
+	      struct sfs_err *err);
+
+/* Starts a run; *n gets its number. */
+int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err);
+
+/* Records sb's last error (redacted) or clears it with NULL. */
+void tree_set_error(struct sfs_sandbox *sb, const char *msg);
+void tree_set_last_result(struct sfs_sandbox *sb, const char *text);
+
+/* Hook called after a run starts (workspace cache invalidation); may be NULL. */
+extern void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
+/* Hook called when a sandbox goes away (workspace nodes); may be NULL. */
+extern void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
+
+#endif
