@@ -1,0 +1,32 @@
+/* The FUSE adapter: shared state of fs/ (session, options, the ops table). */
+#ifndef SFS_FS_H
+#define SFS_FS_H
+
+#include "workspace.h"
+#include "../providers/err.h"
+
+#include <stdbool.h>
+
+struct sfs_fs_options {
+	double dir_attr_timeout;   /* synthetic directories */
+	double entry_timeout;      /* synthetic entries: long, invalidated on change */
+	struct ws_options ws;
+};
+
+extern struct sfs_fs_options sfs_fs_opts;
+extern struct fuse_session *sfs_session;
+extern const struct fuse_lowlevel_ops sfs_ops;
+
+/* Installs the journal and tree hooks that reach back into fs/. */
+int sfs_fs_start(struct sfs_err *err);
+void sfs_fs_stop(void);
+
+/* Kernel cache invalidations, sent from a worker thread of their own so a
+ * FUSE handler never waits on a lock the kernel holds for it. */
+int notify_start(void);
+void notify_stop(void);
+void notify_inval_entry(fuse_ino_t parent, const char *name);
+void notify_inval_inode(fuse_ino_t ino);
+void notify_ws_sandbox(uint32_t serial);
+
+#endif

@@ -1,0 +1,938 @@
+/*
+ * The FUSE low-level handlers: a thin adapter.  Workspace inodes go to
+ * fs/workspace.c (ws_ops); synthetic inodes are resolved through fs/synth.c
+ * and their writes go to ctl/, their journal reads to journal/.
+ */
+#include "fs.h"
+#include "synth.h"
+
+#include "../ctl/commands.h"
+#include "../ctl/tree.h"
+#include "../journal/journal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+
+struct sfs_fs_options sfs_fs_opts = {
+	.dir_attr_timeout = 1.0,
+	.entry_timeout = 86400.0,
+	.ws = {.attr_timeout = 1.0, .entry_timeout = 1.0, .keep_cache = true},
+};
+struct fuse_session *sfs_session;
+
+#define IS_WS(ino) (SFS_INO_KIND(ino) == SFS_K_WS && (ino) != FUSE_ROOT_ID)
+
+/* Delegates to the workspace handler, or ENOSYS when it has none. */
+#define WS_CALL(op, req, ...)                                                                      \
+	do {                                                                                       \
+		if (ws_ops.op)                                                                     \
+			ws_ops.op(req, __VA_ARGS__);                                               \
+		else                                                                               \
+			fuse_reply_err(req, ENOSYS);                                               \
+	} while (0)
+
+/* An open synthetic file. */
+struct sfh {
+	unsigned kind;
+	struct sfs_sandbox *sb;
+	struct sfs_run *run;
+	pthread_mutex_t mu;
+	char *out; /* what reads return: text snapshot, or a ctl write's result */
+	size_t outlen, rpos;
+	bool out_is_result;
+};
+
+/* Synthetic directory handle: the listing as it was at opendir. */
+struct sdh {
+	struct synth_entry *v;
+	size_t n;
+	fuse_ino_t self, parent;
+};
+
+static struct sfh *sfh_of(struct fuse_file_info *fi)
+{
+	return (struct sfh *)(uintptr_t)fi->fh;
+}
+
+static double attr_timeout_for(mode_t mode)
+{
+	return S_ISDIR(mode) ? sfs_fs_opts.dir_attr_timeout : 0.0;
+}
+
+static void fill_entry(struct fuse_entry_param *e, fuse_ino_t ino, const struct stat *st)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->attr = *st;
+	e->attr.st_ino = ino;
+	e->attr_timeout = attr_timeout_for(st->st_mode);
+	e->entry_timeout = sfs_fs_opts.entry_timeout;
+}
+
+static int stat_ino(fuse_ino_t ino, struct stat *st)
+{
+	struct synth s;
+	int r = synth_resolve(ino, &s);
+	if (r)
+		return r;
+	r = synth_stat(&s, st);
+	st->st_ino = ino;
+	synth_release(&s);
+	return r;
+}
+
+static void reply_entry_for(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stat st;
+	int r = stat_ino(ino, &st);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct fuse_entry_param e;
+	fill_entry(&e, ino, &st);
+	fuse_reply_entry(req, &e);
+}
+
+static void lookup_workspace(fuse_req_t req, struct synth *dir)
+{
+	const struct sfs_provider_ops *ops = dir->sb->provider->ops;
+	struct sfs_err err = {0};
+	int fd = -1;
+	int r = ops->workspace_root_fd ? ops->workspace_root_fd(dir->sb, &fd, &err) : -EOPNOTSUPP;
+	if (r) {
+		sfs_log(SFS_LOG_WARN, "%s: workspace: %s", dir->sb->name, err.msg);
+		fuse_reply_err(req, r == -EOPNOTSUPP ? ENOENT : -r);
+		return;
+	}
+	ws_lookup_root(req, dir->serial, fd);
+}
+
+static void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (IS_WS(parent)) {
+		WS_CALL(lookup, req, parent, name);
+		return;
+	}
+	struct synth dir;
+	int r = synth_resolve(parent, &dir);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct synth_entry *v = NULL;
+	size_t n = 0;
+	r = synth_list(&dir, &v, &n);
+	if (r) {
+		synth_release(&dir);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	size_t i;
+	for (i = 0; i < n && strcmp(v[i].name, name) != 0; i++)
+		;
+	if (i == n)
+		fuse_reply_err(req, ENOENT);
+	else if (v[i].ino == 0)
+		lookup_workspace(req, &dir);
+	else
+		reply_entry_for(req, v[i].ino);
+	free(v);
+	synth_release(&dir);
+}
+
+static void sfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (IS_WS(ino) && ws_ops.forget) {
+		ws_ops.forget(req, ino, nlookup);
+		return;
+	}
+	fuse_reply_none(req); /* synthetic inodes keep no lookup counts */
+}
+
+static void sfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	size_t nws = 0;
+	for (size_t i = 0; i < count; i++)
+		if (IS_WS(forgets[i].ino))
+			forgets[nws++] = forgets[i];
+	if (nws && ws_ops.forget_multi)
+		ws_ops.forget_multi(req, nws, forgets);
+	else
+		fuse_reply_none(req);
+}
+
+static void sfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(getattr, req, ino, fi);
+		return;
+	}
+	struct stat st;
+	int r = stat_ino(ino, &st);
+	if (r)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, attr_timeout_for(st.st_mode));
+}
+
+static void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(setattr, req, ino, attr, to_set, fi);
+		return;
+	}
+	struct stat st;
+	int r = stat_ino(ino, &st);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	/* `echo cmd > ctl` truncates first: accept size 0 (and touch) on
+	 * writable files, refuse everything else */
+	int allowed = FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+		      FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+	if ((to_set & ~allowed) || ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != 0) ||
+	    ((to_set & FUSE_SET_ATTR_SIZE) && !(st.st_mode & 0200))) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	fuse_reply_attr(req, &st, 0.0);
+}
+
+static void sfs_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(readlink, req, ino);
+		return;
+	}
+	struct synth s;
+	int r = synth_resolve(ino, &s);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (s.kind != SFS_K_SB_JOURNAL) {
+		synth_release(&s);
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	char target[64];
+	snprintf(target, sizeof(target), "runs/%d/journal", tree_nruns(s.sb));
+	synth_release(&s);
+	fuse_reply_readlink(req, target);
+}
+
+static void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	if (IS_WS(parent)) {
+		WS_CALL(mkdir, req, parent, name, mode);
+		return;
+	}
+	if (parent != FUSE_ROOT_ID) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	struct sfs_err err = {0};
+	int r = tree_create(name, NULL, &err);
+	if (r) {
+		sfs_log(SFS_LOG_WARN, "mkdir %s: %s", name, err.msg);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct sfs_sandbox *sb = tree_get(name);
+	if (!sb) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	fuse_ino_t ino = SFS_INO_MAKE(SFS_K_SB, sb->serial, 0);
+	tree_put(sb);
+	reply_entry_for(req, ino);
+}
+
+static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (IS_WS(parent)) {
+		WS_CALL(rmdir, req, parent, name);
+		return;
+	}
+	struct sfs_err err = {0};
+	int r = -EPERM;
+	if (parent == FUSE_ROOT_ID) {
+		if (strcmp(name, "ctl") == 0 || strcmp(name, "providers") == 0)
+			r = -EPERM;
+		else
+			r = tree_destroy(name, &err);
+	} else if (SFS_INO_KIND(parent) == SFS_K_SB_SNAPSHOTS) {
+		struct synth s;
+		r = synth_resolve(parent, &s);
+		if (!r) {
+			const struct sfs_provider_ops *ops = s.sb->provider->ops;
+			r = ops->snapshot_delete ? 0 : -EOPNOTSUPP;
+			size_t i = 0;
+			pthread_mutex_lock(&tree.mu);
+			while (i < s.sb->nsnapshots && strcmp(s.sb->snapshots[i].id, name) != 0)
+				i++;
+			bool found = i < s.sb->nsnapshots;
+			pthread_mutex_unlock(&tree.mu);
+			if (!found)
+				r = -ENOENT;
+			if (!r) {
+				pthread_mutex_lock(&s.sb->op_mutex);
+				r = ops->snapshot_delete(s.sb, name, &err);
+				pthread_mutex_unlock(&s.sb->op_mutex);
+			}
+			if (!r) {
+				pthread_mutex_lock(&tree.mu);
+				for (i = 0; i < s.sb->nsnapshots; i++) {
+					if (strcmp(s.sb->snapshots[i].id, name) == 0) {
+						free(s.sb->snapshots[i].id);
+						free(s.sb->snapshots[i].label);
+						memmove(&s.sb->snapshots[i], &s.sb->snapshots[i + 1],
+							(s.sb->nsnapshots - i - 1) *
+								sizeof(s.sb->snapshots[0]));
+						s.sb->nsnapshots--;
+						break;
+					}
+				}
+				pthread_mutex_unlock(&tree.mu);
+				r = tree_save(&err);
+			}
+			synth_release(&s);
+		}
+	}
+	if (r && err.msg[0])
+		sfs_log(SFS_LOG_WARN, "rmdir %s: %s", name, err.msg);
+	fuse_reply_err(req, -r);
+}
+
+static void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	if (IS_WS(parent))
+		WS_CALL(unlink, req, parent, name);
+	else
+		fuse_reply_err(req, EPERM);
+}
+
+static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		       const char *newname, unsigned int flags)
+{
+	if (IS_WS(parent) && IS_WS(newparent)) {
+		WS_CALL(rename, req, parent, name, newparent, newname, flags);
+		return;
+	}
+	if (IS_WS(parent) || IS_WS(newparent)) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	if (parent != FUSE_ROOT_ID || newparent != FUSE_ROOT_ID) {
+		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (flags & ~RENAME_NOREPLACE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	struct sfs_err err = {0};
+	int r = tree_rename(name, newname, &err);
+	if (r)
+		sfs_log(SFS_LOG_WARN, "mv %s %s: %s", name, newname, err.msg);
+	fuse_reply_err(req, -r);
+}
+
+static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      dev_t rdev)
+{
+	if (IS_WS(parent))
+		WS_CALL(mknod, req, parent, name, mode, rdev);
+	else
+		fuse_reply_err(req, EPERM);
+}
+
+static void sfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	if (IS_WS(parent))
+		WS_CALL(symlink, req, link, parent, name);
+	else
+		fuse_reply_err(req, EPERM);
+}
+
+static void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	if (IS_WS(ino) && IS_WS(newparent))
+		WS_CALL(link, req, ino, newparent, newname);
+	else
+		fuse_reply_err(req, IS_WS(ino) || IS_WS(newparent) ? EXDEV : EPERM);
+}
+
+static void sfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		       struct fuse_file_info *fi)
+{
+	if (IS_WS(parent))
+		WS_CALL(create, req, parent, name, mode, fi);
+	else
+		fuse_reply_err(req, EACCES);
+}
+
+/* ---- open/read/write of synthetic files ------------------------------- */
+
+static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(open, req, ino, fi);
+		return;
+	}
+	struct synth s;
+	int r = synth_resolve(ino, &s);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct stat st;
+	synth_stat(&s, &st);
+	int acc = fi->flags & O_ACCMODE;
+	if (S_ISDIR(st.st_mode))
+		r = -EISDIR;
+	else if ((acc != O_RDONLY && !(st.st_mode & 0200)) ||
+		 (acc != O_WRONLY && !(st.st_mode & 0400)))
+		r = -EACCES;
+	struct sfh *h = r ? NULL : calloc(1, sizeof(*h));
+	if (!r && !h)
+		r = -ENOMEM;
+	if (!r) {
+		h->kind = s.kind;
+		h->sb = s.sb;
+		h->run = s.run;
+		pthread_mutex_init(&h->mu, NULL);
+		switch (s.kind) {
+		case SFS_K_MOUNT_CTL:
+		case SFS_K_SB_CTL:
+		case SFS_K_RUN_CTL:
+		case SFS_K_RUN_STDIN:
+			/* results are read back on the same fd, not at offsets */
+			fi->nonseekable = 1;
+			break;
+		case SFS_K_RUN_JOURNAL:
+		case SFS_K_RUN_WAIT:
+			break;
+		default:
+			r = synth_text(&s, &h->out, &h->outlen);
+		}
+	}
+	synth_release(&s); /* sandboxes are never freed while mounted */
+	if (r) {
+		if (h)
+			pthread_mutex_destroy(&h->mu);
+		free(h);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->direct_io = 1; /* sizes of synthetic files change under the reader */
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		pthread_mutex_destroy(&h->mu);
+		free(h->out);
+		free(h);
+	}
+}
+
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)data;
+	journal_interrupt(req);
+}
+
+/* Answers a journal or wait read now if it can; 1 when it parked. */
+static int journal_read_or_park(fuse_req_t req, struct sfh *h, size_t size, off_t off)
+{
+	enum journal_wait_kind kind =
+		h->kind == SFS_K_RUN_WAIT ? JOURNAL_WAIT_END : JOURNAL_WAIT_BYTES;
+	for (int tries = 0; tries < 2; tries++) {
+		if (kind == JOURNAL_WAIT_BYTES) {
+			char *buf = malloc(size ? size : 1);
+			if (!buf) {
+				fuse_reply_err(req, ENOMEM);
+				return 0;
+			}
+			bool eof = false;
+			ssize_t n = journal_read(h->run, off, buf, size, &eof);
+			if (n > 0 || eof || n < 0) {
+				if (n < 0)
+					fuse_reply_err(req, (int)-n);
+				else
+					fuse_reply_buf(req, buf, (size_t)n);
+				free(buf);
+				return 0;
+			}
+			free(buf);
+		} else if (!journal_run_active(h->run)) {
+			char st[64], line[80];
+			journal_status_text(h->run, st, sizeof(st));
+			int len = snprintf(line, sizeof(line), "%s\n", st);
+			if (off >= len)
+				fuse_reply_buf(req, NULL, 0);
+			else
+				fuse_reply_buf(req, line + off,
+					       (size_t)len - (size_t)off < size
+						       ? (size_t)len - (size_t)off
+						       : size);
+			return 0;
+		}
+		int p = journal_park(h->sb, h->run, req, off, size, kind);
+		if (p < 0) {
+			fuse_reply_err(req, -p);
+			return 0;
+		}
+		if (p == 0) {
+			fuse_req_interrupt_func(req, on_interrupt, NULL);
+			journal_arm(req);
+			return 1;
+		}
+		/* became ready between our read and the park: read again */
+	}
+	fuse_reply_err(req, EAGAIN);
+	return 0;
+}
+
+static void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(read, req, ino, size, off, fi);
+		return;
+	}
+	struct sfh *h = sfh_of(fi);
+	if (h->kind == SFS_K_RUN_JOURNAL || h->kind == SFS_K_RUN_WAIT) {
+		journal_read_or_park(req, h, size, off);
+		return;
+	}
+	pthread_mutex_lock(&h->mu);
+	bool is_ctl = h->kind == SFS_K_MOUNT_CTL || h->kind == SFS_K_SB_CTL ||
+		      h->kind == SFS_K_RUN_CTL;
+	if (is_ctl && !h->out) {
+		h->out = h->kind == SFS_K_MOUNT_CTL ? ctl_mount_read_text()
+			 : h->kind == SFS_K_SB_CTL  ? ctl_sandbox_read_text(h->sb)
+						    : ctl_run_read_text(h->sb, h->run);
+		h->outlen = h->out ? strlen(h->out) : 0;
+		h->rpos = 0;
+	}
+	size_t pos = is_ctl ? h->rpos : (size_t)off;
+	size_t n = 0;
+	if (h->out && pos < h->outlen)
+		n = h->outlen - pos < size ? h->outlen - pos : size;
+	if (is_ctl)
+		h->rpos += n;
+	fuse_reply_buf(req, h->out ? h->out + pos : NULL, n);
+	pthread_mutex_unlock(&h->mu);
+}
+
+static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t len)
+{
+	char *result = NULL;
+	int r;
+	switch (h->kind) {
+	case SFS_K_MOUNT_CTL:
+		r = ctl_mount_write(buf, len, &result);
+		break;
+	case SFS_K_SB_CTL:
+		r = ctl_sandbox_write(h->sb, buf, len, &result);
+		break;
+	case SFS_K_RUN_CTL:
+		r = ctl_run_write(h->sb, h->run, buf, len, &result);
+		break;
+	case SFS_K_RUN_STDIN: {
+		struct sfs_err err = {0};
+		const struct sfs_provider_ops *ops = h->sb->provider->ops;
+		r = ops->run_stdin_write ? ops->run_stdin_write(h->sb, h->run, buf, len, &err)
+					 : -EOPNOTSUPP;
+		if (r)
+			sfs_log(SFS_LOG_WARN, "%s run %d stdin: %s", h->sb->name, h->run->n,
+				err.msg);
+		break;
+	}
+	default:
+		r = -EBADF;
+	}
+	pthread_mutex_lock(&h->mu);
+	if (result) {
+		free(h->out);
+		h->out = result;
+		h->outlen = strlen(result);
+		h->rpos = 0;
+		h->out_is_result = true;
+	}
+	pthread_mutex_unlock(&h->mu);
+	if (r)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_write(req, len);
+}
+
+static void sfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			  struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(write_buf, req, ino, in, off, fi);
+		return;
+	}
+	size_t len = fuse_buf_size(in);
+	char *buf = malloc(len + 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(len);
+	dst.buf[0].mem = buf;
+	ssize_t got = fuse_buf_copy(&dst, in, 0);
+	if (got < 0) {
+		free(buf);
+		fuse_reply_err(req, (int)-got);
+		return;
+	}
+	buf[got] = '\0';
+	if (memchr(buf, '\0', (size_t)got) && sfh_of(fi)->kind != SFS_K_RUN_STDIN) {
+		free(buf);
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	synth_write(req, sfh_of(fi), buf, (size_t)got);
+	free(buf);
+}
+
+static void sfs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(flush, req, ino, fi);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void sfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(release, req, ino, fi);
+		return;
+	}
+	struct sfh *h = sfh_of(fi);
+	if (h) {
+		pthread_mutex_destroy(&h->mu);
+		free(h->out);
+		free(h);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void sfs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(fsync, req, ino, datasync, fi);
+	else
+		fuse_reply_err(req, 0);
+}
+
+/* ---- directories ------------------------------------------------------ */
+
+static void sfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(opendir, req, ino, fi);
+		return;
+	}
+	struct synth s;
+	int r = synth_resolve(ino, &s);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	struct sdh *d = calloc(1, sizeof(*d));
+	if (!d) {
+		synth_release(&s);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	r = synth_list(&s, &d->v, &d->n);
+	synth_release(&s);
+	if (r) {
+		free(d);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	d->self = ino;
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		free(d->v);
+		free(d);
+	}
+}
+
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
+{
+	struct sdh *d = (struct sdh *)(uintptr_t)fi->fh;
+	char *buf = malloc(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	/* offsets: 1 = ".", 2 = "..", 3.. = entries */
+	for (off_t i = off; i < (off_t)d->n + 2; i++) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		const char *name;
+		if (i == 0) {
+			name = ".";
+			e.attr.st_ino = d->self;
+			e.attr.st_mode = S_IFDIR;
+		} else if (i == 1) {
+			name = "..";
+			e.attr.st_ino = FUSE_ROOT_ID;
+			e.attr.st_mode = S_IFDIR;
+		} else {
+			struct synth_entry *se = &d->v[i - 2];
+			name = se->name;
+			e.attr.st_mode = se->mode;
+			e.attr.st_ino = se->ino ? se->ino : SFS_INO_MAKE(SFS_K_WS, 0, 1);
+			struct stat st;
+			/* ino 0 in a readdirplus entry means "no attributes":
+			 * the workspace root is looked up separately */
+			if (plus && se->ino && stat_ino(se->ino, &st) == 0)
+				fill_entry(&e, se->ino, &st);
+		}
+		size_t ent = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
+							   i + 1)
+				  : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
+						      i + 1);
+		if (ent > size - used)
+			break;
+		used += ent;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void sfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(readdir, req, ino, size, off, fi);
+	else
+		readdir_common(req, ino, size, off, fi, false);
+}
+
+static void sfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			    struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		if (ws_ops.readdirplus)
+			ws_ops.readdirplus(req, ino, size, off, fi);
+		else
+			WS_CALL(readdir, req, ino, size, off, fi);
+	} else {
+		readdir_common(req, ino, size, off, fi, true);
+	}
+}
+
+static void sfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(releasedir, req, ino, fi);
+		return;
+	}
+	struct sdh *d = (struct sdh *)(uintptr_t)fi->fh;
+	if (d) {
+		free(d->v);
+		free(d);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void sfs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(fsyncdir, req, ino, datasync, fi);
+	else
+		fuse_reply_err(req, 0);
+}
+
+static void sfs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	if (IS_WS(ino)) {
+		WS_CALL(statfs, req, ino);
+		return;
+	}
+	struct statvfs sv = {.f_bsize = 4096, .f_frsize = 4096, .f_namemax = 255};
+	fuse_reply_statfs(req, &sv);
+}
+
+/* ---- the rest: workspace only ------------------------------------------ */
+
+static void sfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			 size_t size, int flags)
+{
+	if (IS_WS(ino))
+		WS_CALL(setxattr, req, ino, name, value, size, flags);
+	else
+		fuse_reply_err(req, ENOTSUP);
+}
+
+static void sfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	if (IS_WS(ino))
+		WS_CALL(getxattr, req, ino, name, size);
+	else
+		fuse_reply_err(req, ENODATA);
+}
+
+static void sfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (IS_WS(ino))
+		WS_CALL(listxattr, req, ino, size);
+	else if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+static void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (IS_WS(ino))
+		WS_CALL(removexattr, req, ino, name);
+	else
+		fuse_reply_err(req, ENOTSUP);
+}
+
+static void sfs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	if (IS_WS(ino))
+		WS_CALL(flock, req, ino, fi, op);
+	else
+		fuse_reply_err(req, EOPNOTSUPP);
+}
+
+/* ENOSYS would switch these off for the whole connection, workspace
+ * included, so synthetic files answer EOPNOTSUPP/EINVAL instead. */
+static void sfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			  struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(fallocate, req, ino, mode, offset, length, fi);
+	else
+		fuse_reply_err(req, EOPNOTSUPP);
+}
+
+static void sfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+				struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+				struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	if (IS_WS(ino_in) && IS_WS(ino_out))
+		WS_CALL(copy_file_range, req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len,
+			flags);
+	else
+		fuse_reply_err(req, EXDEV);
+}
+
+static void sfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	if (IS_WS(ino))
+		WS_CALL(lseek, req, ino, off, whence, fi);
+	else
+		fuse_reply_err(req, EINVAL);
+}
+
+static void sfs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	ws_conn_init(conn);
+}
+
+const struct fuse_lowlevel_ops sfs_ops = {
+	.init = sfs_init,
+	.lookup = sfs_lookup,
+	.forget = sfs_forget,
+	.forget_multi = sfs_forget_multi,
+	.getattr = sfs_getattr,
+	.setattr = sfs_setattr,
+	.readlink = sfs_readlink,
+	.mknod = sfs_mknod,
+	.mkdir = sfs_mkdir,
+	.unlink = sfs_unlink,
+	.rmdir = sfs_rmdir,
+	.symlink = sfs_symlink,
+	.rename = sfs_rename,
+	.link = sfs_link,
+	.open = sfs_open,
+	.read = sfs_read,
+	.write_buf = sfs_write_buf,
+	.flush = sfs_flush,
+	.release = sfs_release,
+	.fsync = sfs_fsync,
+	.opendir = sfs_opendir,
+	.readdir = sfs_readdir,
+	.readdirplus = sfs_readdirplus,
+	.releasedir = sfs_releasedir,
+	.fsyncdir = sfs_fsyncdir,
+	.statfs = sfs_statfs,
+	.setxattr = sfs_setxattr,
+	.getxattr = sfs_getxattr,
+	.listxattr = sfs_listxattr,
+	.removexattr = sfs_removexattr,
+	.create = sfs_create,
+	.flock = sfs_flock,
+	.fallocate = sfs_fallocate,
+	.copy_file_range = sfs_copy_file_range,
+	.lseek = sfs_lseek,
+};
+
+/* ---- hooks from the layers below -------------------------------------- */
+
+static void deliver(struct journal_waiter *w, int err)
+{
+	fuse_req_t req = w->req;
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	struct sfh h = {.kind = w->kind == JOURNAL_WAIT_END ? SFS_K_RUN_WAIT : SFS_K_RUN_JOURNAL,
+			.sb = w->sb,
+			.run = w->run};
+	/* ready by construction, so this answers rather than parks again */
+	journal_read_or_park(req, &h, w->size, w->off);
+}
+
+static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	/* a run changes files behind the kernel's back */
+	notify_ws_sandbox(sb->serial);
+}
+
+static void sandbox_gone(struct sfs_sandbox *sb)
+{
+	ws_sandbox_gone(sb->serial);
+	notify_inval_entry(FUSE_ROOT_ID, sb->name);
+}
+
+int sfs_fs_start(struct sfs_err *err)
+{
+	tree_run_started_hook = run_changed;
+	tree_sandbox_gone_hook = sandbox_gone;
+	int r = notify_start();
+	if (r)
+		return sfs_errf(err, r, "notify thread: %s", strerror(-r));
+	struct journal_hooks hooks = {.deliver = deliver, .run_ended = run_changed};
+	r = journal_engine_start(&hooks, err);
+	if (r)
+		notify_stop();
+	return r;
+}
+
+void sfs_fs_stop(void)
+{
+	journal_engine_stop();
+	notify_stop();
+}

@@ -1,0 +1,426 @@
+#include "synth.h"
+
+#include "../ctl/tree.h"
+#include "../journal/journal.h"
+#include "../providers/redact.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static time_t started_at;
+
+/* Fixed children of the per-sandbox and per-run directories. */
+struct row {
+	const char *name;
+	unsigned kind;
+	mode_t mode;
+};
+
+static const struct row sandbox_rows[] = {
+	{"ctl", SFS_K_SB_CTL, S_IFREG | 0600},
+	{"caps", SFS_K_SB_CAPS, S_IFREG | 0444},
+	{"status", SFS_K_SB_STATUS, S_IFREG | 0444},
+	{"journal", SFS_K_SB_JOURNAL, S_IFLNK | 0777},
+	{"workspace", SFS_K_WS, S_IFDIR | 0755},
+	{"runs", SFS_K_SB_RUNS, S_IFDIR | 0555},
+	{"snapshots", SFS_K_SB_SNAPSHOTS, S_IFDIR | 0755},
+	{"ports", SFS_K_SB_PORTS, S_IFDIR | 0555},
+};
+
+static const struct row run_rows[] = {
+	{"cmd", SFS_K_RUN_CMD, S_IFREG | 0444},
+	{"journal", SFS_K_RUN_JOURNAL, S_IFREG | 0444},
+	{"status", SFS_K_RUN_STATUS, S_IFREG | 0444},
+	{"wait", SFS_K_RUN_WAIT, S_IFREG | 0444},
+	{"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},
+	{"ctl", SFS_K_RUN_CTL, S_IFREG | 0200},
+};
+
+static const struct row provider_rows[] = {
+	{"caps", SFS_K_PROVIDER_CAPS, S_IFREG | 0444},
+	{"status", SFS_K_PROVIDER_STATUS, S_IFREG | 0444},
+};
+
+static mode_t kind_mode(unsigned kind)
+{
+	switch (kind) {
+	case SFS_K_ROOT:
+		return S_IFDIR | 0755;
+	case SFS_K_MOUNT_CTL:
+		return S_IFREG | 0600;
+	case SFS_K_PROVIDERS:
+	case SFS_K_PROVIDER:
+		return S_IFDIR | 0555;
+	case SFS_K_SB:
+		return S_IFDIR | 0755;
+	case SFS_K_RUN:
+	case SFS_K_SNAPSHOT:
+		return S_IFDIR | 0555;
+	case SFS_K_PORT:
+		return S_IFREG | 0444;
+	}
+	for (size_t i = 0; i < sizeof(sandbox_rows) / sizeof(sandbox_rows[0]); i++)
+		if (sandbox_rows[i].kind == kind)
+			return sandbox_rows[i].mode;
+	for (size_t i = 0; i < sizeof(run_rows) / sizeof(run_rows[0]); i++)
+		if (run_rows[i].kind == kind)
+			return run_rows[i].mode;
+	for (size_t i = 0; i < sizeof(provider_rows) / sizeof(provider_rows[0]); i++)
+		if (provider_rows[i].kind == kind)
+			return provider_rows[i].mode;
+	return 0;
+}
+
+static bool under_sandbox(unsigned kind)
+{
+	return kind >= SFS_K_SB && kind <= SFS_K_PORT;
+}
+
+static bool under_run(unsigned kind)
+{
+	return kind >= SFS_K_RUN && kind <= SFS_K_RUN_CTL;
+}
+
+int synth_resolve(fuse_ino_t ino, struct synth *s)
+{
+	if (!started_at)
+		started_at = time(NULL);
+	memset(s, 0, sizeof(*s));
+	if (ino == FUSE_ROOT_ID) {
+		s->kind = SFS_K_ROOT;
+		return 0;
+	}
+	s->kind = SFS_INO_KIND(ino);
+	s->serial = SFS_INO_SERIAL(ino);
+	s->aux = SFS_INO_AUX(ino);
+	if (s->kind == SFS_K_ROOT || s->kind == SFS_K_WS || kind_mode(s->kind) == 0)
+		return -ENOENT;
+	if (s->kind >= SFS_K_PROVIDER && s->kind <= SFS_K_PROVIDER_STATUS) {
+		if (s->aux >= sfs_nproviders)
+			return -ENOENT;
+		s->provider = sfs_providers[s->aux];
+	}
+	if (!under_sandbox(s->kind))
+		return 0;
+	s->sb = tree_get_serial(s->serial);
+	if (!s->sb)
+		return -ENOENT;
+	s->provider = s->sb->provider;
+	if (under_run(s->kind)) {
+		s->run = tree_run(s->sb, (int)s->aux);
+		if (!s->run || (s->kind == SFS_K_RUN_STDIN &&
+				!s->provider->caps[SFS_CAP_WRITABLE_STDIN])) {
+			synth_release(s);
+			return -ENOENT;
+		}
+	}
+	if (s->kind == SFS_K_SB_JOURNAL && tree_nruns(s->sb) == 0) {
+		synth_release(s);
+		return -ENOENT;
+	}
+	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_PORT) {
+		pthread_mutex_lock(&tree.mu);
+		bool found = false;
+		if (s->kind == SFS_K_SNAPSHOT)
+			found = s->aux < s->sb->nsnapshots;
+		for (size_t i = 0; s->kind == SFS_K_PORT && i < s->sb->nports; i++)
+			found |= (uint32_t)s->sb->ports[i].port == s->aux;
+		pthread_mutex_unlock(&tree.mu);
+		if (!found) {
+			synth_release(s);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+void synth_release(struct synth *s)
+{
+	if (s->sb)
+		tree_put(s->sb);
+	s->sb = NULL;
+	s->run = NULL;
+}
+
+/* ---- listings ---------------------------------------------------------- */
+
+struct list {
+	struct synth_entry *v;
+	size_t n, cap;
+	int err;
+};
+
+static void add(struct list *l, const char *name, fuse_ino_t ino, mode_t mode)
+{
+	if (l->err)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct synth_entry *grown = realloc(l->v, cap * sizeof(*grown));
+		if (!grown) {
+			l->err = -ENOMEM;
+			return;
+		}
+		l->v = grown;
+		l->cap = cap;
+	}
+	snprintf(l->v[l->n].name, sizeof(l->v[0].name), "%s", name);
+	l->v[l->n].ino = ino;
+	l->v[l->n].mode = mode;
+	l->n++;
+}
+
+int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
+{
+	struct list l = {0};
+	char num[32];
+	switch (d->kind) {
+	case SFS_K_ROOT: {
+		add(&l, "ctl", SFS_INO_MAKE(SFS_K_MOUNT_CTL, 0, 0), kind_mode(SFS_K_MOUNT_CTL));
+		add(&l, "providers", SFS_INO_MAKE(SFS_K_PROVIDERS, 0, 0),
+		    kind_mode(SFS_K_PROVIDERS));
+		pthread_mutex_lock(&tree.mu);
+		for (size_t i = 0; i < tree.nsbs; i++)
+			add(&l, tree.sbs[i]->name, SFS_INO_MAKE(SFS_K_SB, tree.sbs[i]->serial, 0),
+			    kind_mode(SFS_K_SB));
+		pthread_mutex_unlock(&tree.mu);
+		break;
+	}
+	case SFS_K_PROVIDERS:
+		for (size_t i = 0; i < sfs_nproviders; i++)
+			add(&l, sfs_providers[i]->name, SFS_INO_MAKE(SFS_K_PROVIDER, 0, i),
+			    kind_mode(SFS_K_PROVIDER));
+		break;
+	case SFS_K_PROVIDER:
+		for (size_t i = 0; i < sizeof(provider_rows) / sizeof(provider_rows[0]); i++)
+			add(&l, provider_rows[i].name,
+			    SFS_INO_MAKE(provider_rows[i].kind, 0, d->aux), provider_rows[i].mode);
+		break;
+	case SFS_K_SB: {
+		int nruns = tree_nruns(d->sb);
+		for (size_t i = 0; i < sizeof(sandbox_rows) / sizeof(sandbox_rows[0]); i++) {
+			const struct row *r = &sandbox_rows[i];
+			if (r->kind == SFS_K_SB_JOURNAL && nruns == 0)
+				continue;
+			add(&l, r->name,
+			    r->kind == SFS_K_WS ? 0 : SFS_INO_MAKE(r->kind, d->serial, 0),
+			    r->mode);
+		}
+		break;
+	}
+	case SFS_K_SB_RUNS: {
+		int nruns = tree_nruns(d->sb);
+		for (int i = 1; i <= nruns; i++) {
+			snprintf(num, sizeof(num), "%d", i);
+			add(&l, num, SFS_INO_MAKE(SFS_K_RUN, d->serial, i), kind_mode(SFS_K_RUN));
+		}
+		break;
+	}
+	case SFS_K_RUN:
+		for (size_t i = 0; i < sizeof(run_rows) / sizeof(run_rows[0]); i++) {
+			if (run_rows[i].kind == SFS_K_RUN_STDIN &&
+			    !d->provider->caps[SFS_CAP_WRITABLE_STDIN])
+				continue;
+			add(&l, run_rows[i].name, SFS_INO_MAKE(run_rows[i].kind, d->serial, d->aux),
+			    run_rows[i].mode);
+		}
+		break;
+	case SFS_K_SB_SNAPSHOTS:
+		pthread_mutex_lock(&tree.mu);
+		for (size_t i = 0; i < d->sb->nsnapshots; i++)
+			add(&l, d->sb->snapshots[i].id, SFS_INO_MAKE(SFS_K_SNAPSHOT, d->serial, i),
+			    kind_mode(SFS_K_SNAPSHOT));
+		pthread_mutex_unlock(&tree.mu);
+		break;
+	case SFS_K_SB_PORTS:
+		pthread_mutex_lock(&tree.mu);
+		for (size_t i = 0; i < d->sb->nports; i++) {
+			snprintf(num, sizeof(num), "%d", d->sb->ports[i].port);
+			add(&l, num, SFS_INO_MAKE(SFS_K_PORT, d->serial, d->sb->ports[i].port),
+			    kind_mode(SFS_K_PORT));
+		}
+		pthread_mutex_unlock(&tree.mu);
+		break;
+	case SFS_K_SNAPSHOT:
+		break;
+	default:
+		free(l.v);
+		return -ENOTDIR;
+	}
+	if (l.err) {
+		free(l.v);
+		return l.err;
+	}
+	*out = l.v;
+	*n = l.n;
+	return 0;
+}
+
+/* ---- text ------------------------------------------------------------- */
+
+struct text {
+	char *buf;
+	size_t len, cap;
+};
+
+static void tf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tf(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char tmp[4096];
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(tmp))
+		n = sizeof(tmp) - 1;
+	if (t->len + (size_t)n + 1 > t->cap) {
+		size_t cap = (t->cap ? t->cap * 2 : 512) + (size_t)n;
+		char *grown = realloc(t->buf, cap);
+		if (!grown)
+			return;
+		t->buf = grown;
+		t->cap = cap;
+	}
+	memcpy(t->buf + t->len, tmp, (size_t)n + 1);
+	t->len += (size_t)n;
+}
+
+/* Flat-keyed values are one line: newlines in messages become spaces. */
+static void tf_kv(struct text *t, const char *key, const char *val)
+{
+	char line[2048];
+	snprintf(line, sizeof(line), "%s", val ? val : "");
+	for (char *p = line; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	tf(t, "%s %s\n", key, line);
+}
+
+static void caps_text(struct text *t, const struct sfs_provider *p)
+{
+	for (int i = 0; i < SFS_CAP_COUNT; i++)
+		tf(t, "%s %s\n", sfs_cap_names[i], p->caps[i] ? "true" : "false");
+}
+
+static void sandbox_status(struct text *t, struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&tree.mu);
+	tf_kv(t, "name", sb->name);
+	tf_kv(t, "provider", sb->provider->name);
+	tf_kv(t, "id", sb->id ? sb->id : "-");
+	tf_kv(t, "state", sfs_sb_state_name(sb->state));
+	tf_kv(t, "created", sb->created);
+	tf_kv(t, "image", sb->image ? sb->image : "-");
+	tf_kv(t, "journal", sfs_provider_journal_mode(sb->provider));
+	tf_kv(t, "workspace", sb->workspace ? sb->workspace : "-");
+	tf(t, "runs %zu\n", sb->nruns);
+	if (sb->progress)
+		tf_kv(t, "progress", sb->progress);
+	if (sb->error)
+		tf_kv(t, "error", sb->error);
+	pthread_mutex_unlock(&tree.mu);
+	tf(t, "followers %d\n", journal_followers());
+}
+
+int synth_text(const struct synth *s, char **out, size_t *len)
+{
+	struct text t = {0};
+	char buf[256];
+	switch (s->kind) {
+	case SFS_K_PROVIDER_CAPS:
+	case SFS_K_SB_CAPS:
+		caps_text(&t, s->provider);
+		break;
+	case SFS_K_PROVIDER_STATUS: {
+		bool ok = !s->provider->ops->configured ||
+			  s->provider->ops->configured(buf, sizeof(buf));
+		tf(&t, "configured %s\n", ok ? "true" : "false");
+		tf_kv(&t, "reason", ok && !s->provider->ops->configured ? "ready" : buf);
+		tf(&t, "journal %s\n", sfs_provider_journal_mode(s->provider));
+		break;
+	}
+	case SFS_K_SB_STATUS:
+		sandbox_status(&t, s->sb);
+		break;
+	case SFS_K_RUN_CMD:
+		tf(&t, "%s\n", s->run->cmd);
+		break;
+	case SFS_K_RUN_STATUS:
+		journal_status_text(s->run, buf, sizeof(buf));
+		tf(&t, "%s\n", buf);
+		break;
+	case SFS_K_PORT:
+		pthread_mutex_lock(&tree.mu);
+		for (size_t i = 0; i < s->sb->nports; i++)
+			if ((uint32_t)s->sb->ports[i].port == s->aux)
+				tf(&t, "%s\n", s->sb->ports[i].url);
+		pthread_mutex_unlock(&tree.mu);
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (!t.buf) {
+		t.buf = strdup("");
+		if (!t.buf)
+			return -ENOMEM;
+	}
+	sfs_redact(t.buf, t.cap ? t.cap : 1);
+	*out = t.buf;
+	*len = strlen(t.buf);
+	return 0;
+}
+
+int synth_stat(const struct synth *s, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_mode = kind_mode(s->kind);
+	st->st_nlink = S_ISDIR(st->st_mode) ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = 4096;
+	time_t t = started_at;
+	if (s->sb) {
+		struct tm tm = {0};
+		if (strptime(s->sb->created, "%Y-%m-%dT%H:%M:%SZ", &tm))
+			t = timegm(&tm);
+	}
+	if (s->run)
+		t = s->run->started;
+	st->st_atime = st->st_mtime = st->st_ctime = t;
+	switch (s->kind) {
+	case SFS_K_RUN_JOURNAL:
+		st->st_size = journal_size(s->run);
+		st->st_mtime = time(NULL);
+		break;
+	case SFS_K_SB_JOURNAL: {
+		char target[64];
+		st->st_size = snprintf(target, sizeof(target), "runs/%d/journal",
+				       tree_nruns(s->sb));
+		break;
+	}
+	case SFS_K_PROVIDER_CAPS:
+	case SFS_K_PROVIDER_STATUS:
+	case SFS_K_SB_CAPS:
+	case SFS_K_SB_STATUS:
+	case SFS_K_RUN_CMD:
+	case SFS_K_RUN_STATUS:
+	case SFS_K_PORT: {
+		char *text;
+		size_t len;
+		if (synth_text(s, &text, &len) == 0) {
+			st->st_size = (off_t)len;
+			free(text);
+		}
+		break;
+	}
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+	return 0;
+}
