@@ -121,6 +121,15 @@ struct sfs_provider_ops {
 				  size_t len);
 	ssize_t (*journal_read)(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 				size_t max, struct sfs_err *err);
+	/* Follow (killable providers without a local journal file): start one
+	 * streaming reader of the journal from byte `from`.  *fd is a readable
+	 * fd whose bytes are the journal's from that offset, ending (EOF) when
+	 * the follower ends; *follower is the provider's handle.  The engine
+	 * calls journal_unfollow when the run ends or the last reader goes; it
+	 * must stop the reader inside the sandbox and leave no process. */
+	int (*journal_follow)(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
+			      void **follower, struct sfs_err *err);
+	void (*journal_unfollow)(struct sfs_sandbox *sb, void *follower);
 
 	/* An O_PATH|O_DIRECTORY fd of the workspace root on this host, served
 	 * by the fd-based passthrough; -EOPNOTSUPP for remote file access. */
