@@ -1,5 +1,7 @@
 #include "journal.h"
 
+#include "../providers/config.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -25,6 +27,15 @@ struct journal {
 	struct journal_waiter *waiters;
 	int nwaiters;
 	int watch;           /* inotify watch descriptor of the follower, or -1 */
+
+	/* Journals not on this host are mirrored into run->dir. */
+	bool local;          /* path is the provider's own file */
+	bool follow;         /* strategy: follow (else poll) */
+	int mirror_fd;       /* O_APPEND writer of the mirror, or -1 */
+	int follow_fd;       /* the provider follower's output, or -1 */
+	void *follower;      /* the provider's follower handle */
+	bool final_pending;  /* run over: fetch what is left, then end */
+	int64_t next_poll_ms;
 };
 
 static struct {
@@ -68,24 +79,25 @@ void journal_poke(void)
 	}
 }
 
-static void refresh_locked(struct journal *j)
+/* After the run's state is known: a local journal's size is final once the
+ * run is over (the wrapper records the status after the command's last
+ * write); a mirrored one still has to fetch what is left. */
+static void settle_locked(struct journal *j)
 {
 	if (j->ended)
 		return;
-	if (j->run->state == SFS_RUN_RUNNING)
-		j->sb->provider->ops->run_refresh(j->sb, j->run, NULL);
 	j->size = stat_size(j);
-	if (j->run->state != SFS_RUN_RUNNING) {
-		/* the wrapper records the status after the command's last
-		 * write, so this size is final */
-		j->size = stat_size(j);
+	if (j->run->state == SFS_RUN_RUNNING)
+		return;
+	if (j->local)
 		j->ended = true;
-	}
+	else if (!j->final_pending)
+		j->final_pending = true;
 }
 
 static void set_watch_locked(struct journal *j)
 {
-	bool want = !j->ended && j->nwaiters > 0;
+	bool want = j->local && !j->ended && j->nwaiters > 0;
 	if (want && j->watch < 0) {
 		char dir[4200];
 		snprintf(dir, sizeof(dir), "%s", j->path);
@@ -175,6 +187,200 @@ static void deliver_all(struct ready_list *l)
 	l->n = 0;
 }
 
+/* Work the engine does without its lock (provider calls may block). */
+struct job {
+	struct sfs_sandbox *sb;
+	struct sfs_run *run;
+	enum { JOB_REFRESH, JOB_READ, JOB_FOLLOW, JOB_UNFOLLOW } kind;
+	off_t off;           /* JOB_READ, JOB_FOLLOW: from here */
+	void *follower;      /* JOB_UNFOLLOW */
+	/* results */
+	struct sfs_run state; /* JOB_REFRESH: a copy the provider updates */
+	char *buf;
+	ssize_t n;
+	int fd;
+};
+
+struct jobs {
+	struct job *v;
+	size_t n, cap;
+};
+
+static struct job *push_job(struct jobs *l, struct journal *j, int kind)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct job *grown = realloc(l->v, cap * sizeof(*grown));
+		if (!grown)
+			return NULL; /* retried on a later pass */
+		l->v = grown;
+		l->cap = cap;
+	}
+	struct job *job = &l->v[l->n++];
+	memset(job, 0, sizeof(*job));
+	job->sb = j->sb;
+	job->run = j->run;
+	job->kind = kind;
+	job->fd = -1;
+	return job;
+}
+
+#define POLL_READ_MAX (1 << 20)
+
+static void run_job(struct job *job)
+{
+	const struct sfs_provider_ops *ops = job->sb->provider->ops;
+	switch (job->kind) {
+	case JOB_REFRESH:
+		ops->run_refresh(job->sb, &job->state, NULL);
+		break;
+	case JOB_READ:
+		job->buf = malloc(POLL_READ_MAX);
+		job->n = job->buf && ops->journal_read
+				 ? ops->journal_read(job->sb, job->run, job->off, job->buf,
+						     POLL_READ_MAX, NULL)
+				 : -EIO;
+		break;
+	case JOB_FOLLOW:
+		if (!ops->journal_follow ||
+		    ops->journal_follow(job->sb, job->run, job->off, &job->fd, &job->follower,
+					NULL) < 0) {
+			job->fd = -1;
+			job->follower = NULL;
+		}
+		break;
+	case JOB_UNFOLLOW:
+		ops->journal_unfollow(job->sb, job->follower);
+		break;
+	}
+}
+
+static int open_mirror_locked(struct journal *j)
+{
+	if (j->mirror_fd < 0)
+		j->mirror_fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	return j->mirror_fd;
+}
+
+static void append_locked(struct journal *j, const char *buf, size_t n)
+{
+	if (open_mirror_locked(j) < 0)
+		return;
+	while (n) {
+		ssize_t w = write(j->mirror_fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		buf += w;
+		n -= (size_t)w;
+		j->size += w;
+	}
+}
+
+/* Drains a follower's output into the mirror; false at its EOF. */
+static bool drain_follower_locked(struct journal *j)
+{
+	char buf[65536];
+	for (;;) {
+		ssize_t n = read(j->follow_fd, buf, sizeof(buf));
+		if (n > 0) {
+			append_locked(j, buf, (size_t)n);
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return true;
+		return false;
+	}
+}
+
+static void stop_follower_locked(struct journal *j, struct jobs *jobs)
+{
+	if (j->follow_fd < 0)
+		return;
+	drain_follower_locked(j);
+	close(j->follow_fd);
+	j->follow_fd = -1;
+	struct job *job = push_job(jobs, j, JOB_UNFOLLOW);
+	if (job)
+		job->follower = j->follower;
+	j->follower = NULL;
+	eng.followers--;
+}
+
+/* Decides, under the lock, what provider work this pass needs. */
+static void plan_locked(struct journal *j, bool idle_pass, int64_t now, struct jobs *jobs)
+{
+	if (j->ended)
+		return;
+	if (j->run->state == SFS_RUN_RUNNING && (j->nwaiters > 0 || idle_pass)) {
+		struct job *job = push_job(jobs, j, JOB_REFRESH);
+		if (job)
+			job->state = *j->run;
+	}
+	if (j->local)
+		return;
+	bool active = j->run->state == SFS_RUN_RUNNING;
+	if (j->follow) {
+		if (active && j->nwaiters > 0 && j->follow_fd < 0 && now >= j->next_poll_ms) {
+			struct job *job = push_job(jobs, j, JOB_FOLLOW);
+			if (job)
+				job->off = j->size;
+			j->next_poll_ms = now + 1000; /* don't hammer a failing follow */
+		} else if ((!active || j->nwaiters == 0) && j->follow_fd >= 0) {
+			stop_follower_locked(j, jobs);
+		}
+	}
+	/* poll strategy, and the remainder of a followed run after its end */
+	bool poll = !j->follow && (j->nwaiters > 0 || idle_pass) && active;
+	if ((poll || j->final_pending) && now >= j->next_poll_ms) {
+		struct job *job = push_job(jobs, j, JOB_READ);
+		if (job)
+			job->off = j->size;
+		j->next_poll_ms =
+			now + (int64_t)(sfs_config_get_double("journal.poll_interval", 0.25) * 1000);
+	}
+}
+
+/* Applies the results of the unlocked work. */
+static void apply_locked(struct job *job)
+{
+	struct journal *j = job->run->journal;
+	switch (job->kind) {
+	case JOB_REFRESH:
+		job->run->state = job->state.state;
+		job->run->code = job->state.code;
+		break;
+	case JOB_READ:
+		if (!j || j->size != job->off)
+			break; /* detached, or bytes came another way meanwhile */
+		if (job->n > 0) {
+			append_locked(j, job->buf, (size_t)job->n);
+			j->next_poll_ms = 0; /* more may be waiting */
+		} else if (job->n == 0 && j->final_pending) {
+			j->ended = true;
+		} else if (job->n < 0 && j->final_pending && !job->sb->provider->ops->journal_read) {
+			j->ended = true; /* nothing to fetch the rest with */
+		}
+		break;
+	case JOB_FOLLOW:
+		if (job->fd < 0)
+			break;
+		if (!j || j->follow_fd >= 0 || j->ended || j->nwaiters == 0) {
+			close(job->fd);
+			job->sb->provider->ops->journal_unfollow(job->sb, job->follower);
+			break;
+		}
+		fcntl(job->fd, F_SETFL, fcntl(job->fd, F_GETFL) | O_NONBLOCK);
+		j->follow_fd = job->fd;
+		j->follower = job->follower;
+		eng.followers++;
+		break;
+	case JOB_UNFOLLOW:
+		break;
+	}
+}
+
 struct ended {
 	struct sfs_sandbox *sb;
 	struct sfs_run *run;
@@ -184,12 +390,40 @@ static void *engine_main(void *arg)
 {
 	(void)arg;
 	struct ready_list ready = {0};
+	struct jobs jobs = {0};
 	struct ended ended[64];
 	int64_t last_idle = 0;
-	struct pollfd pfd[2] = {{.fd = eng.inotify_fd, .events = POLLIN},
-				{.fd = eng.wake_fd, .events = POLLIN}};
+	struct pollfd *pfd = NULL;
+	size_t pfd_cap = 0;
 	for (;;) {
-		poll(pfd, 2, TICK_MS);
+		/* the poll set: inotify, the wake eventfd, every follower */
+		pthread_mutex_lock(&eng.mu);
+		size_t nfd = 2;
+		for (struct journal *j = eng.journals; j; j = j->next)
+			nfd += j->follow_fd >= 0;
+		if (nfd > pfd_cap) {
+			struct pollfd *grown = realloc(pfd, nfd * sizeof(*grown));
+			if (grown) {
+				pfd = grown;
+				pfd_cap = nfd;
+			}
+		}
+		if (nfd > pfd_cap)
+			nfd = pfd_cap > 2 ? pfd_cap : 2;
+		if (!pfd) {
+			pthread_mutex_unlock(&eng.mu);
+			usleep(TICK_MS * 1000);
+			continue;
+		}
+		pfd[0] = (struct pollfd){.fd = eng.inotify_fd, .events = POLLIN};
+		pfd[1] = (struct pollfd){.fd = eng.wake_fd, .events = POLLIN};
+		size_t k = 2;
+		for (struct journal *j = eng.journals; j && k < nfd; j = j->next)
+			if (j->follow_fd >= 0)
+				pfd[k++] = (struct pollfd){.fd = j->follow_fd, .events = POLLIN};
+		pthread_mutex_unlock(&eng.mu);
+
+		poll(pfd, k, TICK_MS);
 		char buf[4096];
 		if (pfd[0].revents & POLLIN)
 			while (read(eng.inotify_fd, buf, sizeof(buf)) > 0)
@@ -200,22 +434,44 @@ static void *engine_main(void *arg)
 				/* nothing pending */
 			}
 		}
-		size_t nended = 0;
 		int64_t now = now_ms();
 		bool idle_pass = now - last_idle >= REFRESH_IDLE_MS;
 		if (idle_pass)
 			last_idle = now;
 
+		/* 1. under the lock: follower bytes, and what to ask providers */
 		pthread_mutex_lock(&eng.mu);
 		if (eng.stop) {
 			pthread_mutex_unlock(&eng.mu);
 			break;
 		}
 		for (struct journal *j = eng.journals; j; j = j->next) {
-			/* runs without readers are still checked now and then,
-			 * so their end invalidates caches promptly */
-			if (j->nwaiters > 0 || idle_pass)
-				refresh_locked(j);
+			if (j->follow_fd >= 0 && !drain_follower_locked(j))
+				stop_follower_locked(j, &jobs);
+			plan_locked(j, idle_pass, now, &jobs);
+		}
+		pthread_mutex_unlock(&eng.mu);
+
+		/* 2. provider calls, unlocked: they may block on the network */
+		for (size_t i = 0; i < jobs.n; i++)
+			run_job(&jobs.v[i]);
+		if (idle_pass)
+			for (size_t i = 0; i < sfs_nproviders; i++)
+				if (sfs_providers[i]->ops->tick)
+					sfs_providers[i]->ops->tick();
+
+		/* 3. under the lock: apply, settle, collect answerable readers */
+		size_t nended = 0;
+		pthread_mutex_lock(&eng.mu);
+		for (size_t i = 0; i < jobs.n; i++) {
+			apply_locked(&jobs.v[i]);
+			free(jobs.v[i].buf);
+		}
+		jobs.n = 0;
+		for (struct journal *j = eng.journals; j; j = j->next) {
+			settle_locked(j);
+			if (j->ended && j->follow_fd >= 0)
+				stop_follower_locked(j, &jobs);
 			if (j->ended && !j->end_reported && nended < 64) {
 				j->end_reported = true;
 				ended[nended].sb = j->sb;
@@ -225,19 +481,20 @@ static void *engine_main(void *arg)
 			collect_locked(j, &ready);
 			set_watch_locked(j);
 		}
-		if (idle_pass)
-			for (size_t i = 0; i < sfs_nproviders; i++)
-				if (sfs_providers[i]->ops->tick)
-					sfs_providers[i]->ops->tick();
 		pthread_mutex_unlock(&eng.mu);
+		/* followers stopped in step 3 are reaped now, unlocked */
+		for (size_t i = 0; i < jobs.n; i++)
+			run_job(&jobs.v[i]);
+		jobs.n = 0;
 
 		deliver_all(&ready);
-		/* hooks run unlocked; sandboxes are only freed after
-		 * journal_detach_sandbox, which waits for the lock, and the
-		 * ended list is consumed before we take it again */
+		/* sandboxes are never freed while the daemon runs (graveyard),
+		 * so these pointers stay valid unlocked */
 		for (size_t i = 0; i < nended && eng.hooks.run_ended; i++)
 			eng.hooks.run_ended(ended[i].sb, ended[i].run);
 	}
+	free(pfd);
+	free(jobs.v);
 	free(ready.v);
 	return NULL;
 }
@@ -277,6 +534,9 @@ static void drop_journal_locked(struct journal *j, struct ready_list *l, int err
 	j->nwaiters = 0;
 	j->ended = true;
 	set_watch_locked(j);
+	if (j->mirror_fd >= 0)
+		close(j->mirror_fd);
+	j->mirror_fd = -1;
 	j->run->journal = NULL;
 }
 
@@ -292,14 +552,19 @@ void journal_engine_stop(void)
 	eng.running = false;
 
 	struct ready_list l = {0};
+	struct jobs jobs = {0};
 	pthread_mutex_lock(&eng.mu);
 	while (eng.journals) {
 		struct journal *j = eng.journals;
 		eng.journals = j->next;
+		stop_follower_locked(j, &jobs);
 		drop_journal_locked(j, &l, -EIO);
 		free(j);
 	}
 	pthread_mutex_unlock(&eng.mu);
+	for (size_t i = 0; i < jobs.n; i++)
+		run_job(&jobs.v[i]);
+	free(jobs.v);
 	deliver_all(&l);
 	free(l.v);
 	close(eng.inotify_fd);
@@ -315,15 +580,23 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	j->sb = sb;
 	j->run = run;
 	j->watch = -1;
+	j->mirror_fd = j->follow_fd = -1;
+	j->follow = strcmp(sfs_provider_journal_mode(sb->provider), "follow") == 0;
 	const struct sfs_provider_ops *ops = sb->provider->ops;
-	if (!ops->journal_local_path ||
-	    ops->journal_local_path(sb, run, j->path, sizeof(j->path)) < 0) {
-		/* poll mirror: bytes fetched with ops->journal_read land here */
+	j->local = ops->journal_local_path &&
+		   ops->journal_local_path(sb, run, j->path, sizeof(j->path)) == 0;
+	if (!j->local) {
+		/* bytes fetched by the follower or by bounded reads land here */
 		snprintf(j->path, sizeof(j->path), "%s/journal.mirror", run->dir);
 	}
+	/* the first look at the run's state happens here, before readers come */
+	struct sfs_run copy = *run;
+	ops->run_refresh(sb, &copy, NULL);
 	pthread_mutex_lock(&eng.mu);
+	run->state = copy.state;
+	run->code = copy.code;
 	run->journal = j;
-	refresh_locked(j);
+	settle_locked(j);
 	j->next = eng.journals;
 	eng.journals = j;
 	pthread_mutex_unlock(&eng.mu);
@@ -334,6 +607,7 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 void journal_detach_sandbox(struct sfs_sandbox *sb)
 {
 	struct ready_list l = {0};
+	struct jobs jobs = {0};
 	pthread_mutex_lock(&eng.mu);
 	for (struct journal **pj = &eng.journals; *pj;) {
 		struct journal *j = *pj;
@@ -342,10 +616,14 @@ void journal_detach_sandbox(struct sfs_sandbox *sb)
 			continue;
 		}
 		*pj = j->next;
+		stop_follower_locked(j, &jobs);
 		drop_journal_locked(j, &l, -ENOENT);
 		free(j);
 	}
 	pthread_mutex_unlock(&eng.mu);
+	for (size_t i = 0; i < jobs.n; i++)
+		run_job(&jobs.v[i]);
+	free(jobs.v);
 	deliver_all(&l);
 	free(l.v);
 }

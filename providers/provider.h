@@ -126,7 +126,9 @@ struct sfs_provider_ops {
 	 * fd whose bytes are the journal's from that offset, ending (EOF) when
 	 * the follower ends; *follower is the provider's handle.  The engine
 	 * calls journal_unfollow when the run ends or the last reader goes; it
-	 * must stop the reader inside the sandbox and leave no process. */
+	 * must stop the reader inside the sandbox and leave no process.
+	 * A follow provider also gives journal_read: once the run has ended the
+	 * engine stops the follower and fetches the remainder with it. */
 	int (*journal_follow)(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
 			      void **follower, struct sfs_err *err);
 	void (*journal_unfollow)(struct sfs_sandbox *sb, void *follower);
