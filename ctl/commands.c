@@ -130,12 +130,68 @@ static int parse_one(const char *line, void *arg)
 
 typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct out *o, struct sfs_err *err);
 
+/* Argument checks with no side effects, run on every line before any line
+ * runs, so a bad line anywhere in a write changes nothing. */
+static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
+{
+	long v;
+	switch (c->verb->id) {
+	case V_NEW:
+	case V_FORGET:
+		return ctl_check_sandbox_name(c->args[0], err);
+	case V_RESUME:
+		if (!sfs_kv_get(&c->opts, "provider") || !sfs_kv_get(&c->opts, "id"))
+			return sfs_errf(err, -EINVAL, "resume: provider= and id= are required");
+		return ctl_check_sandbox_name(c->args[0], err);
+	case V_FORK:
+		return ctl_check_sandbox_name(c->args[0], err);
+	case V_KILL:
+		if (c->nargs == 2 && ctl_parse_int(c->args[0], 1, 1L << 24, &v) < 0)
+			return sfs_errf(err, -EINVAL, "kill: bad run number \"%s\"", c->args[0]);
+		if (c->nargs >= 1 && ctl_parse_int(c->args[c->nargs - 1], 1, 1L << 24, &v) < 0 &&
+		    ctl_parse_signal(c->args[c->nargs - 1]) < 0)
+			return sfs_errf(err, -EINVAL, "kill: bad signal \"%s\"",
+					c->args[c->nargs - 1]);
+		if (c->nargs == 2 && ctl_parse_signal(c->args[1]) < 0)
+			return sfs_errf(err, -EINVAL, "kill: bad signal \"%s\"", c->args[1]);
+		return 0;
+	case V_RUN_KILL:
+		if (c->nargs && ctl_parse_signal(c->args[0]) < 0)
+			return sfs_errf(err, -EINVAL, "kill: bad signal \"%s\"", c->args[0]);
+		return 0;
+	case V_CANCEL:
+		if (c->nargs && ctl_parse_int(c->args[0], 1, 1L << 24, &v) < 0)
+			return sfs_errf(err, -EINVAL, "cancel: bad run number \"%s\"", c->args[0]);
+		return 0;
+	case V_EXPOSE:
+		if (ctl_parse_int(c->args[0], 1, 65535, &v) < 0)
+			return sfs_errf(err, -EINVAL, "expose: bad port \"%s\"", c->args[0]);
+		return 0;
+	case V_ENV:
+		if (c->nargs > 0)
+			return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
+		if (c->opts.n == 0)
+			return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
+		return 0;
+	}
+	return 0;
+}
+
 static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_fn fn, void *ctx,
 		 char **result, const char *who)
 {
 	struct parsed p = {.table = table};
 	struct out o = {0};
 	int r = ctl_for_each_line(buf, len, parse_one, &p);
+	for (size_t i = 0; !r && i < p.n; i++) {
+		r = check_cmd(&p.cmds[i], &p.err);
+		if (r) {
+			char msg[SFS_ERR_MAX];
+			snprintf(msg, sizeof(msg), "%s: \"%s\"", p.err.msg, p.cmds[i].line);
+			snprintf(p.err.msg, sizeof(p.err.msg), "%s", msg);
+			sfs_redact(p.err.msg, sizeof(p.err.msg));
+		}
+	}
 	if (r && !p.err.msg[0])
 		sfs_errf(&p.err, r, "unreadable command (a NUL byte, or not text)");
 	if (!r && p.n == 0)

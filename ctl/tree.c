@@ -352,7 +352,9 @@ static struct sfs_sandbox *sandbox_from_json(json_t *o)
 	json_t *v;
 	json_object_foreach(json_object_get(o, "env"), k, v)
 	{
-		if (json_is_string(v))
+		/* secret values are redacted on disk: they do not survive a
+		 * restart and must be set again (docs/architecture.md) */
+		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
 			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
 	}
 	json_t *pd = json_object_get(o, "pdata");

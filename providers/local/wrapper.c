@@ -121,10 +121,13 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	}
 	if (pid == 0) {
 		setpgid(0, 0);
-		signal(SIGHUP, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		sa.sa_handler = SIG_DFL;
-		sigaction(SIGUSR1, &sa, NULL);
+		/* a daemon started from a script inherits ignored SIGINT/SIGQUIT
+		 * (and libfuse ignores SIGPIPE): the command gets defaults */
+		for (int sig = 1; sig < NSIG; sig++)
+			signal(sig, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (dup2(in_fd, 0) < 0 || dup2(journal_fd, 1) < 0 || dup2(journal_fd, 2) < 0)
 			_exit(126);
 		if (chdir(cwd) < 0) {

@@ -1,0 +1,433 @@
+#!/usr/bin/env bats
+# bats file_tags=core
+# The mount, the tree, ctl/caps/journal and the local provider, used the way
+# a person uses them: mkdir, echo > ctl, cat journal.
+
+load helpers
+
+setup() {
+	sfs_mount
+}
+
+teardown() {
+	sfs_teardown
+}
+
+# run_cmd SANDBOX CMD: starts a run and prints its number.
+run_cmd() {
+	local out
+	out=$(ctl_write "$MNT/$1/ctl" "exec $2") || return 1
+	echo "$out"
+}
+
+@test "--help and --version" {
+	run "$SFS_BIN" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"usage: sandboxfs"* ]]
+	run "$SFS_BIN" --version
+	[ "$status" -eq 0 ]
+	[[ "$output" == "sandboxfs "* ]]
+	run "$SFS_BIN"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"no mountpoint"* ]]
+}
+
+@test "the root lists ctl and providers; a provider has caps and status" {
+	run ls "$MNT"
+	[ "$output" = "$(printf 'ctl\nproviders')" ]
+	run cat "$MNT/providers/local/status"
+	[[ "$output" == *"configured true"* ]]
+	[ "$(stat -c %a "$MNT/ctl")" = 600 ]
+	[ "$(stat -c %a "$MNT/providers/local/caps")" = 444 ]
+}
+
+@test "mkdir makes a sandbox, rmdir destroys it and its workspace" {
+	mkdir "$MNT/demo"
+	[ -d "$MNT/demo" ]
+	run cat "$MNT/demo/status"
+	[[ "$output" == *"name demo"* ]]
+	[[ "$output" == *"provider local"* ]]
+	[[ "$output" == *"state running"* ]]
+	[[ "$output" == *"journal follow"* ]]
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/demo/status")
+	[ -d "$ws" ]
+	rmdir "$MNT/demo"
+	[ ! -e "$MNT/demo" ]
+	[ ! -e "$ws" ]
+	run ls "$MNT"
+	[ "$output" = "$(printf 'ctl\nproviders')" ]
+}
+
+@test "status has every key SPEC §2 names" {
+	mkdir "$MNT/s1"
+	for k in name provider id state created image journal workspace; do
+		grep -q "^$k " "$MNT/s1/status"
+	done
+	created=$(awk '$1=="created"{print $2}' "$MNT/s1/status")
+	[[ "$created" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$ ]]
+}
+
+@test "bad sandbox names fail with EINVAL and create nothing" {
+	for name in .hidden -dash "$(printf 'a%.0s' {1..64})" 'sp ace' 'semi;colon' 'ü'; do
+		run mkdir "$MNT/$name"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"Invalid argument"* ]]
+	done
+	# the reserved names are taken by the tree itself
+	for name in ctl providers; do
+		run mkdir "$MNT/$name"
+		[[ "$output" == *"File exists"* ]]
+		run bash -c "echo 'new $name' >'$MNT/ctl'"
+		[[ "$output" == *"Invalid argument"* ]]
+	done
+	run ls "$MNT"
+	[ "$output" = "$(printf 'ctl\nproviders')" ]
+	mkdir "$MNT/$(printf 'a%.0s' {1..63})"
+}
+
+@test "new and forget on the mount ctl; forget leaves the workspace" {
+	run ctl_write "$MNT/ctl" "new n1"
+	[ "$status" -eq 0 ]
+	[ "$output" = "n1" ]
+	echo hello >"$MNT/n1/workspace/f"
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/n1/status")
+	echo "forget n1" >"$MNT/ctl"
+	[ ! -e "$MNT/n1" ]
+	[ "$(cat "$ws/f")" = hello ]
+	# and resume brings it back by id
+	echo "resume n1 provider=local id=$ws" >"$MNT/ctl"
+	[ "$(cat "$MNT/n1/workspace/f")" = hello ]
+}
+
+@test "mv renames the local name only" {
+	mkdir "$MNT/old"
+	echo x >"$MNT/old/workspace/f"
+	mv "$MNT/old" "$MNT/new"
+	[ ! -e "$MNT/old" ]
+	[ "$(cat "$MNT/new/workspace/f")" = x ]
+	grep -q "^name new" "$MNT/new/status"
+	mkdir "$MNT/other"
+	run mv -T "$MNT/other" "$MNT/new"
+	[ "$status" -ne 0 ]
+}
+
+@test "a bad command fails with EINVAL and the message is read back from ctl" {
+	mkdir "$MNT/demo"
+	exec 7<>"$MNT/demo/ctl"
+	run bash -c 'echo "frobnicate now" >&7'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Invalid argument"* ]]
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == "error: unknown command \"frobnicate now\""* ]]
+	# a multi-line write with a bad line runs none of it (/bin/printf
+	# writes once; bash's builtin printf writes line by line)
+	run bash -c "/usr/bin/printf 'exec echo one\nkill NOSUCHSIG\n' >'$MNT/demo/ctl'"
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/demo/runs/1" ]
+	# a good multi-line write runs every line in order
+	/usr/bin/printf 'env A=1\nexec echo "$A"\n' >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/journal")" = 1 ]
+}
+
+@test "an unsupported op fails with EOPNOTSUPP naming the flag" {
+	mkdir "$MNT/demo"
+	exec 7<>"$MNT/demo/ctl"
+	run bash -c 'echo snapshot >&7'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Operation not supported"* ]]
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == *"snapshots is false"* ]]
+	run bash -c "echo stop >'$MNT/demo/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
+	grep -q '^snapshots false$' "$MNT/demo/caps"
+}
+
+@test "caps lists the 11 flags in SPEC order" {
+	mkdir "$MNT/demo"
+	run awk '{print $1}' "$MNT/demo/caps"
+	[ "$output" = "$(printf '%s\n' fs exec env ports backgroundProcesses writableStdin killableProcesses snapshots networkPolicy durableFilesystem fork)" ]
+	diff "$MNT/demo/caps" "$MNT/providers/local/caps"
+}
+
+@test "exec: the run number is read back on the same fd, runs/N has cmd status wait" {
+	mkdir "$MNT/demo"
+	exec 7<>"$MNT/demo/ctl"
+	echo 'exec echo "hello  world"; exit 3' >&7
+	read -r n <&7
+	exec 7>&-
+	[ "$n" = 1 ]
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 3" ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = "exited 3" ]
+	[ "$(cat "$MNT/demo/runs/1/cmd")" = 'echo "hello  world"; exit 3' ]
+	[ "$(cat "$MNT/demo/journal")" = "hello  world" ]
+	[ "$(readlink "$MNT/demo/journal")" = runs/1/journal ]
+	[ "$(run_cmd demo 'true')" = 2 ]
+	[ "$(readlink "$MNT/demo/journal")" = runs/2/journal ]
+}
+
+@test "backgroundProcesses: exec returns while the run goes on" {
+	mkdir "$MNT/demo"
+	start=$(date +%s%N)
+	run_cmd demo 'sleep 3'
+	elapsed=$((($(date +%s%N) - start) / 1000000))
+	[ "$elapsed" -lt 2000 ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
+	echo kill >"$MNT/demo/ctl"
+}
+
+@test "cat journal streams a run live and ends with it" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'for i in 1 2 3 4 5 6 7 8 9 10; do echo "line $i"; sleep 0.1; done'
+	# the first line arrives while the run is still going
+	exec 4<"$MNT/demo/journal"
+	read -r first <&4
+	[ "$first" = "line 1" ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
+	rest=$(cat <&4)
+	exec 4<&-
+	[ "$(echo "$rest" | wc -l)" = 9 ]
+	[ "$(echo "$rest" | tail -n1)" = "line 10" ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = "exited 0" ]
+}
+
+@test "journal: stdout and stderr merged in arrival order; st_size is bytes so far" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'echo out1; echo err1 >&2; echo out2'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/journal")" = "$(printf 'out1\nerr1\nout2')" ]
+	[ "$(stat -L -c %s "$MNT/demo/journal")" = 15 ]
+}
+
+@test "head -c and tail -f work on a journal" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'for i in $(seq 1 20); do echo "tick $i"; sleep 0.1; done'
+	[ "$(head -c 6 "$MNT/demo/journal")" = "tick 1" ]
+	timeout 10 tail -f "$MNT/demo/runs/1/journal" >"$BATS_TEST_TMPDIR/tail.out" &
+	tpid=$!
+	cat "$MNT/demo/runs/1/wait"
+	wait_for grep -q "tick 20" "$BATS_TEST_TMPDIR/tail.out"
+	kill "$tpid" 2>/dev/null || true
+	[ "$(grep -c tick "$BATS_TEST_TMPDIR/tail.out")" = 20 ]
+}
+
+@test "an interrupted reader is released at once" {
+	mkdir "$MNT/demo"
+	command -v python3 || skip "python3 is not installed"
+	run_cmd demo 'sleep 30'
+	# a reader with a SIGINT handler, as an interactive `cat` has: the
+	# signal interrupts the parked read, which must come back EINTR now
+	python3 -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    os.read(fd, 4096)
+    print("read returned")
+except KeyboardInterrupt:
+    print("interrupted")
+' "$MNT/demo/journal" >"$BATS_TEST_TMPDIR/py.out" &
+	cpid=$!
+	sleep 0.5
+	start=$(date +%s%N)
+	kill -INT "$cpid"
+	wait "$cpid" || true
+	elapsed=$((($(date +%s%N) - start) / 1000000))
+	[ "$(cat "$BATS_TEST_TMPDIR/py.out")" = interrupted ]
+	[ "$elapsed" -lt 1000 ]
+	echo kill >"$MNT/demo/ctl"
+}
+
+@test "200 concurrent readers of one journal all get every byte" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'for i in $(seq 1 30); do echo "line $i of the journal"; sleep 0.05; done'
+	pids=()
+	for i in $(seq 1 200); do
+		cat "$MNT/demo/journal" >"$BATS_TEST_TMPDIR/r$i" &
+		pids+=($!)
+	done
+	wait "${pids[@]}" # not a bare wait: the daemon is a child of this shell too
+	cat "$MNT/demo/runs/1/wait"
+	expected=$(cat "$MNT/demo/journal")
+	[ "$(echo "$expected" | wc -l)" = 30 ]
+	for i in $(seq 1 200); do
+		[ "$(cat "$BATS_TEST_TMPDIR/r$i")" = "$expected" ]
+	done
+}
+
+@test "readers that come and go leave no follower and no process" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'for i in $(seq 1 40); do echo "x $i"; sleep 0.05; done'
+	for i in $(seq 1 50); do
+		timeout 0.2 cat "$MNT/demo/journal" >/dev/null || true
+	done
+	cat "$MNT/demo/runs/1/wait"
+	wait_for grep -q '^followers 0$' "$MNT/demo/status"
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+}
+
+@test "kill: TERM then KILL takes the whole group, a TERM-ignoring grandchild too" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'sh -c "trap \"\" TERM; echo grandchild \$\$; while :; do sleep 0.1; done" & echo parent; wait'
+	wait_for grep -q grandchild "$MNT/demo/journal"
+	gc=$(grep -m1 grandchild "$MNT/demo/journal" | awk '{print $2}')
+	kill -0 "$gc"
+	echo kill >"$MNT/demo/ctl"
+	run cat "$MNT/demo/runs/1/wait"
+	[ "$output" = "killed TERM" ]
+	! kill -0 "$gc" 2>/dev/null
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+}
+
+@test "kill RUN SIGNAL, runs/N/ctl kill, and cancel on a killable provider" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'sleep 30'
+	run_cmd demo 'sleep 30'
+	run_cmd demo 'sleep 30'
+	echo "kill 1 INT" >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "killed INT" ]
+	echo "kill HUP" >"$MNT/demo/runs/2/ctl"
+	[ "$(cat "$MNT/demo/runs/2/wait")" = "killed HUP" ]
+	echo cancel >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/3/wait")" = "killed TERM" ]
+	grep -q "state running" "$MNT/demo/status"
+	# killing an ended run is an error, not a silent success
+	run bash -c "echo 'kill 1' >'$MNT/demo/ctl'"
+	[ "$status" -ne 0 ]
+}
+
+@test "writableStdin: bytes written to runs/N/stdin reach the run; eof ends it" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'while read -r l; do echo "got $l"; done; echo done'
+	echo hello >"$MNT/demo/runs/1/stdin"
+	echo world >"$MNT/demo/runs/1/stdin"
+	wait_for grep -q "got world" "$MNT/demo/journal"
+	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
+	echo eof >"$MNT/demo/runs/1/ctl"
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/journal")" = "$(printf 'got hello\ngot world\ndone')" ]
+}
+
+@test "env: new env.K=V and env K=V reach runs, unsetenv removes" {
+	run ctl_write "$MNT/ctl" "new demo env.GREETING=hi"
+	[ "$status" -eq 0 ]
+	echo 'env COLOR="dark blue"' >"$MNT/demo/ctl"
+	run_cmd demo 'echo "$GREETING/$COLOR"'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "hi/dark blue" ]
+	echo 'unsetenv COLOR' >"$MNT/demo/ctl"
+	run_cmd demo 'echo "${COLOR-unset}"'
+	cat "$MNT/demo/runs/2/wait"
+	[ "$(cat "$MNT/demo/runs/2/journal")" = unset ]
+}
+
+@test "scrubEnv: local.scrub_env names never reach a run" {
+	sfs_unmount
+	SECRET_THING=leak sfs_mount -o local.scrub_env=SECRET_THING
+	mkdir "$MNT/demo"
+	run_cmd demo 'echo "${SECRET_THING-absent}"'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/journal")" = absent ]
+}
+
+@test "ports: expose gives a URL that reaches a server in the sandbox" {
+	command -v python3 || skip "python3 is not installed"
+	mkdir "$MNT/demo"
+	echo served >"$MNT/demo/workspace/index.html"
+	port=$((20000 + RANDOM % 20000))
+	run_cmd demo "exec python3 -m http.server $port --bind 127.0.0.1"
+	echo "expose $port" >"$MNT/demo/ctl"
+	url=$(cat "$MNT/demo/ports/$port")
+	[ "$url" = "http://127.0.0.1:$port" ]
+	wait_for curl -sf "$url/index.html" -o "$BATS_TEST_TMPDIR/page"
+	[ "$(cat "$BATS_TEST_TMPDIR/page")" = served ]
+	echo kill >"$MNT/demo/ctl"
+}
+
+@test "fork copies the workspace into a new sandbox" {
+	mkdir "$MNT/demo"
+	mkdir -p "$MNT/demo/workspace/sub"
+	echo data >"$MNT/demo/workspace/sub/f"
+	ln -s sub/f "$MNT/demo/workspace/link"
+	echo "fork copy" >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/copy/workspace/sub/f")" = data ]
+	[ "$(readlink "$MNT/copy/workspace/link")" = sub/f ]
+	echo changed >"$MNT/copy/workspace/sub/f"
+	[ "$(cat "$MNT/demo/workspace/sub/f")" = data ]
+}
+
+@test "workspace basics: create, read, write, ls, rm, mkdir, mv" {
+	mkdir "$MNT/demo"
+	w="$MNT/demo/workspace"
+	echo one >"$w/a"
+	echo two >>"$w/a"
+	[ "$(cat "$w/a")" = "$(printf 'one\ntwo')" ]
+	mkdir -p "$w/d/e"
+	mv "$w/a" "$w/d/e/b"
+	[ "$(ls "$w/d/e")" = b ]
+	[ ! -e "$w/a" ]
+	rm "$w/d/e/b"
+	rmdir "$w/d/e" "$w/d"
+	[ -z "$(ls -A "$w")" ]
+	# runs see what the mount wrote, and the mount sees what runs write
+	echo from-mount >"$w/m"
+	run_cmd demo 'cat m; echo from-run >r'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/journal")" = from-mount ]
+	wait_for test "$(cat "$w/r")" = from-run
+}
+
+@test "durableFilesystem and takeover: kill -9 of the daemon mid-run loses nothing" {
+	mkdir "$MNT/demo"
+	echo keep >"$MNT/demo/workspace/f"
+	run_cmd demo 'for i in $(seq 1 30); do echo "n $i"; sleep 0.1; done'
+	wait_for grep -q "n 3" "$MNT/demo/journal"
+	kill -9 "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	sleep 1.5 # the run writes while nobody watches
+	sfs_mount
+	[ -d "$MNT/demo" ]
+	[ "$(cat "$MNT/demo/workspace/f")" = keep ]
+	cat "$MNT/demo/runs/1/wait"
+	run cat "$MNT/demo/runs/1/journal"
+	[ "$(echo "$output" | wc -l)" = 30 ]
+	[ "$(echo "$output" | tail -n1)" = "n 30" ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = "exited 0" ]
+}
+
+@test "unmount with runs going leaves the runs going" {
+	mkdir "$MNT/demo"
+	run_cmd demo 'for i in $(seq 1 20); do echo "n $i"; sleep 0.1; done'
+	wait_for grep -q "n 2" "$MNT/demo/journal"
+	sfs_unmount
+	[ -n "$(sfs_run_pids "$STATE")" ]
+	sleep 2.5
+	sfs_mount
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	[ "$(wc -l <"$MNT/demo/runs/1/journal")" = 20 ]
+}
+
+@test "a second daemon on the same state dir is refused" {
+	mkdir -p "$BATS_TEST_TMPDIR/mnt2"
+	run "$SFS_BIN" -f --state "$STATE" "$BATS_TEST_TMPDIR/mnt2"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"in use by another sandboxfs"* ]]
+}
+
+@test "secrets are redacted in ctl errors, status, the log and the registry" {
+	mkdir "$MNT/demo"
+	exec 7<>"$MNT/demo/ctl"
+	run bash -c 'echo "kill password=hunter2secret" >&7'
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == *"[redacted]"* ]]
+	[[ "$msg" != *hunter2secret* ]]
+	echo 'env API_TOKEN=hunter2secret' >"$MNT/demo/ctl"
+	run_cmd demo 'echo "$API_TOKEN" | wc -c'
+	cat "$MNT/demo/runs/1/wait"
+	# the run gets the value; nothing sandboxfs writes about it shows it
+	[ "$(cat "$MNT/demo/journal" | tr -d ' ')" = 14 ]
+	! grep -r hunter2secret "$STATE/registry.json" "$BATS_TEST_TMPDIR/daemon.log" "$MNT/demo/status" "$MNT/demo/ctl"
+}

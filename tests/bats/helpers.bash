@@ -1,0 +1,99 @@
+# Shared fixtures for the mounted tests: each test gets its own state dir and
+# mount, and teardown unmounts and kills whatever the test left, even when
+# the test failed.
+
+SFS_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+SFS_BIN="${SFS_BIN:-$SFS_ROOT/build/sandboxfs}"
+
+# sfs_mount [sandboxfs options...]: mounts on $MNT with state in $STATE.
+sfs_mount() {
+	STATE="${STATE:-$BATS_TEST_TMPDIR/state}"
+	MNT="${MNT:-$BATS_TEST_TMPDIR/mnt}"
+	mkdir -p "$STATE" "$MNT"
+	"$SFS_BIN" -f --state "$STATE" "$@" "$MNT" 2>>"$BATS_TEST_TMPDIR/daemon.log" &
+	SFS_PID=$!
+	echo "$SFS_PID" >>"$BATS_TEST_TMPDIR/daemon.pids"
+	local i
+	for i in $(seq 1 100); do
+		if mountpoint -q "$MNT" && [ -e "$MNT/ctl" ]; then
+			return 0
+		fi
+		kill -0 "$SFS_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo "mount failed:" >&2
+	cat "$BATS_TEST_TMPDIR/daemon.log" >&2
+	return 1
+}
+
+# sfs_unmount: unmounts $MNT and waits for the daemon to exit.
+sfs_unmount() {
+	[ -n "${MNT:-}" ] || return 0
+	if mountpoint -q "$MNT" 2>/dev/null; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+	fi
+	local i
+	for i in $(seq 1 100); do
+		kill -0 "${SFS_PID:-0}" 2>/dev/null || return 0
+		sleep 0.05
+	done
+	kill -9 "$SFS_PID" 2>/dev/null || true
+}
+
+# Kills every process a run of this test started: they carry the state dir
+# in their environment (SANDBOXFS_RUN_DIR) or were started under it.
+sfs_kill_runs() {
+	local st="${STATE:-$BATS_TEST_TMPDIR/state}"
+	local p
+	for p in $(sfs_run_pids "$st"); do
+		kill -9 "$p" 2>/dev/null || true
+	done
+}
+
+# Prints the pids of live (non-zombie) processes whose environment names
+# a run directory under state dir $1.
+sfs_run_pids() {
+	local st="$1" d p
+	for d in /proc/[0-9]*; do
+		p=${d#/proc/}
+		[ "$(awk '{print $3}' "$d/stat" 2>/dev/null)" = Z ] && continue
+		if tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -q "^SANDBOXFS_RUN_DIR=$st/"; then
+			echo "$p"
+		fi
+	done
+}
+
+sfs_teardown() {
+	sfs_unmount
+	sfs_kill_runs
+	if [ -f "$BATS_TEST_TMPDIR/daemon.pids" ]; then
+		local p
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/daemon.pids"
+	fi
+	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT" 2>/dev/null; then
+		umount -l "$MNT" 2>/dev/null || true
+	fi
+}
+
+# wait_for CMD...: retries CMD for up to 10 s.
+wait_for() {
+	local i
+	for i in $(seq 1 200); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# ctl_write FILE LINE: writes LINE to FILE on one fd and prints what a read of
+# the same fd returns (the result or the error), like `exec 7<>ctl`.
+ctl_write() {
+	local f="$1"
+	shift
+	exec 7<>"$f"
+	local rc=0
+	printf '%s\n' "$*" >&7 || rc=$?
+	cat <&7
+	exec 7>&-
+	return $rc
+}
