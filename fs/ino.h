@@ -39,6 +39,7 @@ enum sfs_kind {
 	SFS_K_RUN_CTL,
 	SFS_K_SNAPSHOT,        /* aux = index in sb->snapshots */
 	SFS_K_PORT,            /* aux = port */
+	SFS_K_RWS = 0x7ffe,    /* remote workspace node (fs/remote.c): low 48 bits are its id */
 	SFS_K_WS = 0x7fff,     /* workspace node: low 48 bits are the node id */
 };
 
@@ -50,5 +51,6 @@ enum sfs_kind {
 	 ((uint64_t)(aux)&0xffffff))
 #define SFS_INO_WS_ID(ino) ((uint64_t)(ino) & ((1ULL << 48) - 1))
 #define SFS_INO_WS(id) (((uint64_t)SFS_K_WS << 48) | ((uint64_t)(id) & ((1ULL << 48) - 1)))
+#define SFS_INO_RWS(id) (((uint64_t)SFS_K_RWS << 48) | ((uint64_t)(id) & ((1ULL << 48) - 1)))
 
 #endif

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *const sfs_cap_names[SFS_CAP_COUNT] = {
@@ -72,4 +73,13 @@ int sfs_provider_require(const struct sfs_provider *p, enum sfs_cap cap, struct 
 		return 0;
 	return sfs_errf(err, -EOPNOTSUPP, "provider %s does not support this: caps %s is false",
 			p->name, sfs_cap_names[cap]);
+}
+
+void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(ents[i].name);
+		free(ents[i].st.link);
+	}
+	free(ents);
 }

@@ -63,6 +63,21 @@ void sfs_run_status_text(const struct sfs_run *run, char *buf, size_t len);
 
 struct sfs_provider;
 
+/* A remote file's attributes (remote workspace access). */
+struct sfs_rstat {
+	mode_t mode;    /* type and permission bits */
+	off_t size;
+	int64_t mtime;  /* unix seconds */
+	char *link;     /* symlink target (malloc'd), or NULL */
+};
+
+struct sfs_rdirent {
+	char *name;
+	struct sfs_rstat st;
+};
+
+void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n);
+
 struct sfs_snapshot {
 	char *id;
 	char *label;
@@ -136,6 +151,28 @@ struct sfs_provider_ops {
 	/* An O_PATH|O_DIRECTORY fd of the workspace root on this host, served
 	 * by the fd-based passthrough; -EOPNOTSUPP for remote file access. */
 	int (*workspace_root_fd)(struct sfs_sandbox *sb, int *fd, struct sfs_err *err);
+
+	/*
+	 * Remote file access, for providers whose workspace is not on this host
+	 * (workspace_root_fd gives -EOPNOTSUPP).  Paths are relative to the
+	 * workspace root ("" is the root itself, no leading '/', never "..").
+	 * fs/remote.c caches on top of these (SPEC §5 close-to-open); each
+	 * call should be one round trip where the provider's API allows.
+	 */
+	int (*fs_stat)(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
+		       struct sfs_err *err); /* never follows a symlink; -ENOENT if missing */
+	int (*fs_list)(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents,
+		       size_t *n, struct sfs_err *err); /* with attributes: one call */
+	int (*fs_read)(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+	int (*fs_write)(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
+			struct sfs_err *err); /* whole file from fd (offset 0), created or replaced */
+	int (*fs_mkdir)(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+	int (*fs_remove)(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
+	int (*fs_rename)(struct sfs_sandbox *sb, const char *from, const char *to,
+			 struct sfs_err *err);
+	int (*fs_chmod)(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+	int (*fs_symlink)(struct sfs_sandbox *sb, const char *target, const char *path,
+			  struct sfs_err *err);
 
 	/* Optional: NULL means -EOPNOTSUPP. */
 	int (*run_kill)(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
