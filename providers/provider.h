@@ -201,6 +201,9 @@ struct sfs_provider_ops {
 struct sfs_provider {
 	const char *name;
 	bool caps[SFS_CAP_COUNT];
+	/* The sandbox's filesystem is the host's (local): symlink targets are
+	 * shown raw.  Otherwise they are rewritten per SPEC §5. */
+	bool host_fs;
 	const struct sfs_provider_ops *ops;
 };
 

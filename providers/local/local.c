@@ -486,6 +486,7 @@ static const struct sfs_provider_ops local_ops = {
 
 const struct sfs_provider sfs_provider_local = {
 	.name = "local",
+	.host_fs = true,
 	.caps =
 		{
 			[SFS_CAP_FS] = true,
