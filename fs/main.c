@@ -30,6 +30,7 @@ static void usage(FILE *out)
 		"  --config FILE       config file (default: /etc/sandboxfs.conf for root, else\n"
 		"                      $XDG_CONFIG_HOME/sandboxfs/config)\n"
 		"  --log-level N       0 errors .. 3 debug (default 1)\n"
+		"  -o log=FILE         where a daemonized sandboxfs logs (default STATE/sandboxfs.log)\n"
 		"  -o attr_timeout=S   workspace attribute cache, seconds (default 1)\n"
 		"  -o entry_timeout=S  workspace name cache, seconds (default 1)\n"
 		"  -o writeback        kernel writeback cache for the workspace\n"
@@ -68,7 +69,7 @@ static int take_o(struct cli *c, char *opts)
 		const char *val = eq ? eq + 1 : "true";
 		bool ours = strchr(key, '.') != NULL || !strcmp(key, "provider") ||
 			    !strcmp(key, "state") || !strcmp(key, "config") ||
-			    !strcmp(key, "log_level") || !strcmp(key, "attr_timeout") ||
+			    !strcmp(key, "log_level") || !strcmp(key, "log") || !strcmp(key, "attr_timeout") ||
 			    !strcmp(key, "entry_timeout") || !strcmp(key, "writeback") ||
 			    !strcmp(key, "max_threads") || !strcmp(key, "symlinks");
 		if (ours) {
@@ -268,6 +269,18 @@ int main(int argc, char **argv)
 		goto out_signals;
 	if (fuse_daemonize(c.foreground) != 0)
 		goto out_unmount;
+	if (!c.foreground) {
+		/* a daemon's stderr is /dev/null: the log goes to a file */
+		char logpath[PATH_MAX + 32];
+		snprintf(logpath, sizeof(logpath), "%s", sfs_config_get("log", ""));
+		if (!logpath[0])
+			snprintf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
+		int lfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (lfd >= 0) {
+			dup2(lfd, 2);
+			close(lfd);
+		}
+	}
 	/* threads start after the fork of daemonizing */
 	if (sfs_fs_start(&err) < 0) {
 		sfs_log(SFS_LOG_ERR, "%s", err.msg);
