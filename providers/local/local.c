@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -276,6 +277,10 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 			dup2(nul, 1);
 			dup2(nul, 2);
 		}
+		/* runs inherit nothing of the daemon's but the ready pipe */
+		if (pipefd[1] > 3)
+			close_range(3, (unsigned)pipefd[1] - 1, CLOSE_RANGE_CLOEXEC);
+		close_range((unsigned)pipefd[1] + 1, ~0U, CLOSE_RANGE_CLOEXEC);
 		fcntl(pipefd[1], F_SETFD, 0);
 		execve(sfs_self_exe, argv, envp);
 		_exit(127);

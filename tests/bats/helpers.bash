@@ -10,7 +10,8 @@ sfs_mount() {
 	STATE="${STATE:-$BATS_TEST_TMPDIR/state}"
 	MNT="${MNT:-$BATS_TEST_TMPDIR/mnt}"
 	mkdir -p "$STATE" "$MNT"
-	"$SFS_BIN" -f --state "$STATE" "$@" "$MNT" 2>>"$BATS_TEST_TMPDIR/daemon.log" &
+	# 3>&-: bats reports on fd 3; a daemon holding it would stall bats
+	"$SFS_BIN" -f --state "$STATE" "$@" "$MNT" 2>>"$BATS_TEST_TMPDIR/daemon.log" 3>&- &
 	SFS_PID=$!
 	echo "$SFS_PID" >>"$BATS_TEST_TMPDIR/daemon.pids"
 	local i
@@ -57,7 +58,7 @@ sfs_run_pids() {
 	for d in /proc/[0-9]*; do
 		p=${d#/proc/}
 		[ "$(awk '{print $3}' "$d/stat" 2>/dev/null)" = Z ] && continue
-		if tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -q "^SANDBOXFS_RUN_DIR=$st/"; then
+		if { tr '\0' '\n' <"$d/environ"; } 2>/dev/null | grep -q "^SANDBOXFS_RUN_DIR=$st/"; then
 			echo "$p"
 		fi
 	done
