@@ -431,3 +431,17 @@ except KeyboardInterrupt:
 	[ "$(cat "$MNT/demo/journal" | tr -d ' ')" = 14 ]
 	! grep -r hunter2secret "$STATE/registry.json" "$BATS_TEST_TMPDIR/daemon.log" "$MNT/demo/status" "$MNT/demo/ctl"
 }
+
+@test "mount(8) can mount it, so fstab can too" {
+	command -v mount.fuse3 >/dev/null || skip "mount.fuse3 is not installed"
+	sfs_unmount
+	# `-t fuse.sandboxfs` looks the binary up in mount's own PATH; the
+	# `PROGRAM#SOURCE` form names this build's binary directly
+	mount -t fuse "$SFS_BIN#sandboxfs" "$MNT" -o "state=$STATE"
+	grep -q " $MNT fuse.sandboxfs " /proc/mounts
+	mkdir "$MNT/viamount"
+	[ -f "$MNT/viamount/caps" ]
+	umount "$MNT"
+	# daemonized, it logged to the state dir
+	[ -f "$STATE/sandboxfs.log" ]
+}
