@@ -1,0 +1,157 @@
+/*
+ * The shared HTTP kit for remote providers: libcurl with one reused easy
+ * handle per thread (so connections stay open), timeouts, retries with
+ * exponential backoff and jitter on 429/5xx/connection failures (honouring
+ * Retry-After), JSON bodies via jansson, multipart upload, streamed bodies,
+ * line parsers for NDJSON and SSE, base64, and credential lookup.
+ *
+ * A non-idempotent call (POST) is retried only when nothing reached the
+ * server (connect failure, 429) unless the caller marks it safe.  Every
+ * message passes the redactor (via sfs_errf); credential values found by
+ * sfs_http_credential are registered as secrets.
+ */
+#ifndef SFS_HTTP_H
+#define SFS_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../err.h"
+
+struct sfs_http_req {
+	const char *method;	    /* "GET", "POST", "PUT", "DELETE" */
+	const char *url;	    /* absolute */
+	const char *const *headers; /* NULL-terminated "Name: value", or NULL */
+	const char *bearer;	    /* Authorization: Bearer value, or NULL */
+	json_t *json;		    /* request body as JSON, or NULL */
+	const void *body;	    /* raw request body (when json is NULL) */
+	size_t body_len;
+	const char *content_type;
+	/* multipart/form-data with one file part read from upload_fd (offset 0) */
+	const char *upload_field;
+	int upload_fd;
+	const char *upload_name;
+	/* A 2xx body goes to sink instead of resp->body; a non-zero return
+	 * aborts.  sink_reset (may be NULL) rewinds the sink before a retry;
+	 * without it nothing is retried once bytes were delivered. */
+	int (*sink)(const void *data, size_t len, void *arg);
+	int (*sink_reset)(void *arg);
+	void *sink_arg;
+	bool retry_unsafe;    /* repeating this POST is harmless */
+	long timeout_ms;      /* whole request; 0: config http.timeout (60 s) */
+	int max_attempts;     /* 0: config http.attempts (4) */
+	const char *what;     /* message prefix, e.g. "daytona" */
+	unsigned long *calls; /* incremented once per attempt, or NULL */
+};
+
+struct sfs_http_resp {
+	long status; /* HTTP status of the last attempt */
+	char *body;  /* NUL-terminated; error bodies always land here */
+	size_t len;
+};
+
+/*
+ * Performs the request with retries.  0 when a response arrived (any
+ * status: check resp->status); a negative errno with a message when no
+ * response could be had (-ETIMEDOUT, -ECONNREFUSED, -EIO ...).
+ */
+int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, struct sfs_err *err);
+void sfs_http_resp_free(struct sfs_http_resp *resp);
+
+/* Like sfs_http_do, then maps a non-2xx status to an errno with the
+ * server's message; *out (may be NULL) gets the parsed JSON body or NULL. */
+int sfs_http_json(const struct sfs_http_req *req, long *status, json_t **out, struct sfs_err *err);
+
+/* errno for an HTTP status: 404 ENOENT, 401/403 EACCES, 409 EBUSY, ... */
+int sfs_http_status_errno(long status);
+/* The human part of an error body: its JSON "message"/"error", else the
+ * text (cut short).  Writes into buf. */
+void sfs_http_error_text(const char *body, size_t len, char *buf, size_t cap);
+
+/* Total attempts made by this process (debugging, tests). */
+unsigned long sfs_http_total_calls(void);
+
+/* Frees every thread's handle; call once at exit, after other threads stopped. */
+void sfs_http_shutdown(void);
+
+/* ---- retry policy (retry.c): pure functions -------------------------- */
+
+enum sfs_http_failure {
+	SFS_HTTP_OK,	     /* a response arrived */
+	SFS_HTTP_NO_CONNECT, /* nothing was sent */
+	SFS_HTTP_BROKEN,     /* connection reset / empty reply mid-request */
+	SFS_HTTP_TIMEOUT,
+	SFS_HTTP_FATAL, /* not worth repeating (bad URL, TLS setup ...) */
+};
+
+/* Whether attempt number `attempt` (1-based) may be followed by another. */
+bool sfs_http_should_retry(bool idempotent, enum sfs_http_failure f, long status, int attempt,
+			   int max_attempts);
+/* Delay before attempt+1: base * 2^(attempt-1) capped, with jitter from
+ * rnd in [0,1); at least retry_after_ms when the server asked. */
+long sfs_http_backoff_ms(int attempt, long retry_after_ms, double rnd);
+/* Retry-After as delta seconds or an HTTP date; -1 if unparseable. */
+long sfs_http_parse_retry_after(const char *value, int64_t now);
+
+/* ---- line parsers (lines.c): pure, incremental ----------------------- */
+
+struct sfs_linebuf {
+	char *buf;
+	size_t len, cap;
+};
+
+/* Feeds bytes; calls on_line for each complete line (without "\n" or
+ * "\r\n").  A non-zero return from on_line stops and is returned. */
+int sfs_lines_feed(struct sfs_linebuf *lb, const char *data, size_t n,
+		   int (*on_line)(const char *line, size_t len, void *arg), void *arg);
+/* Delivers a last unterminated line, if any. */
+int sfs_lines_finish(struct sfs_linebuf *lb,
+		     int (*on_line)(const char *line, size_t len, void *arg), void *arg);
+void sfs_linebuf_free(struct sfs_linebuf *lb);
+
+/* NDJSON: one JSON value per non-blank line; a bad line gives -EPROTO. */
+struct sfs_ndjson {
+	struct sfs_linebuf lb;
+	int (*on_value)(json_t *v, void *arg); /* v is borrowed */
+	void *arg;
+};
+int sfs_ndjson_feed(struct sfs_ndjson *p, const char *data, size_t n);
+int sfs_ndjson_finish(struct sfs_ndjson *p);
+void sfs_ndjson_free(struct sfs_ndjson *p);
+
+/* Server-sent events: `event:`, `data:` (joined with "\n"), `id:`; an
+ * event is dispatched at a blank line; comments (":") are ignored. */
+struct sfs_sse {
+	struct sfs_linebuf lb;
+	char *event, *data, *id;
+	size_t data_len;
+	bool has_data;
+	int (*on_event)(const char *event, const char *data, size_t len, const char *id, void *arg);
+	void *arg;
+};
+int sfs_sse_feed(struct sfs_sse *p, const char *data, size_t n);
+void sfs_sse_free(struct sfs_sse *p);
+
+/* ---- base64 (base64.c) ----------------------------------------------- */
+
+/* Decodes standard base64, skipping whitespace; out needs 3*(n/4)+3 bytes.
+ * Returns bytes written or -EINVAL (bad character, or a frame that ends
+ * mid-quantum). */
+long sfs_base64_decode(const char *in, size_t n, unsigned char *out);
+/* Encodes into out (4*((n+2)/3)+1 bytes), NUL-terminated; returns length. */
+size_t sfs_base64_encode(const unsigned char *in, size_t n, char *out);
+
+/* ---- configuration (creds.c) ----------------------------------------- */
+
+/* The credential from env var `env`, else config `config_key`; registered
+ * with the redactor.  NULL when neither is set. */
+const char *sfs_http_credential(const char *env, const char *config_key);
+/* Base URL: config key, else env var, else fallback; without a trailing '/'.
+ * Returns a malloc'd string or NULL. */
+char *sfs_http_base_url(const char *config_key, const char *env, const char *fallback);
+/* Percent-encodes s for a query value (RFC 3986 unreserved kept). malloc'd. */
+char *sfs_http_escape(const char *s);
+
+#endif

@@ -1,0 +1,310 @@
+/* sfs_http_do against a scripted server on 127.0.0.1: retries, streaming,
+ * multipart, JSON errors and redaction. */
+#include "check.h"
+
+#include "providers/config.h"
+#include "providers/http/http.h"
+#include "providers/redact.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* One scripted answer per request: raw HTTP, or NULL to drop the connection;
+ * a leading '!' closes the connection after the answer. */
+static const char *script[16];
+static int nscript, served;
+static char last_request[8192];
+static int listen_fd, port;
+static pthread_t server;
+
+static void *serve(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int c = accept(listen_fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		for (;;) {
+			char buf[8192];
+			size_t got = 0;
+			char *end = NULL;
+			while (!end && got < sizeof(buf) - 1) {
+				ssize_t n = read(c, buf + got, sizeof(buf) - 1 - got);
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+				buf[got] = 0;
+				end = strstr(buf, "\r\n\r\n");
+			}
+			if (!end)
+				break;
+			char *cl = strcasestr(buf, "Content-Length:");
+			size_t want =
+			    (size_t)(end + 4 - buf) + (cl ? strtoul(cl + 15, NULL, 10) : 0);
+			while (got < want && got < sizeof(buf) - 1) {
+				ssize_t n = read(c, buf + got, sizeof(buf) - 1 - got);
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+			}
+			buf[got] = 0;
+			memcpy(last_request, buf, got + 1);
+			const char *ans = served < nscript ? script[served] : NULL;
+			served++;
+			if (!ans)
+				break;
+			bool then_close = ans[0] == '!';
+			if (then_close)
+				ans++;
+			if (write(c, ans, strlen(ans)) < 0 || then_close)
+				break;
+		}
+		close(c);
+	}
+}
+
+static void start_server(void)
+{
+	listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	bind(listen_fd, (struct sockaddr *)&a, sizeof(a));
+	listen(listen_fd, 8);
+	socklen_t al = sizeof(a);
+	getsockname(listen_fd, (struct sockaddr *)&a, &al);
+	port = ntohs(a.sin_port);
+	pthread_create(&server, NULL, serve, NULL);
+}
+
+static void use(int n, const char **answers)
+{
+	for (int i = 0; i < n; i++)
+		script[i] = answers[i];
+	nscript = n;
+	served = 0;
+}
+
+static char url[256];
+static const char *at(const char *path)
+{
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	return url;
+}
+
+#define R503 "HTTP/1.1 503 Busy\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n"
+#define R500 "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n"
+#define R429 "HTTP/1.1 429 Slow down\r\nRetry-After: 0\r\nContent-Length: 0\r\n\r\n"
+#define ROK "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+/* the next request then opens a fresh connection: libcurl itself repeats a
+ * request once when a reused connection turns out dead */
+#define ROKC "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+
+static void test_get_retries_5xx(void)
+{
+	const char *a[] = {R503, R500, ROK};
+	use(3, a);
+	unsigned long calls = 0;
+	struct sfs_http_req req = {.method = "GET", .url = at("/x"), .calls = &calls};
+	struct sfs_http_resp resp;
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_http_do(&req, &resp, &err), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_STREQ(resp.body, "ok");
+	CHECK_INT(calls, 3);
+	sfs_http_resp_free(&resp);
+}
+
+static void test_post_not_retried_unless_safe(void)
+{
+	const char *a[] = {R503, ROK};
+	use(2, a);
+	unsigned long calls = 0;
+	struct sfs_http_req req = {.method = "POST", .url = at("/p"), .calls = &calls};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 503);
+	CHECK_INT(calls, 1);
+	sfs_http_resp_free(&resp);
+
+	use(2, a);
+	calls = 0;
+	req.retry_unsafe = true;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_INT(calls, 2);
+	sfs_http_resp_free(&resp);
+
+	/* throttled: refused, not run, so even a POST is repeated */
+	const char *b[] = {R429, ROK};
+	use(2, b);
+	calls = 0;
+	req.retry_unsafe = false;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_INT(calls, 2);
+	sfs_http_resp_free(&resp);
+}
+
+static void test_dropped_connection(void)
+{
+	const char *c[] = {ROKC};
+	use(1, c);
+	struct sfs_http_req req = {.method = "GET", .url = at("/d")};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	sfs_http_resp_free(&resp);
+	const char *a[] = {NULL, ROKC};
+	use(2, a);
+	unsigned long calls = 0;
+	req.calls = &calls;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_INT(calls, 2);
+	sfs_http_resp_free(&resp);
+
+	use(2, a);
+	calls = 0;
+	struct sfs_err err = {0};
+	req.method = "POST";
+	int r = sfs_http_do(&req, &resp, &err);
+	CHECK(r == -ECONNRESET || r == -EIO);
+	CHECK_INT(calls, 1);
+	CHECK(strstr(err.msg, "POST") != NULL);
+}
+
+static int sink(const void *data, size_t len, void *arg)
+{
+	char *s = arg;
+	strncat(s, data, len);
+	return 0;
+}
+
+static int sink_reset(void *arg)
+{
+	((char *)arg)[0] = 0;
+	return 0;
+}
+
+static void test_streaming_sink(void)
+{
+	const char *a[] = {"!HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+			   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+			   "HTTP/1.1 404 Nope\r\nContent-Length: 4\r\n\r\ngone"};
+	use(3, a);
+	char got[64] = "";
+	struct sfs_http_req req = {.method = "GET",
+				   .url = at("/s"),
+				   .sink = sink,
+				   .sink_reset = sink_reset,
+				   .sink_arg = got};
+	struct sfs_http_resp resp;
+	/* the first answer is cut short and the connection dropped: rewound and repeated */
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_STREQ(got, "hello");
+	sfs_http_resp_free(&resp);
+	/* error bodies never reach the sink */
+	got[0] = 0;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 404);
+	CHECK_STREQ(got, "");
+	CHECK_STREQ(resp.body, "gone");
+	sfs_http_resp_free(&resp);
+}
+
+static void test_multipart(void)
+{
+	const char *a[] = {ROK};
+	use(1, a);
+	FILE *f = tmpfile();
+	fputs("file-bytes\n", f);
+	fflush(f);
+	struct sfs_http_req req = {.method = "POST",
+				   .url = at("/files/upload?path=a"),
+				   .upload_field = "file",
+				   .upload_fd = fileno(f),
+				   .upload_name = "a.txt"};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK(strstr(last_request, "multipart/form-data") != NULL);
+	CHECK(strstr(last_request, "name=\"file\"; filename=\"a.txt\"") != NULL);
+	CHECK(strstr(last_request, "file-bytes\n") != NULL);
+	sfs_http_resp_free(&resp);
+	fclose(f);
+}
+
+static void test_json_errors_are_redacted(void)
+{
+	sfs_redact_add_secret("sk-unit-test-secret");
+	const char *a[] = {"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+			   "Content-Length: 58\r\n\r\n"
+			   "{\"statusCode\":404,\"message\":\"no sk-unit-test-secret here\"}",
+			   "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{\"a\":42}"};
+	use(2, a);
+	json_t *body = json_pack("{s:s}", "k", "v");
+	struct sfs_http_req req = {.method = "POST",
+				   .url = at("/j"),
+				   .json = body,
+				   .bearer = "sk-unit-test-secret",
+				   .what = "unit"};
+	struct sfs_err err = {0};
+	json_t *out = NULL;
+	long status = 0;
+	CHECK_INT(sfs_http_json(&req, &status, &out, &err), -ENOENT);
+	CHECK_INT(status, 404);
+	CHECK(strstr(err.msg, "unit: POST http://127.0.0.1:") == err.msg);
+	CHECK(strstr(err.msg, "HTTP 404: no [redacted] here") != NULL);
+	CHECK(strstr(err.msg, "sk-unit") == NULL);
+	CHECK(strstr(last_request, "Authorization: Bearer sk-unit-test-secret") != NULL);
+	CHECK(strstr(last_request, "{\"k\":\"v\"}") != NULL);
+	CHECK_INT(sfs_http_json(&req, &status, &out, &err), 0);
+	CHECK_INT(json_integer_value(json_object_get(out, "a")), 42);
+	json_decref(out);
+	json_decref(body);
+}
+
+static void test_connection_refused(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	bind(s, (struct sockaddr *)&a, sizeof(a));
+	socklen_t al = sizeof(a);
+	getsockname(s, (struct sockaddr *)&a, &al);
+	close(s); /* nothing listens there now */
+	char u[64];
+	snprintf(u, sizeof(u), "http://127.0.0.1:%d/", ntohs(a.sin_port));
+	unsigned long calls = 0;
+	struct sfs_http_req req = {.method = "POST", .url = u, .calls = &calls, .max_attempts = 3};
+	struct sfs_http_resp resp;
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_http_do(&req, &resp, &err), -ECONNREFUSED);
+	CHECK_INT(calls, 3); /* nothing was sent, so even a POST is repeated */
+}
+
+static void test_shutdown(void)
+{
+	sfs_http_shutdown();
+	shutdown(listen_fd, SHUT_RDWR);
+	close(listen_fd);
+	pthread_join(server, NULL);
+	sfs_kv_free(&sfs_config);
+	CHECK(1);
+}
+
+static void setup(void)
+{
+	start_server();
+	CHECK(port > 0);
+}
+
+CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(test_get_retries_5xx),
+	   CHECK_CASE(test_post_not_retried_unless_safe), CHECK_CASE(test_dropped_connection),
+	   CHECK_CASE(test_streaming_sink), CHECK_CASE(test_multipart),
+	   CHECK_CASE(test_json_errors_are_redacted), CHECK_CASE(test_connection_refused),
+	   CHECK_CASE(test_shutdown))
