@@ -1,8 +1,10 @@
 /* sandboxfs: option parsing, the mount, and an orderly shutdown. */
 #include "fs.h"
+#include "remote.h"
 
 #include "../ctl/tree.h"
 #include "../providers/config.h"
+#include "../providers/http/http.h"
 #include "../providers/provider.h"
 #include "../providers/util.h"
 
@@ -31,8 +33,10 @@ static void usage(FILE *out)
 		"                      $XDG_CONFIG_HOME/sandboxfs/config)\n"
 		"  --log-level N       0 errors .. 3 debug (default 1)\n"
 		"  -o log=FILE         where a daemonized sandboxfs logs (default STATE/sandboxfs.log)\n"
-		"  -o attr_timeout=S   workspace attribute cache, seconds (default 1)\n"
-		"  -o entry_timeout=S  workspace name cache, seconds (default 1)\n"
+		"  -o attr_timeout=S   workspace attribute cache, seconds (default 86400;\n"
+		"                      changes made behind the mount are pushed within ms)\n"
+		"  -o entry_timeout=S  workspace name cache, seconds (default 86400)\n"
+		"  -o symlinks=raw     show sandbox symlink targets unrewritten (SPEC §5)\n"
 		"  -o writeback        kernel writeback cache for the workspace\n"
 		"  -o max_threads=N    FUSE worker threads (default 16)\n"
 		"  -o local.scrub_env=A,B   env names removed from every local run\n"
@@ -235,8 +239,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
-	sfs_fs_opts.ws.attr_timeout = sfs_config_get_double("attr_timeout", 1.0);
-	sfs_fs_opts.ws.entry_timeout = sfs_config_get_double("entry_timeout", 1.0);
+	/* Long: the workspace watcher pushes outside changes into the kernel
+	 * (fs/workspace.c "Coherence"), and falls back to 1 s without inotify. */
+	sfs_fs_opts.ws.attr_timeout = sfs_config_get_double("attr_timeout", 86400.0);
+	sfs_fs_opts.ws.entry_timeout = sfs_config_get_double("entry_timeout", 86400.0);
 	/* never exactly 0: the kernel would re-look-up every entry */
 	if (sfs_fs_opts.ws.attr_timeout <= 0)
 		sfs_fs_opts.ws.attr_timeout = 0.001;
@@ -251,6 +257,12 @@ int main(int argc, char **argv)
 	}
 	if (ws_init(&sfs_fs_opts.ws) < 0) {
 		fprintf(stderr, "sandboxfs: workspace layer failed to start\n");
+		tree_shutdown();
+		return 1;
+	}
+	if (rws_init() < 0) {
+		fprintf(stderr, "sandboxfs: remote workspace layer failed to start\n");
+		ws_shutdown();
 		tree_shutdown();
 		return 1;
 	}
@@ -305,8 +317,10 @@ out_signals:
 out_session:
 	fuse_session_destroy(se);
 out_tree:
+	rws_shutdown();
 	ws_shutdown();
 	tree_shutdown();
+	sfs_http_shutdown();
 	sfs_kv_free(&sfs_config);
 	close(lockfd);
 	fuse_opt_free_args(&args);

@@ -4,6 +4,7 @@
  * and their writes go to ctl/, their journal reads to journal/.
  */
 #include "fs.h"
+#include "remote.h"
 #include "synth.h"
 
 #include "../ctl/commands.h"
@@ -24,16 +25,33 @@ struct sfs_fs_options sfs_fs_opts = {
 };
 struct fuse_session *sfs_session;
 
-#define IS_WS(ino) (SFS_INO_KIND(ino) == SFS_K_WS && (ino) != FUSE_ROOT_ID)
+/* The layer serving a workspace inode: host files (ws_ops), remote files
+ * (rws_ops), or NULL for a synthetic inode. */
+static const struct fuse_lowlevel_ops *layer_of(fuse_ino_t ino)
+{
+	if (ino == FUSE_ROOT_ID)
+		return NULL;
+	switch (SFS_INO_KIND(ino)) {
+	case SFS_K_WS:
+		return &ws_ops;
+	case SFS_K_RWS:
+		return &rws_ops;
+	}
+	return NULL;
+}
 
-/* Delegates to the workspace handler, or ENOSYS when it has none. */
-#define WS_CALL(op, req, ...)                                                                      \
+#define IS_WS(ino) (layer_of(ino) != NULL)
+
+/* Delegates to the layer of `ino`, or ENOSYS when it has no handler. */
+#define LAYER_CALL(ino, op, req, ...)                                                              \
 	do {                                                                                       \
-		if (ws_ops.op)                                                                     \
-			ws_ops.op(req, __VA_ARGS__);                                               \
+		const struct fuse_lowlevel_ops *layer_ = layer_of(ino);                            \
+		if (layer_ && layer_->op)                                                          \
+			layer_->op(req, __VA_ARGS__);                                              \
 		else                                                                               \
 			fuse_reply_err(req, ENOSYS);                                               \
 	} while (0)
+#define WS_CALL(op, req, ino, ...) LAYER_CALL(ino, op, req, ino, ##__VA_ARGS__)
 
 /* An open synthetic file. */
 struct sfh {
@@ -104,12 +122,16 @@ static void lookup_workspace(fuse_req_t req, struct synth *dir)
 	struct sfs_err err = {0};
 	int fd = -1;
 	int r = ops->workspace_root_fd ? ops->workspace_root_fd(dir->sb, &fd, &err) : -EOPNOTSUPP;
+	if (r == -EOPNOTSUPP && ops->fs_stat) {
+		rws_lookup_root(req, dir->serial);
+		return;
+	}
 	if (r) {
 		sfs_log(SFS_LOG_WARN, "%s: workspace: %s", dir->sb->name, err.msg);
 		fuse_reply_err(req, r == -EOPNOTSUPP ? ENOENT : -r);
 		return;
 	}
-	ws_lookup_root(req, dir->serial, fd);
+	ws_lookup_root(req, dir->serial, fd, !dir->sb->provider->host_fs, dir->sb->workspace);
 }
 
 static void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -147,8 +169,8 @@ static void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void sfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	if (IS_WS(ino) && ws_ops.forget) {
-		ws_ops.forget(req, ino, nlookup);
+	if (IS_WS(ino) && layer_of(ino)->forget) {
+		layer_of(ino)->forget(req, ino, nlookup);
 		return;
 	}
 	fuse_reply_none(req); /* synthetic inodes keep no lookup counts */
@@ -158,7 +180,9 @@ static void sfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_da
 {
 	size_t nws = 0;
 	for (size_t i = 0; i < count; i++)
-		if (IS_WS(forgets[i].ino))
+		if (layer_of(forgets[i].ino) == &rws_ops)
+			rws_forget_one(forgets[i].ino, forgets[i].nlookup);
+		else if (IS_WS(forgets[i].ino))
 			forgets[nws++] = forgets[i];
 	if (nws && ws_ops.forget_multi)
 		ws_ops.forget_multi(req, nws, forgets);
@@ -322,7 +346,7 @@ static void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		       const char *newname, unsigned int flags)
 {
-	if (IS_WS(parent) && IS_WS(newparent)) {
+	if (IS_WS(parent) && layer_of(parent) == layer_of(newparent)) {
 		WS_CALL(rename, req, parent, name, newparent, newname, flags);
 		return;
 	}
@@ -357,14 +381,14 @@ static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void sfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	if (IS_WS(parent))
-		WS_CALL(symlink, req, link, parent, name);
+		LAYER_CALL(parent, symlink, req, link, parent, name);
 	else
 		fuse_reply_err(req, EPERM);
 }
 
 static void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	if (IS_WS(ino) && IS_WS(newparent))
+	if (IS_WS(ino) && layer_of(ino) == layer_of(newparent))
 		WS_CALL(link, req, ino, newparent, newname);
 	else
 		fuse_reply_err(req, IS_WS(ino) || IS_WS(newparent) ? EXDEV : EPERM);
@@ -729,8 +753,8 @@ static void sfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 			    struct fuse_file_info *fi)
 {
 	if (IS_WS(ino)) {
-		if (ws_ops.readdirplus)
-			ws_ops.readdirplus(req, ino, size, off, fi);
+		if (layer_of(ino)->readdirplus)
+			layer_of(ino)->readdirplus(req, ino, size, off, fi);
 		else
 			WS_CALL(readdir, req, ino, size, off, fi);
 	} else {
@@ -830,7 +854,7 @@ static void sfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 				struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 				struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	if (IS_WS(ino_in) && IS_WS(ino_out))
+	if (IS_WS(ino_in) && layer_of(ino_in) == layer_of(ino_out))
 		WS_CALL(copy_file_range, req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len,
 			flags);
 	else
@@ -909,11 +933,13 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 {
 	/* a run changes files behind the kernel's back */
 	notify_ws_sandbox(sb->serial);
+	rws_invalidate_sandbox(sb->serial);
 }
 
 static void sandbox_gone(struct sfs_sandbox *sb)
 {
 	ws_sandbox_gone(sb->serial);
+	rws_sandbox_gone(sb->serial);
 	notify_inval_entry(FUSE_ROOT_ID, sb->name);
 }
 
@@ -924,15 +950,19 @@ int sfs_fs_start(struct sfs_err *err)
 	int r = notify_start();
 	if (r)
 		return sfs_errf(err, r, "notify thread: %s", strerror(-r));
+	ws_start(); /* without inotify the workspace just keeps short TTLs */
 	struct journal_hooks hooks = {.deliver = deliver, .run_ended = run_changed};
 	r = journal_engine_start(&hooks, err);
-	if (r)
+	if (r) {
+		ws_stop();
 		notify_stop();
+	}
 	return r;
 }
 
 void sfs_fs_stop(void)
 {
 	journal_engine_stop();
+	ws_stop();
 	notify_stop();
 }

@@ -29,6 +29,8 @@ void rws_lookup_root(fuse_req_t req, uint32_t serial);
 /* Drop every cached attribute, listing and clean content of a sandbox. */
 void rws_invalidate_sandbox(uint32_t serial);
 void rws_sandbox_gone(uint32_t serial);
+/* One FORGET without a reply (for a forget_multi that mixes layers). */
+void rws_forget_one(fuse_ino_t ino, uint64_t nlookup);
 /* Debug counter: provider calls made on behalf of FUSE operations (tests
  * assert round trips with it; shown in the sandbox's status). */
 unsigned long rws_calls(uint32_t serial);

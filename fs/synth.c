@@ -1,4 +1,5 @@
 #include "synth.h"
+#include "remote.h"
 
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
@@ -325,8 +326,11 @@ static void sandbox_status(struct text *t, struct sfs_sandbox *sb)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
 		tf_kv(t, "error", sb->error);
+	bool remote = sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd;
 	pthread_mutex_unlock(&tree.mu);
 	tf(t, "followers %d\n", journal_followers());
+	if (remote) /* provider round trips made for workspace/ (tests count them) */
+		tf(t, "remote_calls %lu\n", rws_calls(sb->serial));
 }
 
 int synth_text(const struct synth *s, char **out, size_t *len)

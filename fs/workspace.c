@@ -7,10 +7,13 @@
  * share a node.  A node lives while the kernel holds lookups on it (nlookup)
  * or a handler is using its fd (users); ids are never reused.
  *
- * Locking.  One mutex, ws.lock, guards both maps, next_id, the gone-serial
- * list and every node's nlookup, users, gone and (once gone) fd.  It is a leaf
- * lock: while it is held no other lock is taken, nothing is sent to the
- * kernel and nothing blocks, so callers of ws_* may hold locks of their own.
+ * Locking.  One mutex, ws.lock, guards the maps, next_id, the gone-serial
+ * list, the sandbox infos, the inotify watches and every node's nlookup,
+ * users, gone and (once gone) fd.  It is a leaf lock: while it is held no
+ * other lock is taken, nothing is sent to the kernel and nothing blocks, so
+ * callers of ws_* may hold locks of their own.  The coherence watcher's
+ * expectation table has a leaf lock of its own (wx.lock), never nested with
+ * ws.lock.
  * A handler pins the nodes it uses (ws_get/ws_put) and unpins them before it
  * replies: after a reply the kernel may forget the node at once.
  *
@@ -37,6 +40,8 @@
 
 #include "fs/workspace.h"
 #include "fs/ino.h"
+#include "fs/symlink_rewrite.h"
+#include "providers/config.h"
 #include "providers/err.h"
 
 #include <dirent.h>
@@ -52,7 +57,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/fsuid.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -63,11 +71,12 @@
 #define WS_ID_MAX ((1ULL << 48) - 1)
 #define WS_MIN_TIMEOUT 0.001 /* a TTL of exactly 0 makes the kernel re-look-up every entry */
 #define WS_PROC_PATH_MAX 32
+#define WS_FALLBACK_TIMEOUT 1.0 /* TTL cap while changes might not be seen (no inotify) */
 
-enum { WS_BY_ID, WS_BY_KEY };
+enum { WS_BY_ID, WS_BY_KEY, WS_BY_WD, WS_NMAPS };
 
 struct ws_node {
-	struct ws_node *next[2]; /* hash chains: [WS_BY_ID], [WS_BY_KEY] */
+	struct ws_node *next[WS_NMAPS]; /* hash chains: by id, by (serial, dev, ino), by wd */
 	uint64_t id;
 	uint32_t serial;
 	int fd; /* O_PATH|O_NOFOLLOW; -1 once gone and unused */
@@ -77,7 +86,12 @@ struct ws_node {
 	uint64_t nlookup; /* the kernel's lookup count */
 	unsigned users;	  /* handlers using fd right now */
 	bool gone;	  /* sandbox destroyed: every op but forget/release fails */
-	bool in_map[2];
+	bool in_map[WS_NMAPS];
+	int wd;		    /* inotify watch of a directory node, or -1 */
+	uint64_t parent_id; /* the directory it was last looked up in (symlink depth) */
+	/* Coherence (see "Coherence" below); atomics, not under ws.lock. */
+	uint64_t known_ctime; /* ctime (ns) the kernel's caches are known to match */
+	unsigned self_busy;   /* handlers changing it right now */
 };
 
 struct ws_map {
@@ -100,19 +114,37 @@ struct ws_dir {
 	struct ws_node *node;
 };
 
+/* Per-sandbox facts from ws_lookup_root, kept until shutdown. */
+struct ws_sandbox_info {
+	uint32_t serial;
+	bool rewrite_symlinks;
+	char *root_path; /* the workspace root inside the sandbox; never freed while mounted */
+	dev_t root_dev;
+	ino_t root_ino;
+};
+
 static struct {
 	pthread_mutex_t lock;
-	struct ws_map map[2];
+	struct ws_map map[WS_NMAPS];
 	uint64_t next_id;
 	uint32_t *gone_serials;
 	size_t ngone, gone_cap;
 
 	struct ws_options opt;
 	struct fuse_session *se;
+	bool symlinks_raw; /* -o symlinks=raw: never rewrite */
+	struct ws_sandbox_info *sandboxes;
+	size_t nsandboxes, sandboxes_cap;
+
+	/* Coherence: one inotify fd and the thread that reads it. */
+	int ifd, evfd;
+	bool watching, coherent, stop;
+	bool explicit_inval; /* the kernel leaves page invalidation to us */
+	pthread_t watcher;
 	bool root; /* euid 0: creations take the caller's fsuid/fsgid */
 	uid_t fsuid;
 	gid_t fsgid;
-} ws = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} ws = {.lock = PTHREAD_MUTEX_INITIALIZER, .ifd = -1, .evfd = -1};
 
 static _Thread_local bool ws_thread_umask_done;
 
@@ -168,6 +200,8 @@ static uint64_t ws_hash_key(uint32_t serial, dev_t dev, ino_t ino)
 
 static uint64_t ws_node_hash(const struct ws_node *n, int which)
 {
+	if (which == WS_BY_WD)
+		return ws_mix((uint64_t)(unsigned)n->wd);
 	return which == WS_BY_ID ? ws_mix(n->id) : ws_hash_key(n->serial, n->dev, n->ino);
 }
 
@@ -258,12 +292,100 @@ static struct ws_node *ws_find_locked(fuse_ino_t ino)
 	ws_bug("unknown workspace inode %#" PRIx64, (uint64_t)ino);
 }
 
+/* Like ws_find_locked, for ids we remember ourselves (they may be gone). */
+static struct ws_node *ws_find_id_locked(uint64_t id)
+{
+	struct ws_map *m = &ws.map[WS_BY_ID];
+
+	for (struct ws_node *n = m->buckets[ws_mix(id) & (m->nbuckets - 1)]; n;
+	     n = n->next[WS_BY_ID])
+		if (n->id == id)
+			return n;
+	return NULL;
+}
+
+static struct ws_node *ws_find_wd_locked(int wd)
+{
+	struct ws_map *m = &ws.map[WS_BY_WD];
+
+	for (struct ws_node *n = m->buckets[ws_mix((uint64_t)(unsigned)wd) & (m->nbuckets - 1)]; n;
+	     n = n->next[WS_BY_WD])
+		if (n->wd == wd)
+			return n;
+	return NULL;
+}
+
+static struct ws_sandbox_info *ws_sandbox_info_locked(uint32_t serial)
+{
+	for (size_t i = 0; i < ws.nsandboxes; i++)
+		if (ws.sandboxes[i].serial == serial)
+			return &ws.sandboxes[i];
+	return NULL;
+}
+
+static uint64_t ws_ctime_ns(const struct stat *st)
+{
+	return (uint64_t)st->st_ctim.tv_sec * 1000000000ULL + (uint64_t)st->st_ctim.tv_nsec;
+}
+
 static bool ws_serial_gone_locked(uint32_t serial)
 {
 	for (size_t i = 0; i < ws.ngone; i++)
 		if (ws.gone_serials[i] == serial)
 			return true;
 	return false;
+}
+
+/* ---- inotify watches (see "Coherence") --------------------------------- */
+
+#define WS_WATCH_MASK                                                                              \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB |             \
+	 IN_CLOSE_WRITE | IN_ONLYDIR)
+
+/* Watches directory node n (new, under ws.lock).  A directory that cannot be
+ * watched makes the whole mount fall back to short TTLs. */
+static void ws_watch_add_locked(struct ws_node *n)
+{
+	char path[WS_PROC_PATH_MAX];
+	int wd;
+
+	__atomic_store_n(&n->wd, -1, __ATOMIC_RELAXED);
+	if (!ws.watching || !S_ISDIR(n->type))
+		return;
+	ws_proc_path(path, n->fd);
+	wd = inotify_add_watch(ws.ifd, path, WS_WATCH_MASK);
+	if (wd == -1) {
+		if (ws.coherent)
+			sfs_log(
+			    SFS_LOG_WARN,
+			    "workspace: inotify_add_watch: %s (see fs.inotify.max_user_watches); "
+			    "workspace caches now expire after at most %g s",
+			    strerror(errno), WS_FALLBACK_TIMEOUT);
+		__atomic_store_n(&ws.coherent, false, __ATOMIC_RELAXED);
+		return;
+	}
+	if (ws_find_wd_locked(wd))
+		return; /* the same directory seen as two nodes: the first one owns the watch */
+	__atomic_store_n(&n->wd, wd, __ATOMIC_RELAXED);
+	ws_map_insert(WS_BY_WD, n);
+}
+
+static void ws_watch_rm_locked(struct ws_node *n)
+{
+	if (n->wd < 0)
+		return;
+	ws_map_remove(WS_BY_WD, n);
+	if (ws.watching)
+		inotify_rm_watch(ws.ifd, n->wd);
+	__atomic_store_n(&n->wd, -1, __ATOMIC_RELAXED);
+}
+
+/* Makes n unfindable: no new lookup, event or op will reach it. */
+static void ws_node_unlink_locked(struct ws_node *n)
+{
+	ws_map_remove(WS_BY_ID, n);
+	ws_map_remove(WS_BY_KEY, n);
+	ws_watch_rm_locked(n);
 }
 
 /* ---- node lifetime ------------------------------------------------------ */
@@ -278,8 +400,7 @@ static int ws_reap_locked(struct ws_node *n, bool *freed)
 	if (n->users > 0)
 		return -1;
 	if (n->nlookup == 0) {
-		ws_map_remove(WS_BY_ID, n);
-		ws_map_remove(WS_BY_KEY, n);
+		ws_node_unlink_locked(n);
 		fd = n->fd;
 		*freed = true;
 	} else if (n->gone && n->fd >= 0) {
@@ -343,8 +464,7 @@ static void ws_unref(fuse_ino_t ino, uint64_t count)
 	n->nlookup -= count;
 	if (n->nlookup == 0) {
 		/* Nobody can find it any more; freed now or by the last ws_put. */
-		ws_map_remove(WS_BY_ID, n);
-		ws_map_remove(WS_BY_KEY, n);
+		ws_node_unlink_locked(n);
 	}
 	fd = ws_reap_locked(n, &freed);
 	pthread_mutex_unlock(&ws.lock);
@@ -390,10 +510,14 @@ static int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const
 		n->ino = st->st_ino;
 		n->type = st->st_mode & S_IFMT;
 		n->nlookup = 1;
+		n->known_ctime = ws_ctime_ns(st);
 		ws_map_insert(WS_BY_ID, n);
 		ws_map_insert(WS_BY_KEY, n);
+		ws_watch_add_locked(n);
 		fd = -1;
 	}
+	if (n && parent)
+		n->parent_id = parent->id;
 	if (n) {
 		*ino = SFS_INO_WS(n->id);
 		if (node)
@@ -406,11 +530,24 @@ static int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const
 	return err;
 }
 
+/* Long TTLs only while every change reaches the kernel (see "Coherence"). */
+static double ws_ttl(double configured)
+{
+	if (__atomic_load_n(&ws.coherent, __ATOMIC_RELAXED) || configured <= WS_FALLBACK_TIMEOUT)
+		return configured;
+	return WS_FALLBACK_TIMEOUT;
+}
+
+static double ws_attr_ttl(void)
+{
+	return ws_ttl(ws.opt.attr_timeout);
+}
+
 static void ws_entry_init(struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->attr_timeout = ws.opt.attr_timeout;
-	e->entry_timeout = ws.opt.entry_timeout;
+	e->attr_timeout = ws_ttl(ws.opt.attr_timeout);
+	e->entry_timeout = ws_ttl(ws.opt.entry_timeout);
 }
 
 /* Looks name up in the pinned directory parent: fills e and counts a lookup. */
@@ -437,6 +574,403 @@ static void ws_reply_entry(fuse_req_t req, const struct fuse_entry_param *e)
 {
 	if (fuse_reply_entry(req, e) == -ENOENT)
 		ws_unref(e->ino, 1);
+}
+
+/* ---- coherence ----------------------------------------------------------- */
+
+/*
+ * Coherence.  The kernel caches names, attributes and pages of the workspace
+ * for long TTLs with keep_cache; sandbox processes and host programs change
+ * the same files behind its back.  One inotify watch per directory node the
+ * kernel holds (added when the node is created, removed when it is
+ * forgotten) reports those changes; the watcher thread maps (wd, name) to
+ * fuse_lowlevel_notify_inval_entry(parent, name) plus inval_inode(parent)
+ * (its attributes and cached listing) for name changes, and to
+ * inval_inode(child) for data and attribute changes.  Notifications go out
+ * from the watcher thread only, never from a FUSE worker, and never under
+ * ws.lock: the kernel may hold the parent's lock for a request that needs a
+ * worker.  Ordering makes it race-free: a lookup holds the parent's i_rwsem
+ * shared until its dentry is in place and inval_entry takes it exclusively,
+ * so an invalidation either precedes the lookup's openat (which then sees the
+ * change) or follows the dentry.
+ *
+ * Changes made through the mount are already in the kernel's caches;
+ * invalidating them would throw away keep_cache's benefit (a write followed
+ * by a read would refetch every page), so they are recognised and skipped:
+ *  - name changes: before a create/mkdir/unlink/rename/link the handler
+ *    records an expectation (parent node id, name, event class); the watcher
+ *    consumes the first matching one instead of invalidating.  A failed
+ *    operation withdraws its expectation; if a foreign event consumed it
+ *    meanwhile, the invalidation is queued instead.  Expectations that no
+ *    event consumed (a rename onto itself) are dropped after WS_EXPECT_TTL_S.
+ *  - data and attribute changes: a handler that changes a node marks it busy
+ *    and afterwards records its ctime as known_ctime; the watcher invalidates
+ *    a node only if it is not busy and its ctime differs from known_ctime
+ *    (then adopts the new ctime).  This compares state, not time: Linux's
+ *    multigrain ctime (6.13+) makes every change after our fstat visible as a
+ *    new ctime.  A sandbox write that lands between our write and our fstat
+ *    of the same file is the one change this can miss.
+ * An inotify queue overflow invalidates every inode.  Without inotify (or
+ * when a watch cannot be added) TTLs are capped at WS_FALLBACK_TIMEOUT.
+ * Run start/end still drops a sandbox's caches (ws_invalidate_sandbox), a
+ * safety net for changes inotify cannot see (a hard link written from
+ * outside the workspace).
+ */
+
+#define WS_EXPECT_TTL_S 5
+#define WS_WATCH_BATCH_US 2000
+#define WS_EXPECT_BUCKETS 256
+
+enum ws_event_class { WS_EV_CREATE = 1, WS_EV_DELETE, WS_EV_MOVED_FROM, WS_EV_MOVED_TO };
+
+struct ws_expect {
+	struct ws_expect *next;
+	uint64_t seq;
+	uint64_t parent;
+	enum ws_event_class cls;
+	time_t when;
+	char name[];
+};
+
+/* An invalidation the watcher thread must send for a FUSE worker. */
+struct ws_pending {
+	struct ws_pending *next;
+	fuse_ino_t parent;
+	char name[];
+};
+
+static struct {
+	pthread_mutex_t lock; /* leaf; never held with ws.lock */
+	struct ws_expect *buckets[WS_EXPECT_BUCKETS];
+	uint64_t next_seq;
+	size_t count;
+	struct ws_pending *pending;
+} wx = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static size_t ws_expect_slot(uint64_t parent, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	return ws_mix(h ^ parent) & (WS_EXPECT_BUCKETS - 1);
+}
+
+/* Records that this mount is about to cause event cls for name in parent.
+ * Returns a token for ws_expect_withdraw, 0 if nothing was recorded (then
+ * the event just costs an invalidation). */
+static uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event_class cls)
+{
+	size_t len = strlen(name);
+	struct ws_expect *e;
+
+	if (!__atomic_load_n(&ws.watching, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&parent->wd, __ATOMIC_RELAXED) < 0)
+		return 0;
+	e = malloc(sizeof(*e) + len + 1);
+	if (!e)
+		return 0;
+	memcpy(e->name, name, len + 1);
+	e->parent = parent->id;
+	e->cls = cls;
+	e->when = time(NULL);
+	pthread_mutex_lock(&wx.lock);
+	e->seq = ++wx.next_seq;
+	size_t slot = ws_expect_slot(e->parent, name);
+	/* Appended, so the oldest matching expectation is consumed first. */
+	struct ws_expect **pp = &wx.buckets[slot];
+	while (*pp)
+		pp = &(*pp)->next;
+	e->next = NULL;
+	*pp = e;
+	wx.count++;
+	pthread_mutex_unlock(&wx.lock);
+	return e->seq;
+}
+
+static void ws_pending_push(fuse_ino_t parent, const char *name)
+{
+	size_t len = strlen(name);
+	struct ws_pending *p = malloc(sizeof(*p) + len + 1);
+	uint64_t one = 1;
+
+	if (!p)
+		return; /* then the entry lives out its TTL */
+	p->parent = parent;
+	memcpy(p->name, name, len + 1);
+	pthread_mutex_lock(&wx.lock);
+	p->next = wx.pending;
+	wx.pending = p;
+	pthread_mutex_unlock(&wx.lock);
+	if (write(ws.evfd, &one, sizeof(one)) == -1 && errno != EAGAIN)
+		sfs_log(SFS_LOG_WARN, "workspace: waking the watcher: %s", strerror(errno));
+}
+
+/* The operation that recorded seq failed: no event of ours will come.  If a
+ * foreign event already consumed the expectation, its invalidation is owed. */
+static void ws_expect_withdraw(uint64_t seq, const struct ws_node *parent, const char *name)
+{
+	bool found = false;
+
+	if (seq == 0)
+		return;
+	pthread_mutex_lock(&wx.lock);
+	for (struct ws_expect **pp = &wx.buckets[ws_expect_slot(parent->id, name)]; *pp;
+	     pp = &(*pp)->next) {
+		if ((*pp)->seq == seq) {
+			struct ws_expect *e = *pp;
+
+			*pp = e->next;
+			wx.count--;
+			free(e);
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&wx.lock);
+	if (!found)
+		ws_pending_push(SFS_INO_WS(parent->id), name);
+}
+
+static bool ws_expect_consume(uint64_t parent, const char *name, enum ws_event_class cls)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&wx.lock);
+	for (struct ws_expect **pp = &wx.buckets[ws_expect_slot(parent, name)]; *pp;
+	     pp = &(*pp)->next) {
+		struct ws_expect *e = *pp;
+
+		if (e->parent == parent && e->cls == cls && strcmp(e->name, name) == 0) {
+			*pp = e->next;
+			wx.count--;
+			free(e);
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&wx.lock);
+	return found;
+}
+
+static void ws_expect_prune(time_t now)
+{
+	pthread_mutex_lock(&wx.lock);
+	for (size_t i = 0; i < WS_EXPECT_BUCKETS && wx.count; i++) {
+		for (struct ws_expect **pp = &wx.buckets[i]; *pp;) {
+			struct ws_expect *e = *pp;
+
+			if (now - e->when > WS_EXPECT_TTL_S) {
+				*pp = e->next;
+				wx.count--;
+				free(e);
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&wx.lock);
+}
+
+static void ws_expect_clear(void)
+{
+	pthread_mutex_lock(&wx.lock);
+	for (size_t i = 0; i < WS_EXPECT_BUCKETS; i++) {
+		while (wx.buckets[i]) {
+			struct ws_expect *e = wx.buckets[i];
+
+			wx.buckets[i] = e->next;
+			free(e);
+		}
+	}
+	wx.count = 0;
+	while (wx.pending) {
+		struct ws_pending *p = wx.pending;
+
+		wx.pending = p->next;
+		free(p);
+	}
+	pthread_mutex_unlock(&wx.lock);
+}
+
+/* A handler is about to change n's data or attributes. */
+static void ws_self_begin(struct ws_node *n)
+{
+	__atomic_add_fetch(&n->self_busy, 1, __ATOMIC_ACQ_REL);
+}
+
+/* ...and is done: the kernel's caches now match n's ctime (st, or fstat of
+ * fd, an fd or O_PATH fd of n). */
+static void ws_self_end(struct ws_node *n, int fd, const struct stat *st)
+{
+	struct stat buf;
+
+	if (!st && fstatat(fd, "", &buf, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+		st = &buf;
+	if (st)
+		__atomic_store_n(&n->known_ctime, ws_ctime_ns(st), __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&n->self_busy, 1, __ATOMIC_ACQ_REL);
+}
+
+static void ws_send_inval_inode(fuse_ino_t ino)
+{
+	/* -ENOENT: the kernel has nothing cached for it. */
+	if (ws.se)
+		fuse_lowlevel_notify_inval_inode(ws.se, ino, 0, 0);
+}
+
+static void ws_send_inval_entry(fuse_ino_t parent, const char *name)
+{
+	if (ws.se)
+		fuse_lowlevel_notify_inval_entry(ws.se, parent, name, strlen(name));
+}
+
+/* Invalidates the child's (or, name NULL, the directory's own) inode if its
+ * ctime is not one the kernel already knows. */
+static void ws_watch_data_event(struct ws_node *dir, const char *name)
+{
+	struct ws_node *n;
+	struct stat st;
+	fuse_ino_t ino = 0;
+
+	if (fstatat(dir->fd, name ? name : "", &st,
+		    AT_SYMLINK_NOFOLLOW | (name ? 0 : AT_EMPTY_PATH)) == -1)
+		return; /* gone again: its entry event follows */
+	pthread_mutex_lock(&ws.lock);
+	n = name ? ws_find_key_locked(dir->serial, st.st_dev, st.st_ino) : dir;
+	if (n && !n->gone && __atomic_load_n(&n->self_busy, __ATOMIC_ACQUIRE) == 0 &&
+	    __atomic_load_n(&n->known_ctime, __ATOMIC_ACQUIRE) != ws_ctime_ns(&st)) {
+		__atomic_store_n(&n->known_ctime, ws_ctime_ns(&st), __ATOMIC_RELEASE);
+		ino = SFS_INO_WS(n->id);
+	}
+	pthread_mutex_unlock(&ws.lock);
+	if (ino)
+		ws_send_inval_inode(ino);
+}
+
+static void ws_invalidate_matching(bool all, uint32_t serial);
+
+/* One inotify event.  *last_dir dedups the parent-inode invalidations of a
+ * burst of name changes in one directory. */
+static void ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
+{
+	const char *name = ev->len && ev->name[0] ? ev->name : NULL;
+	enum ws_event_class cls = 0;
+	struct ws_node *dir;
+	uint64_t dir_id;
+
+	if (ev->mask & IN_Q_OVERFLOW) {
+		sfs_log(SFS_LOG_WARN, "workspace: inotify queue overflow: dropping every "
+				      "cached workspace inode (fs.inotify.max_queued_events)");
+		ws_invalidate_matching(true, 0);
+		*last_dir = 0;
+		return;
+	}
+	pthread_mutex_lock(&ws.lock);
+	dir = ws_find_wd_locked(ev->wd);
+	if (dir && (ev->mask & IN_IGNORED)) {
+		/* The directory was deleted (or we removed the watch). */
+		ws_map_remove(WS_BY_WD, dir);
+		__atomic_store_n(&dir->wd, -1, __ATOMIC_RELAXED);
+		dir = NULL;
+	}
+	if (!dir || dir->gone) {
+		pthread_mutex_unlock(&ws.lock);
+		return;
+	}
+	dir->users++; /* its fd is the base for fstatat */
+	dir_id = dir->id;
+	pthread_mutex_unlock(&ws.lock);
+
+	if (ev->mask & IN_CREATE)
+		cls = WS_EV_CREATE;
+	else if (ev->mask & IN_DELETE)
+		cls = WS_EV_DELETE;
+	else if (ev->mask & IN_MOVED_FROM)
+		cls = WS_EV_MOVED_FROM;
+	else if (ev->mask & IN_MOVED_TO)
+		cls = WS_EV_MOVED_TO;
+	if (cls && name) {
+		if (!ws_expect_consume(dir_id, name, cls)) {
+			fuse_ino_t parent = SFS_INO_WS(dir_id);
+
+			ws_send_inval_entry(parent, name);
+			if (*last_dir != parent) {
+				ws_send_inval_inode(parent); /* attributes and cached listing */
+				*last_dir = parent;
+			}
+		}
+	} else if (ev->mask & (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE)) {
+		ws_watch_data_event(dir, name);
+	}
+	ws_put(dir);
+}
+
+static void ws_watch_pending(void)
+{
+	struct ws_pending *list;
+	uint64_t count;
+
+	if (read(ws.evfd, &count, sizeof(count)) == -1 && errno != EAGAIN)
+		return;
+	pthread_mutex_lock(&wx.lock);
+	list = wx.pending;
+	wx.pending = NULL;
+	pthread_mutex_unlock(&wx.lock);
+	while (list) {
+		struct ws_pending *p = list;
+
+		list = p->next;
+		ws_send_inval_entry(p->parent, p->name);
+		ws_send_inval_inode(p->parent);
+		free(p);
+	}
+}
+
+static void *ws_watch_main(void *arg)
+{
+	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct pollfd pfd[2] = {{.fd = ws.ifd, .events = POLLIN},
+				{.fd = ws.evfd, .events = POLLIN}};
+	time_t last_prune = time(NULL);
+
+	(void)arg;
+	while (!__atomic_load_n(&ws.stop, __ATOMIC_ACQUIRE)) {
+		int r = poll(pfd, 2, 1000);
+
+		if (r == -1 && errno != EINTR) {
+			sfs_log(SFS_LOG_ERR, "workspace: watcher poll: %s", strerror(errno));
+			__atomic_store_n(&ws.coherent, false, __ATOMIC_RELAXED);
+			break;
+		}
+		if (__atomic_load_n(&ws.stop, __ATOMIC_ACQUIRE))
+			break;
+		if (r > 0 && (pfd[1].revents & POLLIN))
+			ws_watch_pending();
+		if (r > 0 && (pfd[0].revents & POLLIN)) {
+			ssize_t len;
+
+			/* Let a burst gather: one wakeup per burst instead of one per
+			 * event keeps the watcher off a busy 2-CPU machine's back,
+			 * at a cost of WS_WATCH_BATCH_US of latency. */
+			usleep(WS_WATCH_BATCH_US);
+			len = read(ws.ifd, buf, sizeof(buf));
+			fuse_ino_t last_dir = 0;
+
+			for (char *p = buf; len > 0 && p < buf + len;) {
+				const struct inotify_event *ev = (const struct inotify_event *)p;
+
+				ws_watch_event(ev, &last_dir);
+				p += sizeof(*ev) + ev->len;
+			}
+		}
+		time_t now = time(NULL);
+		if (now - last_prune >= WS_EXPECT_TTL_S) {
+			ws_expect_prune(now);
+			last_prune = now;
+		}
+	}
+	return NULL;
 }
 
 /* ---- caller credentials for creations ----------------------------------- */
@@ -553,7 +1087,7 @@ static void ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		ws_reply_err(req, err);
 		return;
 	}
-	fuse_reply_attr(req, &st, ws.opt.attr_timeout);
+	fuse_reply_attr(req, &st, ws_attr_ttl());
 }
 
 static struct ws_file *ws_file(const struct fuse_file_info *fi)
@@ -614,6 +1148,7 @@ static void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		return;
 	/* The kernel passes a handle only for ftruncate-like calls on files. */
 	h = fi && S_ISREG(n->type) ? ws_file(fi) : NULL;
+	ws_self_begin(n);
 
 	/* Owner before mode: chown clears S_ISUID, a chmod in the same request must win. */
 	if (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
@@ -647,13 +1182,90 @@ static void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
 		goto fail;
 	if (fstatat(n->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		goto fail;
+	ws_self_end(n, n->fd, &st);
 	ws_put(n);
-	fuse_reply_attr(req, &st, ws.opt.attr_timeout);
+	fuse_reply_attr(req, &st, ws_attr_ttl());
 	return;
 fail:
 	err = errno;
+	ws_self_end(n, n->fd, NULL);
 	ws_put(n);
 	ws_reply_err(req, err);
+}
+
+/* How many directories below its workspace root the pinned directory dir
+ * is, walking ".." (O_PATH, no symlink followed); -1 if it is not below it
+ * (moved out by the sandbox) or too deep. */
+static int ws_dir_depth(const struct ws_node *dir, dev_t root_dev, ino_t root_ino)
+{
+	struct stat st, prev = {0};
+	int fd = dir->fd;
+
+	for (int depth = 0; depth <= 4096; depth++) {
+		int up;
+
+		if (fstatat(fd, "", &st, AT_EMPTY_PATH) == -1)
+			break;
+		if (st.st_dev == root_dev && st.st_ino == root_ino) {
+			if (fd != dir->fd)
+				close(fd);
+			return depth;
+		}
+		/* ".." of the filesystem root is itself: no ancestor is the root. */
+		if (depth > 0 && st.st_dev == prev.st_dev && st.st_ino == prev.st_ino)
+			break;
+		prev = st;
+		up = openat(fd, "..", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd != dir->fd)
+			close(fd);
+		fd = up;
+		if (fd == -1)
+			return -1;
+	}
+	if (fd != dir->fd)
+		close(fd);
+	return -1;
+}
+
+/* SPEC §5: the target as the host should see it (rewritten for sandboxes
+ * whose filesystem is not the host's).  Returns 0 or an errno. */
+static int ws_symlink_show(const struct ws_node *n, char *buf, size_t size)
+{
+	const struct ws_sandbox_info *info;
+	struct ws_node *dir = NULL;
+	const char *root_path;
+	dev_t root_dev;
+	ino_t root_ino;
+	bool rewrite;
+	int depth = -1, len;
+	char *raw;
+
+	pthread_mutex_lock(&ws.lock);
+	info = ws_sandbox_info_locked(n->serial);
+	rewrite = info && info->rewrite_symlinks;
+	root_path = info ? info->root_path : NULL;
+	root_dev = info ? info->root_dev : 0;
+	root_ino = info ? info->root_ino : 0;
+	if (rewrite) {
+		dir = ws_find_id_locked(n->parent_id);
+		if (dir && !dir->gone)
+			dir->users++;
+		else
+			dir = NULL;
+	}
+	pthread_mutex_unlock(&ws.lock);
+	if (!rewrite)
+		return 0;
+	if (dir) {
+		depth = ws_dir_depth(dir, root_dev, root_ino);
+		ws_put(dir);
+	}
+	raw = strdup(buf);
+	if (!raw)
+		return ENOMEM;
+	len = sfs_symlink_rewrite(raw, root_path, depth, buf, size);
+	free(raw);
+	return len < 0 ? -len : 0;
 }
 
 static void ws_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -666,17 +1278,19 @@ static void ws_readlink(fuse_req_t req, fuse_ino_t ino)
 	if (!n)
 		return;
 	len = readlinkat(n->fd, "", buf, sizeof(buf));
-	err = errno;
+	if (len == -1)
+		err = errno;
+	else if (len == (ssize_t)sizeof(buf))
+		err = ENAMETOOLONG;
+	else {
+		buf[len] = '\0';
+		err = ws_symlink_show(n, buf, sizeof(buf));
+	}
 	ws_put(n);
-	if (len == -1) {
+	if (err) {
 		ws_reply_err(req, err);
 		return;
 	}
-	if (len == (ssize_t)sizeof(buf)) {
-		ws_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-	buf[len] = '\0';
 	fuse_reply_readlink(req, buf);
 }
 
@@ -687,6 +1301,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 	struct fuse_entry_param e;
 	struct ws_node *p;
 	bool switched;
+	uint64_t seq;
 	int err;
 
 	if (!ws_name_ok(name)) {
@@ -697,6 +1312,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 	if (!p)
 		return;
 	ws_thread_clear_umask();
+	seq = ws_expect(p, name, WS_EV_CREATE);
 	err = ws_creds_begin(req, &switched);
 	if (!err) {
 		int res;
@@ -710,7 +1326,9 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 		err = res == -1 ? errno : 0;
 	}
 	ws_creds_end(switched);
-	if (!err)
+	if (err)
+		ws_expect_withdraw(seq, p, name);
+	else
 		err = ws_do_lookup(p, name, &e, NULL);
 	ws_put(p);
 	if (err) {
@@ -738,6 +1356,7 @@ static void ws_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 static void ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int flags)
 {
 	struct ws_node *p;
+	uint64_t seq;
 	int res, err;
 
 	if (!ws_name_ok(name)) {
@@ -747,8 +1366,11 @@ static void ws_remove(fuse_req_t req, fuse_ino_t parent, const char *name, int f
 	p = ws_get(req, parent);
 	if (!p)
 		return;
+	seq = ws_expect(p, name, WS_EV_DELETE);
 	res = unlinkat(p->fd, name, flags);
 	err = errno;
+	if (res == -1)
+		ws_expect_withdraw(seq, p, name);
 	ws_put(p);
 	ws_reply_err(req, res == -1 ? err : 0);
 }
@@ -792,8 +1414,21 @@ static void ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (p->serial != np->serial) {
 		err = EXDEV; /* never move files between sandboxes */
 	} else {
+		uint64_t seq[4] = {ws_expect(p, name, WS_EV_MOVED_FROM),
+				   ws_expect(np, newname, WS_EV_MOVED_TO), 0, 0};
+
+		if (flags & RENAME_EXCHANGE) {
+			seq[2] = ws_expect(np, newname, WS_EV_MOVED_FROM);
+			seq[3] = ws_expect(p, name, WS_EV_MOVED_TO);
+		}
 		res = renameat2(p->fd, name, np->fd, newname, flags);
 		err = res == -1 ? errno : 0;
+		if (res == -1) {
+			ws_expect_withdraw(seq[0], p, name);
+			ws_expect_withdraw(seq[1], np, newname);
+			ws_expect_withdraw(seq[2], np, newname);
+			ws_expect_withdraw(seq[3], p, name);
+		}
 	}
 	ws_put(np);
 	ws_put(p);
@@ -805,6 +1440,7 @@ static void ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	struct fuse_entry_param e;
 	char path[WS_PROC_PATH_MAX];
 	struct ws_node *n, *np;
+	uint64_t seq;
 	int res, err = 0;
 
 	if (!ws_name_ok(newname)) {
@@ -828,6 +1464,7 @@ static void ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		err = EXDEV;
 		goto out;
 	}
+	seq = ws_expect(np, newname, WS_EV_CREATE);
 	if (S_ISLNK(n->type)) {
 		/* Links the symlink itself; needs CAP_DAC_READ_SEARCH. */
 		res = linkat(n->fd, "", np->fd, newname, AT_EMPTY_PATH);
@@ -835,6 +1472,8 @@ static void ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		ws_proc_path(path, n->fd);
 		res = linkat(AT_FDCWD, path, np->fd, newname, AT_SYMLINK_FOLLOW);
 	}
+	if (res == -1)
+		ws_expect_withdraw(seq, np, newname);
 	if (res == -1 || fstatat(n->fd, "", &e.attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		err = errno;
 		goto out;
@@ -872,7 +1511,10 @@ static int ws_open_flags(int flags)
 static void ws_file_info(struct fuse_file_info *fi, struct ws_file *h)
 {
 	fi->fh = (uintptr_t)h;
-	if (ws.opt.keep_cache)
+	/* Without the watcher's invalidations (a watch failed), an open must
+	 * drop the pages: nothing else would. */
+	if (ws.opt.keep_cache &&
+	    (!ws.explicit_inval || __atomic_load_n(&ws.coherent, __ATOMIC_RELAXED)))
 		fi->keep_cache = 1;
 	/* Nothing to flush for a read-only open (writeback still flushes). */
 	if ((fi->flags & O_ACCMODE) == O_RDONLY)
@@ -899,9 +1541,13 @@ static void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	flags = ws_open_flags(fi->flags);
 	ws_proc_path(path, n->fd);
+	if (flags & O_TRUNC)
+		ws_self_begin(n);
 	fd = open(path, flags);
 	if (fd == -1 && errno == EACCES && (fi->flags & O_ACCMODE) == O_WRONLY)
 		fd = open(path, (flags & ~O_ACCMODE) | O_WRONLY); /* unprivileged daemon */
+	if (flags & O_TRUNC)
+		ws_self_end(n, n->fd, NULL);
 	if (fd == -1) {
 		err = errno;
 		goto out;
@@ -930,6 +1576,7 @@ static void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct ws_node *p, *n;
 	struct ws_file *h;
 	bool switched;
+	uint64_t seq;
 	int fd = -1, pfd, err;
 
 	if (!ws_name_ok(name)) {
@@ -945,6 +1592,7 @@ static void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		goto fail;
 	}
 	ws_thread_clear_umask();
+	seq = ws_expect(p, name, WS_EV_CREATE);
 	err = ws_creds_begin(req, &switched);
 	if (!err) {
 		/* Always O_EXCL, so the file is certainly new and ours. */
@@ -953,6 +1601,8 @@ static void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		err = fd == -1 ? errno : 0;
 	}
 	ws_creds_end(switched);
+	if (err)
+		ws_expect_withdraw(seq, p, name);
 	if (err == EEXIST && !(fi->flags & O_EXCL)) {
 		/* The kernel had a stale negative entry (the sandbox created the
 		 * file behind our back).  ESTALE makes it retry the open with a
@@ -1026,7 +1676,9 @@ static void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = h->fd;
 	out.buf[0].pos = off;
+	ws_self_begin(h->node);
 	res = fuse_buf_copy(&out, in, 0);
+	ws_self_end(h->node, h->fd, NULL);
 	if (res < 0) {
 		ws_reply_err(req, (int)-res);
 		return;
@@ -1265,8 +1917,10 @@ static void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		err = ENOTSUP;
 	} else {
 		ws_proc_path(path, n->fd);
+		ws_self_begin(n);
 		if (setxattr(path, name, value, size, flags) == -1)
 			err = errno;
+		ws_self_end(n, n->fd, NULL);
 	}
 	ws_put(n);
 	ws_reply_err(req, err);
@@ -1284,8 +1938,10 @@ static void ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		err = ENOTSUP;
 	} else {
 		ws_proc_path(path, n->fd);
+		ws_self_begin(n);
 		if (removexattr(path, name) == -1)
 			err = errno;
+		ws_self_end(n, n->fd, NULL);
 	}
 	ws_put(n);
 	ws_reply_err(req, err);
@@ -1355,12 +2011,16 @@ static void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			 struct fuse_file_info *fi)
 {
 	struct ws_file *h = ws_file(fi);
+	int err;
 
 	if (ws_is_gone(h->node)) {
 		ws_reply_err(req, ENOENT);
 		return;
 	}
-	ws_reply_err(req, fallocate(h->fd, mode, off, len) == -1 ? errno : 0);
+	ws_self_begin(h->node);
+	err = fallocate(h->fd, mode, off, len) == -1 ? errno : 0;
+	ws_self_end(h->node, h->fd, NULL);
+	ws_reply_err(req, err);
 }
 
 static void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -1381,7 +2041,9 @@ static void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		ws_reply_err(req, ENOENT);
 		return;
 	}
+	ws_self_begin(out->node);
 	res = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+	ws_self_end(out->node, out->fd, NULL);
 	if (res == -1) {
 		ws_reply_err(req, errno);
 		return;
@@ -1474,27 +2136,86 @@ static void ws_raise_nofile(void)
 
 int ws_init(const struct ws_options *opt)
 {
-	int err;
+	int err = 0;
 
 	ws.opt = *opt;
 	if (!(ws.opt.attr_timeout >= WS_MIN_TIMEOUT))
 		ws.opt.attr_timeout = WS_MIN_TIMEOUT;
 	if (!(ws.opt.entry_timeout >= WS_MIN_TIMEOUT))
 		ws.opt.entry_timeout = WS_MIN_TIMEOUT;
-	err = ws_map_init(&ws.map[WS_BY_ID]);
-	if (!err)
-		err = ws_map_init(&ws.map[WS_BY_KEY]);
+	for (int w = 0; w < WS_NMAPS && !err; w++)
+		err = ws_map_init(&ws.map[w]);
 	if (err) {
-		free(ws.map[WS_BY_ID].buckets);
-		ws.map[WS_BY_ID].buckets = NULL;
+		for (int w = 0; w < WS_NMAPS; w++) {
+			free(ws.map[w].buckets);
+			ws.map[w].buckets = NULL;
+		}
 		return err;
 	}
 	ws.next_id = 1;
 	ws.fsuid = geteuid();
 	ws.fsgid = getegid();
 	ws.root = ws.fsuid == 0;
+	ws.symlinks_raw = strcmp(sfs_config_get("symlinks", "rewrite"), "raw") == 0;
 	ws_raise_nofile();
 	return 0;
+}
+
+int ws_start(void)
+{
+	int err;
+
+	ws.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (ws.ifd == -1) {
+		err = errno;
+		sfs_log(SFS_LOG_WARN,
+			"workspace: inotify: %s; workspace caches expire after at most %g s",
+			strerror(err), WS_FALLBACK_TIMEOUT);
+		return 0; /* still works, with short TTLs */
+	}
+	ws.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (ws.evfd == -1) {
+		err = errno;
+		goto fail;
+	}
+	ws.stop = false;
+	__atomic_store_n(&ws.watching, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&ws.coherent, true, __ATOMIC_RELAXED);
+	err = pthread_create(&ws.watcher, NULL, ws_watch_main, NULL);
+	if (err) {
+		__atomic_store_n(&ws.watching, false, __ATOMIC_RELAXED);
+		__atomic_store_n(&ws.coherent, false, __ATOMIC_RELAXED);
+		goto fail;
+	}
+	return 0;
+fail:
+	sfs_log(SFS_LOG_WARN, "workspace: watcher: %s; workspace caches expire after at most %g s",
+		strerror(err), WS_FALLBACK_TIMEOUT);
+	if (ws.evfd >= 0)
+		close(ws.evfd);
+	close(ws.ifd);
+	ws.ifd = ws.evfd = -1;
+	return 0;
+}
+
+void ws_stop(void)
+{
+	uint64_t one = 1;
+
+	if (!ws.watching)
+		return;
+	__atomic_store_n(&ws.stop, true, __ATOMIC_RELEASE);
+	if (write(ws.evfd, &one, sizeof(one)) == -1 && errno != EAGAIN)
+		sfs_log(SFS_LOG_WARN, "workspace: stopping the watcher: %s", strerror(errno));
+	pthread_join(ws.watcher, NULL);
+	pthread_mutex_lock(&ws.lock);
+	__atomic_store_n(&ws.watching, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&ws.coherent, false, __ATOMIC_RELAXED);
+	close(ws.ifd); /* drops every watch */
+	close(ws.evfd);
+	ws.ifd = ws.evfd = -1;
+	pthread_mutex_unlock(&ws.lock);
+	ws_expect_clear();
 }
 
 void ws_set_session(struct fuse_session *se)
@@ -1504,6 +2225,7 @@ void ws_set_session(struct fuse_session *se)
 
 void ws_shutdown(void)
 {
+	ws_stop();
 	pthread_mutex_lock(&ws.lock);
 	for (size_t i = 0; i < ws.map[WS_BY_ID].nbuckets; i++) {
 		struct ws_node *n = ws.map[WS_BY_ID].buckets[i], *next;
@@ -1515,13 +2237,18 @@ void ws_shutdown(void)
 			free(n);
 		}
 	}
-	for (int w = WS_BY_ID; w <= WS_BY_KEY; w++) {
+	for (int w = 0; w < WS_NMAPS; w++) {
 		free(ws.map[w].buckets);
 		ws.map[w] = (struct ws_map){0};
 	}
 	free(ws.gone_serials);
 	ws.gone_serials = NULL;
 	ws.ngone = ws.gone_cap = 0;
+	for (size_t i = 0; i < ws.nsandboxes; i++)
+		free(ws.sandboxes[i].root_path);
+	free(ws.sandboxes);
+	ws.sandboxes = NULL;
+	ws.nsandboxes = ws.sandboxes_cap = 0;
 	pthread_mutex_unlock(&ws.lock);
 }
 
@@ -1532,10 +2259,65 @@ void ws_conn_init(struct fuse_conn_info *conn)
 
 	if (ws.opt.writeback)
 		want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (ws.watching) {
+		/* The watcher invalidates pages of files changed behind our back.
+		 * Left to itself the kernel would drop a file's pages whenever a
+		 * fresh getattr shows a new mtime, that is after every write
+		 * through the mount (it does not track mtime itself without
+		 * writeback), and a read right after a write would go to the
+		 * daemon again. */
+		/* (Not FUSE_CAP_CACHE_SYMLINKS: a rewritten target depends on the
+		 * link's depth below the root, which a move of a parent changes
+		 * without any event on the link.) */
+		want |= FUSE_CAP_EXPLICIT_INVAL_DATA;
+		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+		ws.explicit_inval = (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) != 0;
+	}
 	conn->want |= want & conn->capable;
 }
 
-void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd)
+/* Remembers what readlink needs to know about a sandbox (first lookup wins
+ * for root_path, which readers use without the lock). */
+static int ws_note_sandbox(uint32_t serial, const struct stat *root, bool rewrite,
+			   const char *root_path)
+{
+	struct ws_sandbox_info *info;
+	char *copy = NULL;
+
+	if (rewrite && root_path && !(copy = strdup(root_path)))
+		return ENOMEM;
+	pthread_mutex_lock(&ws.lock);
+	info = ws_sandbox_info_locked(serial);
+	if (!info && ws.nsandboxes == ws.sandboxes_cap) {
+		size_t ncap = ws.sandboxes_cap ? ws.sandboxes_cap * 2 : 16;
+		struct ws_sandbox_info *p = realloc(ws.sandboxes, ncap * sizeof(*p));
+
+		if (!p) {
+			pthread_mutex_unlock(&ws.lock);
+			free(copy);
+			return ENOMEM;
+		}
+		ws.sandboxes = p;
+		ws.sandboxes_cap = ncap;
+	}
+	if (!info) {
+		info = &ws.sandboxes[ws.nsandboxes++];
+		*info = (struct ws_sandbox_info){.serial = serial};
+	}
+	if (!info->root_path) {
+		info->root_path = copy;
+		copy = NULL;
+	}
+	info->rewrite_symlinks = rewrite && !ws.symlinks_raw;
+	info->root_dev = root->st_dev;
+	info->root_ino = root->st_ino;
+	pthread_mutex_unlock(&ws.lock);
+	free(copy);
+	return 0;
+}
+
+void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd, bool rewrite_symlinks,
+		    const char *root_in_sandbox)
 {
 	struct fuse_entry_param e;
 	int err;
@@ -1551,6 +2333,12 @@ void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd)
 	if (!S_ISDIR(e.attr.st_mode)) {
 		close(root_fd);
 		ws_reply_err(req, ENOTDIR);
+		return;
+	}
+	err = ws_note_sandbox(serial, &e.attr, rewrite_symlinks, root_in_sandbox);
+	if (err) {
+		close(root_fd);
+		ws_reply_err(req, err);
 		return;
 	}
 	err = ws_adopt(serial, NULL, root_fd, &e.attr, &e.ino, NULL);
@@ -1591,6 +2379,7 @@ void ws_sandbox_gone(uint32_t serial)
 				continue;
 			__atomic_store_n(&n->gone, true, __ATOMIC_RELEASE);
 			ws_map_remove(WS_BY_KEY, n);
+			ws_watch_rm_locked(n);
 			if (n->users > 0 || n->fd < 0)
 				continue; /* the last ws_put closes it */
 			if (nfds == cap) {
@@ -1615,7 +2404,9 @@ void ws_sandbox_gone(uint32_t serial)
 	free(fds);
 }
 
-void ws_invalidate_sandbox(uint32_t serial)
+/* Drops the kernel's cached attributes and pages of every node (all) or of
+ * one sandbox's.  Sends notifications: never call it from a FUSE worker. */
+static void ws_invalidate_matching(bool all, uint32_t serial)
 {
 	fuse_ino_t *inos = NULL;
 	size_t count = 0, cap = 0;
@@ -1624,7 +2415,7 @@ void ws_invalidate_sandbox(uint32_t serial)
 	pthread_mutex_lock(&ws.lock);
 	for (size_t i = 0; i < ws.map[WS_BY_ID].nbuckets && !short_of_memory; i++) {
 		for (struct ws_node *n = ws.map[WS_BY_ID].buckets[i]; n; n = n->next[WS_BY_ID]) {
-			if (n->serial != serial || n->gone)
+			if ((!all && n->serial != serial) || n->gone)
 				continue;
 			if (count == cap) {
 				size_t ncap = cap ? cap * 2 : 256;
@@ -1643,11 +2434,13 @@ void ws_invalidate_sandbox(uint32_t serial)
 	pthread_mutex_unlock(&ws.lock);
 	if (short_of_memory)
 		sfs_log(SFS_LOG_WARN,
-			"workspace: out of memory: only %zu of sandbox %" PRIu32
-			"'s cached inodes invalidated",
-			count, serial);
-	/* -ENOENT: the kernel already forgot the inode; nothing to drop. */
-	for (size_t i = 0; ws.se && i < count; i++)
-		fuse_lowlevel_notify_inval_inode(ws.se, inos[i], 0, 0);
+			"workspace: out of memory: only %zu cached inodes invalidated", count);
+	for (size_t i = 0; i < count; i++)
+		ws_send_inval_inode(inos[i]);
 	free(inos);
+}
+
+void ws_invalidate_sandbox(uint32_t serial)
+{
+	ws_invalidate_matching(false, serial);
 }

@@ -21,15 +21,21 @@
 #include <stdint.h>
 
 struct ws_options {
-	double attr_timeout;  /* seconds; never exactly 0 */
+	double attr_timeout; /* seconds; never exactly 0 */
 	double entry_timeout;
-	bool writeback;       /* ask for FUSE_CAP_WRITEBACK_CACHE */
+	bool writeback; /* ask for FUSE_CAP_WRITEBACK_CACHE */
 	bool keep_cache;
 };
 
 int ws_init(const struct ws_options *opt);
 void ws_set_session(struct fuse_session *se); /* for notify_inval_* */
-void ws_shutdown(void);                       /* closes every fd */
+/* Starts (after daemonizing) and stops (before the session is destroyed) the
+ * watcher thread that pushes changes made behind the kernel's back (sandbox
+ * processes, host programs) into its caches, so long TTLs stay coherent.
+ * Without inotify the mount still works, with TTLs capped at 1 s. */
+int ws_start(void);
+void ws_stop(void);
+void ws_shutdown(void); /* stops the watcher if needed, closes every fd */
 
 /* The handlers for workspace inodes (lookup, forget, getattr, setattr,
  * readlink, mknod, mkdir, unlink, rmdir, symlink, rename, link, open, read,
@@ -44,18 +50,24 @@ void ws_conn_init(struct fuse_conn_info *conn);
 /*
  * Replies to LOOKUP of "workspace" inside sandbox `serial`: root_fd is an
  * O_PATH|O_DIRECTORY fd of the workspace root (ownership passes to this
- * module, closed on error too).
+ * module, closed on error too).  rewrite_symlinks: the sandbox's filesystem
+ * is not the host's, so readlink shows targets rewritten per SPEC §5
+ * (fs/symlink_rewrite.h; `-o symlinks=raw` overrides); root_in_sandbox is
+ * the workspace root's path inside the sandbox (sb->workspace), which
+ * absolute targets are resolved against.
  */
-void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd);
+void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd, bool rewrite_symlinks,
+		    const char *root_in_sandbox);
 /* getattr of the workspace root without a lookup (for readdirplus of the sandbox dir). */
 int ws_root_stat(int root_fd, struct stat *st);
 
-/* A sandbox was destroyed: its nodes' fds are closed and later ops get ENOENT. */
+/* A sandbox was destroyed: its nodes' fds are closed, their watches removed,
+ * and later ops get ENOENT (the caller invalidates the sandbox's entry). */
 void ws_sandbox_gone(uint32_t serial);
 
 /* A run started or ended: the kernel's caches for this sandbox's workspace are
- * dropped (fuse_lowlevel_notify_inval_inode on every known node). Safe to call
- * from any non-FUSE-worker thread. */
+ * dropped (fuse_lowlevel_notify_inval_inode on every known node), a safety
+ * net under the watcher.  Safe to call from any non-FUSE-worker thread. */
 void ws_invalidate_sandbox(uint32_t serial);
 
 #endif
