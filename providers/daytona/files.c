@@ -1,0 +1,363 @@
+/* The toolbox file API behind workspace/ (fs/remote.c caches on top). */
+#include "daytona.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* "2024-05-01T10:20:30.123456Z" (or with an offset) to unix seconds. */
+static int64_t parse_time(const char *s)
+{
+	if (!s)
+		return 0;
+	struct tm tm = {0};
+	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest)
+		rest = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
+	if (!rest)
+		return 0;
+	int64_t t = (int64_t)timegm(&tm);
+	while (*rest == '.' || (*rest >= '0' && *rest <= '9'))
+		rest++;
+	while (*rest == ' ')
+		rest++;
+	if ((*rest == '+' || *rest == '-') && strlen(rest) >= 5) {
+		int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
+		int mm = rest[3] == ':' ? (rest[4] - '0') * 10 + (rest[5] - '0')
+					: (rest[3] - '0') * 10 + (rest[4] - '0');
+		int64_t off = (int64_t)(hh * 3600 + mm * 60);
+		t += *rest == '+' ? -off : off;
+	}
+	return t;
+}
+
+/* A FileInfo object to attributes. */
+static int from_info(json_t *o, struct sfs_rstat *st)
+{
+	memset(st, 0, sizeof(*st));
+	const char *perm = json_string_value(json_object_get(o, "permissions"));
+	const char *mode = json_string_value(json_object_get(o, "mode"));
+	mode_t bits = perm ? (mode_t)strtoul(perm, NULL, 8) & 07777 : 0644;
+	mode_t type = S_IFREG;
+	if (json_is_true(json_object_get(o, "isDir")))
+		type = S_IFDIR;
+	else if (mode && (mode[0] == 'l' || mode[0] == 'L'))
+		type = S_IFLNK;
+	else if (mode && mode[0] == 'p')
+		type = S_IFIFO;
+	else if (mode && mode[0] == 'S')
+		type = S_IFSOCK;
+	st->mode = type | bits;
+	st->size = (off_t)json_integer_value(json_object_get(o, "size"));
+	const char *t = json_string_value(json_object_get(o, "modifiedAt"));
+	st->mtime = parse_time(t ? t : json_string_value(json_object_get(o, "modTime")));
+	const char *target = json_string_value(json_object_get(o, "symlinkTarget"));
+	if (type == S_IFLNK && target && !(st->link = strdup(target)))
+		return -ENOMEM;
+	return 0;
+}
+
+static int query_call(struct sfs_sandbox *sb, const char *method, const char *fmt, const char *rel,
+		      json_t **out, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, rel, true);
+	char *path = NULL;
+	if (!p || asprintf(&path, fmt, p) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	int r = dt_toolbox(sb, method, path, NULL, out, err);
+	free(path);
+	return r;
+}
+
+/* A symlink whose target the API did not give: read it with readlink. */
+static int read_target(struct sfs_sandbox *sb, const char *rel, struct sfs_rstat *st,
+		       struct sfs_err *err)
+{
+	char *abs = dt_abs_path(sb, rel, false);
+	char *script = strdup("readlink -- ");
+	size_t len = script ? strlen(script) : 0;
+	if (!abs || !script || dt_shq(&script, &len, abs)) {
+		free(abs);
+		free(script);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(abs);
+	int code = 0;
+	char *out = NULL;
+	int r = dt_exec(sb, script, 0, &code, &out, err);
+	free(script);
+	if (!r && code != 0)
+		r = sfs_errf(err, -EIO, "daytona: readlink %s failed", rel);
+	if (!r) {
+		size_t n = strlen(out);
+		if (n && out[n - 1] == '\n')
+			out[n - 1] = '\0';
+		st->link = out;
+		out = NULL;
+	}
+	free(out);
+	return r;
+}
+
+int dt_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	json_t *o = NULL;
+	int r = query_call(sb, "GET", "/files/info?path=%s", path, &o, err);
+	if (!r)
+		r = from_info(o, st);
+	json_decref(o);
+	if (!r && S_ISLNK(st->mode) && !st->link)
+		r = read_target(sb, path, st, err);
+	return r;
+}
+
+int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err)
+{
+	json_t *o = NULL;
+	int r = query_call(sb, "GET", "/files?path=%s", path, &o, err);
+	if (r)
+		return r;
+	if (!json_is_array(o)) {
+		json_decref(o);
+		return sfs_errf(err, -EPROTO, "daytona: listing %s: not a list", path);
+	}
+	size_t count = json_array_size(o);
+	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
+	if (!v) {
+		json_decref(o);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < count && !r; i++) {
+		json_t *e = json_array_get(o, i);
+		const char *name = json_string_value(json_object_get(e, "name"));
+		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
+		    strchr(name, '/'))
+			continue;
+		if (!(v[k].name = strdup(name)) || from_info(e, &v[k].st))
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+		k++;
+	}
+	json_decref(o);
+	if (r) {
+		sfs_rdirents_free(v, k);
+		return r;
+	}
+	*ents = v;
+	*n = k;
+	return 0;
+}
+
+struct sink {
+	int fd;
+	off_t pos;
+};
+
+static int to_fd(const void *data, size_t len, void *arg)
+{
+	struct sink *s = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t w = pwrite(s->fd, p, len, s->pos);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+		s->pos += w;
+	}
+	return 0;
+}
+
+static int rewind_fd(void *arg)
+{
+	struct sink *s = arg;
+	s->pos = 0;
+	return ftruncate(s->fd, 0);
+}
+
+static int status_err(struct sfs_sandbox *sb, const char *what, const char *path,
+		      struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	char text[512];
+	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
+	return sfs_errf(err, sfs_http_status_errno(resp->status), "daytona: %s %s: HTTP %ld%s%s",
+			what, path[0] ? path : "/", resp->status, text[0] ? ": " : "", text);
+}
+
+int dt_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, path, true);
+	char *q = NULL;
+	if (!p || asprintf(&q, "/files/download?path=%s", p) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	struct sink s = {.fd = fd};
+	struct sfs_http_req req = {
+	    .method = "GET", .sink = to_fd, .sink_reset = rewind_fd, .sink_arg = &s};
+	struct sfs_http_resp resp;
+	int r = dt_toolbox_req(sb, q, &req, &resp, err);
+	free(q);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300)
+		r = status_err(sb, "download", path, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+static int post_query(struct sfs_sandbox *sb, const char *what, const char *path, const char *query,
+		      struct sfs_err *err)
+{
+	struct sfs_http_req req = {.method = "POST"};
+	struct sfs_http_resp resp;
+	int r = dt_toolbox_req(sb, query, &req, &resp, err);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300)
+		r = status_err(sb, what, path, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int dt_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, path, true);
+	char *q = NULL;
+	if (!p ||
+	    asprintf(&q, "/files/permissions?path=%s&mode=0%o", p, (unsigned)(mode & 07777)) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	int r = post_query(sb, "chmod", path, q, err);
+	free(q);
+	return r;
+}
+
+int dt_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, path, true);
+	char *q = NULL;
+	if (!p || asprintf(&q, "/files/upload?path=%s", p) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	const char *base = strrchr(path, '/');
+	struct sfs_http_req req = {.method = "POST",
+				   .upload_field = "file",
+				   .upload_fd = fd,
+				   .upload_name = base ? base + 1 : path,
+				   .retry_unsafe = true}; /* a whole-file upload can be repeated */
+	struct sfs_http_resp resp;
+	int r = dt_toolbox_req(sb, q, &req, &resp, err);
+	free(q);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300)
+		r = status_err(sb, "upload", path, &resp, err);
+	sfs_http_resp_free(&resp);
+	/* uploads create files 0644; anything else needs a chmod */
+	if (!r && (mode & 07777) != 0644 && mode)
+		r = dt_fs_chmod(sb, path, mode, err);
+	return r;
+}
+
+int dt_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, path, true);
+	char *q = NULL;
+	if (!p || asprintf(&q, "/files/folder?path=%s&mode=0%o", p, (unsigned)(mode & 07777)) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	int r = post_query(sb, "mkdir", path, q, err);
+	free(q);
+	if (r == -EBUSY || (r && strstr(err->msg, "exists")))
+		r = sfs_errf(err, -EEXIST, "daytona: mkdir %s: it exists", path);
+	return r;
+}
+
+int dt_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	char *p = dt_abs_path(sb, path, true);
+	char *q = NULL;
+	if (!p || asprintf(&q, "/files?path=%s&recursive=false", p) < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	struct sfs_http_req req = {.method = "DELETE"};
+	struct sfs_http_resp resp;
+	int r = dt_toolbox_req(sb, q, &req, &resp, err);
+	free(q);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300) {
+		r = status_err(sb, dir ? "rmdir" : "unlink", path, &resp, err);
+		if (dir && strcasestr(err->msg, "not empty"))
+			r = sfs_errf(err, -ENOTEMPTY, "daytona: rmdir %s: directory not empty",
+				     path);
+		else if (!dir && strcasestr(err->msg, "is a directory"))
+			r = -EISDIR;
+	}
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int dt_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char *a = dt_abs_path(sb, from, true), *b = dt_abs_path(sb, to, true);
+	char *q = NULL;
+	if (!a || !b || asprintf(&q, "/files/move?source=%s&destination=%s", a, b) < 0) {
+		free(a);
+		free(b);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(a);
+	free(b);
+	int r = post_query(sb, "rename", from, q, err);
+	free(q);
+	return r;
+}
+
+int dt_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
+{
+	/* the file API has no symlink call */
+	char *abs = dt_abs_path(sb, path, false);
+	char *qt = NULL, *qa = NULL, *script = NULL;
+	size_t lt = 0, la = 0;
+	int r = 0;
+	if (!abs || dt_shq(&qt, &lt, target) || dt_shq(&qa, &la, abs) ||
+	    asprintf(&script, "ln -s -- %s %s", qt, qa) < 0) {
+		script = NULL;
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(abs);
+	free(qt);
+	free(qa);
+	int code = 0;
+	char *out = NULL;
+	if (!r)
+		r = dt_exec(sb, script, 0, &code, &out, err);
+	free(script);
+	if (!r && code != 0)
+		r = sfs_errf(err, out && strstr(out, "exists") ? -EEXIST : -EIO,
+			     "daytona: symlink %s: %s", path, out ? out : "failed");
+	free(out);
+	return r;
+}
