@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
 	V_NEW,
@@ -414,6 +415,65 @@ static int optional_op(struct sfs_sandbox *sb, enum sfs_cap cap, const void *op,
 	return 0;
 }
 
+static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o,
+		       struct sfs_err *err)
+{
+	const struct sfs_provider_ops *ops = sb->provider->ops;
+	int r = optional_op(sb, SFS_CAP_SNAPSHOTS, (const void *)ops->snapshot, "snapshot", err);
+	if (r)
+		return r;
+	const char *label = c->nargs ? c->args[0] : NULL;
+	char *id = NULL;
+	pthread_mutex_lock(&sb->op_mutex);
+	r = ops->snapshot(sb, label, &id, err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r)
+		return r;
+	pthread_mutex_lock(&tree.mu);
+	struct sfs_snapshot *grown =
+		realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+	char *lab = label ? strdup(label) : NULL;
+	if (!grown || (label && !lab)) {
+		if (grown)
+			sb->snapshots = grown;
+		pthread_mutex_unlock(&tree.mu);
+		r = sfs_errf(err, -ENOMEM, "out of memory (the snapshot exists: %s)", id);
+		free(lab);
+		free(id);
+		return r;
+	}
+	sb->snapshots = grown;
+	sb->snapshots[sb->nsnapshots++] = (struct sfs_snapshot){id, lab, time(NULL)};
+	pthread_mutex_unlock(&tree.mu);
+	outf(o, "%s\n", id);
+	return tree_save(err);
+}
+
+static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err *err)
+{
+	const struct sfs_provider_ops *ops = sb->provider->ops;
+	int r = optional_op(sb, SFS_CAP_SNAPSHOTS, (const void *)ops->restore, "restore", err);
+	if (r)
+		return r;
+	bool known = false;
+	pthread_mutex_lock(&tree.mu);
+	for (size_t i = 0; i < sb->nsnapshots; i++)
+		known |= strcmp(sb->snapshots[i].id, c->args[0]) == 0;
+	pthread_mutex_unlock(&tree.mu);
+	if (!known)
+		return sfs_errf(err, -ENOENT, "restore: no snapshot \"%s\" in snapshots/",
+				c->args[0]);
+	pthread_mutex_lock(&sb->op_mutex);
+	r = ops->restore(sb, c->args[0], err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r)
+		return r;
+	/* every file may have changed behind the kernel's back */
+	if (tree_run_started_hook)
+		tree_run_started_hook(sb, NULL);
+	return tree_save(err);
+}
+
 static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
 {
 	struct sfs_sandbox *sb = ctx;
@@ -430,15 +490,9 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_e
 	case V_CANCEL:
 		return do_cancel(sb, c, o, err);
 	case V_SNAPSHOT:
+		return do_snapshot(sb, c, o, err);
 	case V_RESTORE:
-		r = optional_op(sb, SFS_CAP_SNAPSHOTS,
-				c->verb->id == V_SNAPSHOT ? (const void *)ops->snapshot
-							  : (const void *)ops->restore,
-				c->verb->name, err);
-		if (r)
-			return r;
-		return sfs_errf(err, -EOPNOTSUPP, "%s: not available for provider %s",
-				c->verb->name, sb->provider->name);
+		return do_restore(sb, c, err);
 	case V_FORK:
 		r = tree_fork(sb, c->args[0], sfs_kv_get(&c->opts, "from"), err);
 		if (!r)
