@@ -468,9 +468,9 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err 
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (r)
 		return r;
-	/* every file may have changed behind the kernel's back */
-	if (tree_run_started_hook)
-		tree_run_started_hook(sb, NULL);
+	/* a new filesystem: workspace/ must be looked up afresh */
+	if (tree_sandbox_reset_hook)
+		tree_sandbox_reset_hook(sb);
 	return tree_save(err);
 }
 
@@ -550,6 +550,8 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_e
 		if (!r)
 			sb->state = c->verb->id == V_STOP ? SFS_SB_STOPPED : SFS_SB_RUNNING;
 		pthread_mutex_unlock(&sb->op_mutex);
+		if (!r && c->verb->id == V_START && tree_sandbox_reset_hook)
+			tree_sandbox_reset_hook(sb);
 		return r ? r : tree_save(err);
 	}
 	case V_DESTROY: {

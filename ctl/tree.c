@@ -18,6 +18,7 @@ struct sfs_tree tree = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
 void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
+void (*tree_sandbox_reset_hook)(struct sfs_sandbox *sb);
 
 /* ---- records ---------------------------------------------------------- */
 

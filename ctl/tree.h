@@ -69,5 +69,8 @@ void tree_set_last_result(struct sfs_sandbox *sb, const char *text);
 extern void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
 /* Hook called when a sandbox goes away (workspace nodes); may be NULL. */
 extern void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
+/* Hook called when a sandbox's filesystem was replaced (restore, start): the
+ * workspace must be looked up afresh; may be NULL. */
+extern void (*tree_sandbox_reset_hook)(struct sfs_sandbox *sb);
 
 #endif

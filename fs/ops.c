@@ -936,6 +936,13 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 	rws_invalidate_sandbox(sb->serial);
 }
 
+static void sandbox_reset(struct sfs_sandbox *sb)
+{
+	ws_sandbox_reset(sb->serial);
+	rws_invalidate_sandbox(sb->serial);
+	notify_inval_entry(SFS_INO_MAKE(SFS_K_SB, sb->serial, 0), "workspace");
+}
+
 static void sandbox_gone(struct sfs_sandbox *sb)
 {
 	ws_sandbox_gone(sb->serial);
@@ -947,6 +954,7 @@ int sfs_fs_start(struct sfs_err *err)
 {
 	tree_run_started_hook = run_changed;
 	tree_sandbox_gone_hook = sandbox_gone;
+	tree_sandbox_reset_hook = sandbox_reset;
 	int r = notify_start();
 	if (r)
 		return sfs_errf(err, r, "notify thread: %s", strerror(-r));

@@ -2128,7 +2128,7 @@ int rws_init(void)
 	size_t n = names && serials ? tree_list(names, serials, 4096) : 0;
 	for (size_t i = 0; i < n; i++) {
 		struct sfs_sandbox *sb = tree_get_serial(serials[i]);
-		if (sb && sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd)
+		if (sb && sb->provider->ops->fs_stat)
 			recover_sandbox(sb);
 		tree_put(sb);
 	}

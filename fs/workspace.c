@@ -2354,13 +2354,15 @@ int ws_root_stat(int root_fd, struct stat *st)
 	return fstatat(root_fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1 ? -errno : 0;
 }
 
-void ws_sandbox_gone(uint32_t serial)
+/* Retires every node of a sandbox (later ops on them get ENOENT); with
+ * dead, the serial itself is gone and no new node is made for it. */
+static void ws_retire_sandbox(uint32_t serial, bool dead)
 {
 	int *fds = NULL;
 	size_t nfds = 0, cap = 0;
 
 	pthread_mutex_lock(&ws.lock);
-	if (!ws_serial_gone_locked(serial)) {
+	if (dead && !ws_serial_gone_locked(serial)) {
 		if (ws.ngone == ws.gone_cap) {
 			size_t ncap = ws.gone_cap ? ws.gone_cap * 2 : 16;
 			uint32_t *g = realloc(ws.gone_serials, ncap * sizeof(*g));
@@ -2402,6 +2404,16 @@ void ws_sandbox_gone(uint32_t serial)
 	for (size_t i = 0; i < nfds; i++)
 		close(fds[i]);
 	free(fds);
+}
+
+void ws_sandbox_gone(uint32_t serial)
+{
+	ws_retire_sandbox(serial, true);
+}
+
+void ws_sandbox_reset(uint32_t serial)
+{
+	ws_retire_sandbox(serial, false);
 }
 
 /* Drops the kernel's cached attributes and pages of every node (all) or of

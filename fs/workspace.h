@@ -64,6 +64,9 @@ int ws_root_stat(int root_fd, struct stat *st);
 /* A sandbox was destroyed: its nodes' fds are closed, their watches removed,
  * and later ops get ENOENT (the caller invalidates the sandbox's entry). */
 void ws_sandbox_gone(uint32_t serial);
+/* A sandbox's filesystem was replaced (restore, start): its nodes are retired
+ * like ws_sandbox_gone's, but the next lookup of workspace/ makes new ones. */
+void ws_sandbox_reset(uint32_t serial);
 
 /* A run started or ended: the kernel's caches for this sandbox's workspace are
  * dropped (fuse_lowlevel_notify_inval_inode on every known node), a safety
