@@ -1,0 +1,160 @@
+/*
+ * The docker provider's shared declarations.
+ *
+ * A sandbox is a container kept alive by a tiny sh loop; runs are detached
+ * execs of a wrapper script (scripts.h) that keeps its files in the
+ * container, so nothing is lost when the daemon restarts.  When the
+ * container's overlay merged directory is reachable from here (a local
+ * engine, overlay2, root), workspace/ and journals are plain host files
+ * reached without following any symlink; otherwise (or with
+ * -o docker.fs=archive) journals are followed with `tail -f` execs.
+ *
+ * Runtime state lives in tables keyed by the sandbox pointer (sandboxes are
+ * never freed while the daemon runs) and the run number, guarded by one
+ * mutex that is never held across a call to the engine.
+ */
+#ifndef SFS_DOCKER_H
+#define SFS_DOCKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../provider.h"
+
+#define DK_ID_MAX 80
+
+/* What a container is made from: kept in pdata "spec" for restore and fork. */
+#define DK_MAX_PORTS 16
+struct dk_spec {
+	char image[256];
+	char workdir[1024];
+	char network[64]; /* "" = the engine's default */
+	double cpus;	  /* 0 = no limit */
+	int64_t memory;	  /* bytes, 0 = no limit */
+	int ports[DK_MAX_PORTS];
+	size_t nports;
+};
+
+struct dk_info {
+	char id[DK_ID_MAX];
+	bool running;
+	char status[32];
+	char started[64];
+	char merged[1024]; /* overlay2 MergedDir, or "" */
+	char user[64];
+	json_t *raw; /* the whole inspect reply */
+};
+
+/* ---- container.c: containers and images ---- */
+/* -ENOENT: "docker: container X is gone (removed outside sandboxfs?)". */
+int dk_gone(const char *cid, struct sfs_err *err);
+/* After a failed op: a vanished container is recorded as sb's error. */
+int dk_failed(struct sfs_sandbox *sb, int r, const struct sfs_err *err);
+int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struct sfs_err *err);
+json_t *dk_spec_to_json(const struct dk_spec *spec);
+int dk_spec_from_json(json_t *j, struct dk_spec *spec);
+int dk_inspect(const char *cid, struct dk_info *info, struct sfs_err *err);
+void dk_info_free(struct dk_info *info);
+/* Pulls image unless present, with progress in sb->progress. */
+int dk_ensure_image(struct sfs_sandbox *sb, const char *image, struct sfs_err *err);
+/* Creates and starts a container for sb from image (spec->image when NULL),
+ * ready for runs; on failure nothing is left. */
+int dk_container_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const char *image,
+		     char *cid, size_t cidlen, struct sfs_err *err);
+int dk_container_remove(const char *cid, struct sfs_err *err);
+int dk_container_start(const char *cid, struct sfs_err *err);
+/* Commits cid to repo:tag; *image_id gets "sha256:...". */
+int dk_commit(const char *cid, const char *repo, const char *tag, char *image_id, size_t len,
+	      struct sfs_err *err);
+/* Runs a short script in the container as root: `sh -c SCRIPT sandboxfs ARGS`. */
+int dk_sh(const char *cid, const char *script, const char *const *args, char *out, size_t outlen,
+	  struct sfs_err *err);
+/* The sandbox's exec environment: PATH, HOME, then sb->env. */
+json_t *dk_exec_env(struct sfs_sandbox *sb, int run);
+
+/* ---- state.c: runtime tables and the host view of a container ---- */
+struct dk_run {
+	struct dk_run *next;
+	int n;
+	char cid[DK_ID_MAX];   /* the container the run started in */
+	char eid[DK_ID_MAX];   /* the wrapper's exec */
+	char started[64];      /* that container's StartedAt then */
+	int jfd;	       /* the journal file on this host, or -1 */
+	bool loaded;	       /* the fields above are known */
+	int64_t next_check_ms; /* rate limit for checks that cost an engine call */
+};
+
+struct dk_sb {
+	struct dk_sb *next;
+	struct sfs_sandbox *sb;
+	char cid[DK_ID_MAX];
+	char started[64];
+	char merged[1024];
+	bool running, root_user, known;
+	int merged_fd; /* O_PATH of merged, or -1; checked against merged before use */
+	dev_t merged_dev;
+	ino_t merged_ino;
+	struct dk_run *runs;
+};
+
+/* Runtime state; all of it guarded by dk_mu. */
+extern pthread_mutex_t dk_mu;
+/* The record for sb (created from pdata when new); NULL on ENOMEM.  Call with dk_mu. */
+struct dk_sb *dk_sb_locked(struct sfs_sandbox *sb);
+struct dk_run *dk_run_locked(struct dk_sb *d, int n);
+/* The container sb runs in now, or "" (copied under dk_mu). */
+void dk_current(struct sfs_sandbox *sb, char *cid, size_t len);
+/* Records sb's container from an inspect (merged dir, StartedAt...). */
+void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info);
+/* Forgets sb's container (destroyed) and closes what refers to it. */
+void dk_forget(struct sfs_sandbox *sb);
+/* Sets sb->id, sb->image, sb->workspace and sb->pdata under the tree lock. */
+int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
+	       json_t *pdata, struct sfs_err *err);
+/* Sets or clears sb->progress under the tree lock. */
+void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* True when -o docker.fs=archive forbids host access to container files. */
+bool dk_fs_archive_only(void);
+/* An fd (O_PATH|O_DIRECTORY, or opened with flags for a file) of path inside
+ * sb's container, resolved from the merged dir without following symlinks.
+ * -EOPNOTSUPP when the merged dir is not reachable from here. */
+int dk_host_open(struct sfs_sandbox *sb, const char *path, int flags, mode_t mode, int *fd,
+		 struct sfs_err *err);
+int64_t dk_now_ms(void);
+
+/* ---- run.c, follow.c ---- */
+int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		struct sfs_err *err);
+int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
+ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			size_t max, struct sfs_err *err);
+int dk_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
+		      void **follower, struct sfs_err *err);
+void dk_journal_unfollow(struct sfs_sandbox *sb, void *follower);
+/* The in-container directory of run n. */
+void dk_run_dir(int n, char *buf, size_t len);
+
+/* ---- files.c: the fs_* ops (providers/provider.h) ---- */
+int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err);
+int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err);
+int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err);
+int dk_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+int dk_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
+int dk_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);
+int dk_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
+		  struct sfs_err *err);
+
+/* ---- archive.c ---- */
+/* Reads a small regular file from the container through the archive API
+ * (works on stopped containers too).  -ENOENT when it does not exist. */
+int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
+		    struct sfs_err *err);
+
+#endif

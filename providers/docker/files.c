@@ -1,0 +1,585 @@
+/*
+ * Remote file access (the fs_* ops) for containers whose files are not
+ * reachable from this host (a remote engine, no overlay2, or
+ * -o docker.fs=archive): stat, read and write through the archive API, one
+ * request each; listings and the other changes through short sh scripts.
+ * fs/remote.c caches on top.  Paths are relative to the workspace root.
+ */
+#include "docker.h"
+#include "engine.h"
+#include "exec.h"
+
+#include "../../ctl/tree.h"
+
+#include <curl/curl.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAR_BLOCK 512
+
+/* Go's os.FileMode bits, as the archive API reports them. */
+#define GO_DIR (1u << 31)
+#define GO_SYMLINK (1u << 27)
+#define GO_DEVICE (1u << 26)
+#define GO_PIPE (1u << 25)
+#define GO_SOCKET (1u << 24)
+#define GO_SETUID (1u << 23)
+#define GO_SETGID (1u << 22)
+#define GO_CHARDEV (1u << 21)
+#define GO_STICKY (1u << 20)
+
+/* The container path of a workspace-relative path. */
+static int full_path(struct sfs_sandbox *sb, const char *path, char *buf, size_t len,
+		     struct sfs_err *err)
+{
+	pthread_mutex_lock(&tree.mu);
+	const char *ws = sb->workspace ? sb->workspace : "/";
+	int n = path[0]
+		    ? snprintf(buf, len, "%s%s%s", ws, ws[strlen(ws) - 1] == '/' ? "" : "/", path)
+		    : snprintf(buf, len, "%s", ws);
+	pthread_mutex_unlock(&tree.mu);
+	if (n < 0 || (size_t)n >= len)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", path);
+	return 0;
+}
+
+static int container(struct sfs_sandbox *sb, char *cid, size_t len, struct sfs_err *err)
+{
+	dk_current(sb, cid, len);
+	return cid[0] ? 0 : sfs_errf(err, -ENOENT, "docker: sandbox has no container");
+}
+
+/* ---- stat ---------------------------------------------------------------- */
+
+static size_t base64_decode(const char *in, unsigned char *out, size_t cap)
+{
+	static const char abc[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	uint32_t acc = 0;
+	int bits = 0;
+	size_t n = 0;
+	for (; *in && *in != '='; in++) {
+		const char *p = strchr(abc, *in);
+		if (!p || !*in)
+			continue;
+		acc = acc << 6 | (uint32_t)(p - abc);
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			if (n < cap)
+				out[n++] = (unsigned char)(acc >> bits);
+		}
+	}
+	return n;
+}
+
+static mode_t from_go_mode(uint32_t g)
+{
+	mode_t m = g & 0777;
+	if (g & GO_SETUID)
+		m |= S_ISUID;
+	if (g & GO_SETGID)
+		m |= S_ISGID;
+	if (g & GO_STICKY)
+		m |= S_ISVTX;
+	if (g & GO_DIR)
+		return m | S_IFDIR;
+	if (g & GO_SYMLINK)
+		return m | S_IFLNK;
+	if (g & GO_PIPE)
+		return m | S_IFIFO;
+	if (g & GO_SOCKET)
+		return m | S_IFSOCK;
+	if (g & GO_DEVICE)
+		return m | (g & GO_CHARDEV ? S_IFCHR : S_IFBLK);
+	return m | S_IFREG;
+}
+
+static int64_t parse_time(const char *s)
+{
+	struct tm tm = {0};
+	if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
+		return 0;
+	return (int64_t)timegm(&tm);
+}
+
+int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX], full[4096];
+	int r = container(sb, cid, sizeof(cid), err);
+	if (!r)
+		r = full_path(sb, path, full, sizeof(full), err);
+	char *epath = r ? NULL : dk_urlencode(full);
+	if (r)
+		return r;
+	if (!epath)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char url[12400];
+	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
+	free(epath);
+	struct dk_resp resp;
+	r = dk_request("HEAD", url, NULL, NULL, 0, 30, &resp, err);
+	if (r)
+		return r;
+	if (resp.status == 404) {
+		dk_resp_free(&resp);
+		return -ENOENT; /* an answer, not a failure */
+	}
+	if (resp.status >= 400 || !resp.path_stat) {
+		r = sfs_errf(err, resp.status >= 400 ? dk_errno(resp.status) : -EIO,
+			     "docker: stat %s: HTTP %ld", full, resp.status);
+		dk_resp_free(&resp);
+		return r;
+	}
+	unsigned char raw[8192];
+	size_t n = base64_decode(resp.path_stat, raw, sizeof(raw));
+	dk_resp_free(&resp);
+	json_t *j = json_loadb((const char *)raw, n, 0, NULL);
+	if (!j)
+		return sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", full);
+	memset(st, 0, sizeof(*st));
+	st->mode = from_go_mode((uint32_t)json_integer_value(json_object_get(j, "mode")));
+	st->size = (off_t)json_integer_value(json_object_get(j, "size"));
+	st->mtime = parse_time(json_string_value(json_object_get(j, "mtime")));
+	const char *link = json_string_value(json_object_get(j, "linkTarget"));
+	if (S_ISLNK(st->mode) && link && !(st->link = strdup(link)))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	json_decref(j);
+	return r;
+}
+
+/* ---- scripts ------------------------------------------------------------- */
+
+/* Runs a script as the container's user; its exit status is an errno
+ * (2 ENOENT, 17 EEXIST, 20 ENOTDIR, 21 EISDIR, 39 ENOTEMPTY ...). */
+static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script,
+		     const char *const *args, struct dk_buf *out, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX];
+	int r = container(sb, cid, sizeof(cid), err);
+	if (r)
+		return r;
+	const char *argv[8] = {"/bin/sh", "-c", script, "sandboxfs-fs"};
+	size_t n = 4;
+	for (; *args && n < 7; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/"};
+	struct dk_buf e = {.max = 512};
+	int code = 0;
+	r = dk_exec_run(&x, out, &e, &code, err);
+	if (!r && code) {
+		size_t l = e.len;
+		while (l && e.data[l - 1] == '\n')
+			l--;
+		r = code < 126 ? -code : -EIO;
+		sfs_errf(err, r, "docker: %s: %s", what,
+			 l ? (e.data[l] = '\0', e.data) : strerror(-r));
+	}
+	dk_buf_free(&e);
+	return r;
+}
+
+#define EXISTS "{ [ -e \"$1\" ] || [ -L \"$1\" ]; }"
+#define IS_DIR "{ [ -d \"$1\" ] && [ ! -L \"$1\" ]; }"
+
+/* Names NUL-separated, an empty name; one `stat` line per name in the same
+ * order; then each symlink's target, NUL-terminated. */
+#define SCRIPT_LIST                                                                                \
+	"cd -- \"$1\" 2>/dev/null || { " EXISTS " || exit 2; exit 20; }\n"                         \
+	"set --\n"                                                                                 \
+	"for f in * .[!.]* ..?*; do [ -e \"$f\" ] || [ -L \"$f\" ] && set -- \"$@\" \"$f\"; "      \
+	"done\n"                                                                                   \
+	"[ $# -eq 0 ] && exit 0\n"                                                                 \
+	"printf '%s\\0' \"$@\"; printf '\\0'\n"                                                    \
+	"stat -c '%f %s %Y' -- \"$@\" || exit 5\n"                                                 \
+	"for f; do [ -L \"$f\" ] && printf '%s\\0' \"$(readlink -- \"$f\")\"; done; exit 0"
+
+int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err)
+{
+	char full[4096];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	const char *args[] = {full, NULL};
+	struct dk_buf out = {0};
+	r = fs_script(sb, "list", SCRIPT_LIST, args, &out, err);
+	*ents = NULL;
+	*n = 0;
+	if (r || !out.len) {
+		dk_buf_free(&out);
+		return r;
+	}
+	/* names up to the empty one */
+	size_t count = 0, pos = 0;
+	while (pos < out.len && out.data[pos]) {
+		pos += strlen(out.data + pos) + 1;
+		count++;
+	}
+	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
+	if (!v) {
+		dk_buf_free(&out);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	pos = 0;
+	for (size_t i = 0; i < count; i++) {
+		v[i].name = strdup(out.data + pos);
+		pos += strlen(out.data + pos) + 1;
+		if (!v[i].name)
+			r = -ENOMEM;
+	}
+	pos++; /* the empty name */
+	for (size_t i = 0; !r && i < count; i++) {
+		unsigned mode;
+		long long size, mtime;
+		char *nl = pos < out.len ? memchr(out.data + pos, '\n', out.len - pos) : NULL;
+		if (!nl || sscanf(out.data + pos, "%x %lld %lld", &mode, &size, &mtime) != 3) {
+			r = -EAGAIN;
+			break;
+		}
+		v[i].st.mode = (mode_t)mode;
+		v[i].st.size = (off_t)size;
+		v[i].st.mtime = mtime;
+		pos = (size_t)(nl - out.data) + 1;
+	}
+	for (size_t i = 0; !r && i < count; i++) {
+		if (!S_ISLNK(v[i].st.mode))
+			continue;
+		if (pos >= out.len) {
+			r = -EAGAIN;
+			break;
+		}
+		if (!(v[i].st.link = strdup(out.data + pos)))
+			r = -ENOMEM;
+		pos += strlen(out.data + pos) + 1;
+	}
+	dk_buf_free(&out);
+	if (r) {
+		sfs_rdirents_free(v, count);
+		return sfs_errf(err, r == -EAGAIN ? -EIO : r, "docker: list %s: %s", full,
+				r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	}
+	*ents = v;
+	*n = count;
+	return 0;
+}
+
+int dk_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char full[4096], m[16];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	const char *args[] = {full, m, NULL};
+	return fs_script(sb, "mkdir",
+			 EXISTS " && exit 17; [ -d \"$(dirname -- \"$1\")\" ] || exit 2; "
+				"mkdir -m \"$2\" -- \"$1\" || exit 5",
+			 args, NULL, err);
+}
+
+int dk_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	char full[4096];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	const char *args[] = {full, NULL};
+	if (dir)
+		return fs_script(sb, "rmdir",
+				 EXISTS " || exit 2; " IS_DIR " || exit 20; "
+					"[ -z \"$(ls -A -- \"$1\")\" ] || exit 39; "
+					"rmdir -- \"$1\" || exit 5",
+				 args, NULL, err);
+	return fs_script(sb, "unlink",
+			 EXISTS " || exit 2; " IS_DIR " && exit 21; rm -f -- \"$1\" || exit 5",
+			 args, NULL, err);
+}
+
+int dk_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char f[4096], t[4096];
+	int r = full_path(sb, from, f, sizeof(f), err);
+	if (!r)
+		r = full_path(sb, to, t, sizeof(t), err);
+	if (r)
+		return r;
+	const char *args[] = {f, t, NULL};
+	/* rename(2): a directory replaces only an empty directory, a file never
+	 * replaces a directory */
+	return fs_script(sb, "rename",
+			 EXISTS " || exit 2\n"
+				"if [ -d \"$2\" ] && [ ! -L \"$2\" ]; then\n"
+				"  " IS_DIR " || exit 21\n"
+				"  [ -z \"$(ls -A -- \"$2\")\" ] || exit 39\n"
+				"  rmdir -- \"$2\" || exit 5\n"
+				"elif " IS_DIR
+				" && { [ -e \"$2\" ] || [ -L \"$2\" ]; }; then exit 20\n"
+				"fi\n"
+				"mv -f -T -- \"$1\" \"$2\" || exit 5",
+			 args, NULL, err);
+}
+
+int dk_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char full[4096], m[16];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	const char *args[] = {full, m, NULL};
+	return fs_script(sb, "chmod",
+			 EXISTS
+			 " || exit 2; [ -L \"$1\" ] && exit 0; chmod \"$2\" -- \"$1\" || exit 5",
+			 args, NULL, err);
+}
+
+int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
+{
+	char full[4096];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	const char *args[] = {full, target, NULL};
+	return fs_script(sb, "symlink", EXISTS " && exit 17; ln -s -- \"$2\" \"$1\" || exit 5",
+			 args, NULL, err);
+}
+
+/* ---- read: GET archive, the first entry's bytes into fd ------------------ */
+
+struct untar {
+	int fd;
+	off_t written;
+	unsigned char hdr[TAR_BLOCK];
+	size_t hlen;
+	uint64_t left, pad;
+	bool in_file, done;
+	int error; /* negative errno */
+};
+
+static uint64_t octal(const unsigned char *p, size_t n)
+{
+	uint64_t v = 0;
+	for (size_t i = 0; i < n && p[i]; i++) {
+		if (p[i] == ' ')
+			continue;
+		if (p[i] < '0' || p[i] > '7')
+			break;
+		v = v * 8 + (uint64_t)(p[i] - '0');
+	}
+	return v;
+}
+
+static bool untar_sink(void *arg, const char *data, size_t len)
+{
+	struct untar *u = arg;
+	while (len && !u->done) {
+		if (u->left) {
+			size_t take = u->left < len ? (size_t)u->left : len;
+			if (u->in_file) {
+				ssize_t w = pwrite(u->fd, data, take, u->written);
+				if (w < 0) {
+					u->error = -errno;
+					return false;
+				}
+				take = (size_t)w;
+				u->written += w;
+			}
+			u->left -= take;
+			data += take;
+			len -= take;
+			if (!u->left && u->in_file)
+				u->done = true;
+			continue;
+		}
+		if (u->pad) {
+			size_t take = u->pad < len ? (size_t)u->pad : len;
+			u->pad -= take;
+			data += take;
+			len -= take;
+			continue;
+		}
+		size_t take = TAR_BLOCK - u->hlen < len ? TAR_BLOCK - u->hlen : len;
+		memcpy(u->hdr + u->hlen, data, take);
+		u->hlen += take;
+		data += take;
+		len -= take;
+		if (u->hlen < TAR_BLOCK)
+			continue;
+		u->hlen = 0;
+		if (!u->hdr[0]) {
+			u->error = -EIO; /* the end, and no file */
+			return false;
+		}
+		uint64_t size = octal(u->hdr + 124, 12);
+		char type = (char)u->hdr[156];
+		if (type == '0' || type == '\0') {
+			u->in_file = true;
+			u->left = size;
+			if (!size)
+				u->done = true;
+		} else if (type == 'L' || type == 'x' || type == 'g') {
+			u->left = size; /* long names and pax headers come first */
+			u->pad = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
+		} else {
+			u->error = type == '5' ? -EISDIR : -EINVAL;
+			return false;
+		}
+	}
+	return !u->done;
+}
+
+int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX], full[4096];
+	int r = container(sb, cid, sizeof(cid), err);
+	if (!r)
+		r = full_path(sb, path, full, sizeof(full), err);
+	char *epath = r ? NULL : dk_urlencode(full);
+	if (r)
+		return r;
+	if (!epath)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char url[12400];
+	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
+	free(epath);
+	struct untar u = {.fd = fd};
+	r = dk_stream("GET", url, NULL, untar_sink, &u, NULL, err);
+	if (r == -ENOENT)
+		return sfs_errf(err, -ENOENT, "docker: read %s: no such file", full);
+	if (r < 0)
+		return r;
+	if (u.error)
+		return sfs_errf(err, u.error, "docker: read %s: %s", full, strerror(-u.error));
+	if (!u.done)
+		return sfs_errf(err, -EIO, "docker: read %s: the archive ended early", full);
+	return 0;
+}
+
+/* ---- write: PUT archive of a one-entry tar ------------------------------- */
+
+struct tarball {
+	unsigned char head[3 * TAR_BLOCK]; /* [a GNU long-name entry and its name,] the header */
+	size_t head_len, pos;		   /* pos: bytes produced so far */
+	int fd;
+	off_t size;
+	int error;
+};
+
+static void tar_header(unsigned char *h, const char *name, char type, off_t size, mode_t mode)
+{
+	memset(h, 0, TAR_BLOCK);
+	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h + 100, 8, "%07o", (unsigned)(mode & 07777));
+	snprintf((char *)h + 108, 8, "%07o", 0);
+	snprintf((char *)h + 116, 8, "%07o", 0);
+	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+	snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)time(NULL));
+	memset(h + 148, ' ', 8);
+	h[156] = (unsigned char)type;
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	snprintf((char *)h + 265, 32, "root");
+	snprintf((char *)h + 297, 32, "root");
+	unsigned sum = 0;
+	for (int i = 0; i < TAR_BLOCK; i++)
+		sum += h[i];
+	snprintf((char *)h + 148, 8, "%06o", sum);
+	h[155] = ' ';
+}
+
+static size_t tarball_read(char *buf, size_t size, size_t nmemb, void *arg)
+{
+	struct tarball *t = arg;
+	size_t want = size * nmemb, got = 0;
+	size_t body_end = t->head_len + (size_t)t->size;
+	size_t padded = t->head_len + ((size_t)t->size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
+	size_t total = padded + 2 * TAR_BLOCK;
+	while (got < want && t->pos < total) {
+		if (t->pos < t->head_len) {
+			size_t n = t->head_len - t->pos;
+			n = n < want - got ? n : want - got;
+			memcpy(buf + got, t->head + t->pos, n);
+			got += n;
+			t->pos += n;
+		} else if (t->pos < body_end) {
+			size_t n = body_end - t->pos;
+			n = n < want - got ? n : want - got;
+			ssize_t r = pread(t->fd, buf + got, n, (off_t)(t->pos - t->head_len));
+			if (r <= 0) {
+				t->error = r < 0 ? -errno : -EIO; /* shorter than it was */
+				return CURL_READFUNC_ABORT;
+			}
+			got += (size_t)r;
+			t->pos += (size_t)r;
+		} else {
+			size_t n = total - t->pos; /* padding and the two end blocks */
+			n = n < want - got ? n : want - got;
+			memset(buf + got, 0, n);
+			got += n;
+			t->pos += n;
+		}
+	}
+	return got;
+}
+
+int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX], full[4096];
+	int r = container(sb, cid, sizeof(cid), err);
+	if (!r)
+		r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return sfs_errf(err, -errno, "docker: write %s: %s", full, strerror(errno));
+	char *slash = strrchr(full, '/');
+	const char *name = slash + 1;
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
+	if (!*name || strlen(name) > 255)
+		return sfs_errf(err, -EINVAL, "docker: write %s: bad file name", full);
+	struct tarball t = {.fd = fd, .size = st.st_size};
+	if (strlen(name) < 100) {
+		tar_header(t.head, name, '0', st.st_size, mode);
+		t.head_len = TAR_BLOCK;
+	} else {
+		/* GNU long name: an 'L' entry whose data is the name */
+		tar_header(t.head, "././@LongLink", 'L', (off_t)strlen(name) + 1, 0644);
+		memcpy(t.head + TAR_BLOCK, name, strlen(name));
+		tar_header(t.head + 2 * TAR_BLOCK, name, '0', st.st_size, mode);
+		t.head_len = 3 * TAR_BLOCK;
+	}
+	char *edir = dk_urlencode(dir);
+	if (!edir)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char url[12400];
+	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid,
+		 edir);
+	free(edir);
+	size_t total = t.head_len + ((size_t)st.st_size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK +
+		       2 * TAR_BLOCK;
+	struct dk_resp resp;
+	r = dk_upload("PUT", url, "application/x-tar", tarball_read, &t, total, 600, &resp, err);
+	if (r)
+		return t.error
+			   ? sfs_errf(err, t.error, "docker: write %s: reading the local copy: %s",
+				      full, strerror(-t.error))
+			   : r;
+	if (resp.status >= 400) {
+		char msg[512];
+		dk_reply_message(&resp, msg, sizeof(msg));
+		r = sfs_errf(err, resp.status == 404 ? -ENOENT : dk_errno(resp.status),
+			     "docker: write %s: %s", full, msg);
+	}
+	dk_resp_free(&resp);
+	return r;
+}

@@ -1,0 +1,407 @@
+/* Runs: the detached wrapper exec, its status, kill, and journal reads. */
+#include "docker.h"
+#include "engine.h"
+#include "exec.h"
+#include "scripts.h"
+
+#include "../config.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Engine calls a refresh may make, per run: at most one a second. */
+#define CHECK_INTERVAL_MS 1000
+
+void dk_run_dir(int n, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%d", DK_RUNS_DIR, n);
+}
+
+/* The run's record, loaded from RUNDIR/docker.json after a restart.  Copies
+ * it into *out; false when the run never got that far. */
+static bool run_record(struct sfs_sandbox *sb, const struct sfs_run *run, struct dk_run *out)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	struct dk_run *r = d ? dk_run_locked(d, run->n) : NULL;
+	if (r && !r->loaded && run->dir) {
+		char path[4200], *text = NULL;
+		snprintf(path, sizeof(path), "%s/docker.json", run->dir);
+		json_t *j =
+		    sfs_read_file(path, &text, NULL) == 0 ? json_loads(text, 0, NULL) : NULL;
+		free(text);
+		const char *cid = json_string_value(json_object_get(j, "container"));
+		const char *eid = json_string_value(json_object_get(j, "exec"));
+		const char *started = json_string_value(json_object_get(j, "started"));
+		if (cid && eid) {
+			snprintf(r->cid, sizeof(r->cid), "%s", cid);
+			snprintf(r->eid, sizeof(r->eid), "%s", eid);
+			snprintf(r->started, sizeof(r->started), "%s", started ? started : "");
+			r->loaded = true;
+		}
+		json_decref(j);
+	}
+	bool ok = r && r->loaded;
+	if (ok)
+		*out = *r;
+	pthread_mutex_unlock(&dk_mu);
+	return ok;
+}
+
+static void set_next_check(struct sfs_sandbox *sb, int n, int64_t when)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	struct dk_run *r = d ? dk_run_locked(d, n) : NULL;
+	if (r)
+		r->next_check_ms = when;
+	pthread_mutex_unlock(&dk_mu);
+}
+
+/* Host-side preparation through the merged dir: saves an exec per run.
+ * Only for containers whose execs run as root (files we create as root are
+ * theirs); anything unexpected (a leftover directory) returns an error and
+ * the caller falls back to the exec. */
+static int host_prep(struct sfs_sandbox *sb, int n, const char *cmd)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	bool root = d && d->root_user;
+	pthread_mutex_unlock(&dk_mu);
+	if (!root)
+		return -EPERM;
+	int runs;
+	int r = dk_host_open(sb, DK_RUNS_DIR, O_PATH | O_DIRECTORY, 0, &runs, NULL);
+	if (r)
+		return r;
+	char name[16];
+	snprintf(name, sizeof(name), "%d", n);
+	if (mkdirat(runs, name, 0755) < 0) {
+		r = -errno;
+		close(runs);
+		return r;
+	}
+	int dir = openat(runs, name, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+	close(runs);
+	if (dir < 0)
+		return -errno;
+	int jfd =
+	    openat(dir, "journal", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	int cfd = openat(dir, "cmd", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	r = jfd < 0 || cfd < 0 ? -errno : 0;
+	if (!r && (dprintf(cfd, "%s\n", cmd) < 0))
+		r = -EIO;
+	if (jfd >= 0)
+		close(jfd);
+	if (cfd >= 0)
+		close(cfd);
+	close(dir);
+	return r;
+}
+
+int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX], dir[64];
+	dk_current(sb, cid, sizeof(cid));
+	if (!cid[0])
+		return sfs_errf(err, -EIO, "docker: sandbox \"%s\" has no container", sb->name);
+	dk_run_dir(run->n, dir, sizeof(dir));
+	json_t *env = dk_exec_env(sb, run->n);
+	if (!env)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = 0;
+	if (host_prep(sb, run->n, run->cmd) != 0) {
+		/* a clean run dir made by the container's own user */
+		const char *argv[] = {"/bin/sh", "-c", DK_SCRIPT_PREP, "sandboxfs", dir,
+				      run->cmd,	 NULL};
+		struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/"};
+		struct dk_buf e = {.max = 512};
+		int code = 0;
+		r = dk_exec_run(&x, NULL, &e, &code, err);
+		if (!r && code)
+			r = sfs_errf(err, -EIO, "docker: preparing %s in the container: %s", dir,
+				     e.len ? e.data : "failed");
+		dk_buf_free(&e);
+	}
+	const char *workdir = sb->workspace ? sb->workspace : "/";
+	const char *argv[] = {"/bin/sh", "-c",	  DK_SCRIPT_WRAPPER, "sandboxfs-run",
+			      dir,	 workdir, run->cmd,	     NULL};
+	struct dk_exec x = {.cid = cid, .argv = argv, .env = env, .workdir = "/"};
+	char eid[DK_ID_MAX];
+	if (!r)
+		r = dk_exec_create(&x, false, eid, sizeof(eid), err);
+	json_decref(env);
+	if (!r)
+		r = dk_exec_start_detached(eid, err);
+	if (r)
+		return r;
+
+	char started[64];
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	snprintf(started, sizeof(started), "%s", d ? d->started : "");
+	struct dk_run *rec = d ? dk_run_locked(d, run->n) : NULL;
+	if (rec) {
+		snprintf(rec->cid, sizeof(rec->cid), "%s", cid);
+		snprintf(rec->eid, sizeof(rec->eid), "%s", eid);
+		snprintf(rec->started, sizeof(rec->started), "%s", started);
+		rec->loaded = true;
+		rec->next_check_ms = dk_now_ms() + CHECK_INTERVAL_MS;
+	}
+	pthread_mutex_unlock(&dk_mu);
+	/* for the restarted daemon: which exec, in which container life */
+	json_t *j = json_pack("{s:s, s:s, s:s}", "container", cid, "exec", eid, "started", started);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/docker.json", run->dir);
+	struct sfs_err werr = {0};
+	if (!text || sfs_write_file_atomic(path, text, strlen(text), &werr))
+		sfs_log(SFS_LOG_ERR, "%s: run %d: %s", sb->name, run->n,
+			text ? werr.msg : "out of memory");
+	free(text);
+	run->state = SFS_RUN_RUNNING;
+	return 0;
+}
+
+static bool parse_status(const char *text, struct sfs_run *run)
+{
+	int n;
+	if (sscanf(text, "exit %d", &n) == 1) {
+		run->state = SFS_RUN_EXITED;
+		run->code = n;
+		return true;
+	}
+	if (sscanf(text, "signal %d", &n) == 1) {
+		run->state = SFS_RUN_KILLED;
+		run->code = n;
+		return true;
+	}
+	return false;
+}
+
+/* Reads the wrapper's status file: 1 found (run updated), 0 not there yet,
+ * -EAGAIN when only an engine call could tell (archive mode). */
+static int read_status(struct sfs_sandbox *sb, const char *cid, struct sfs_run *run,
+		       bool allow_engine)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "%s/%d/status", DK_RUNS_DIR, run->n);
+	int fd;
+	int r = dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL);
+	if (r == 0) {
+		char buf[64];
+		ssize_t got = pread(fd, buf, sizeof(buf) - 1, 0);
+		close(fd);
+		if (got <= 0)
+			return 0;
+		buf[got] = '\0';
+		if (!parse_status(buf, run))
+			run->state = SFS_RUN_LOST;
+		return 1;
+	}
+	if (r == -ENOENT)
+		return 0;
+	if (!allow_engine)
+		return -EAGAIN;
+	char *text = NULL;
+	size_t len;
+	r = dk_archive_read(cid, path, &text, &len, NULL);
+	if (r)
+		return r == -ENOENT ? 0 : r;
+	if (!parse_status(text, run))
+		run->state = SFS_RUN_LOST;
+	free(text);
+	return 1;
+}
+
+/* No status: is the wrapper still there?  1 yes, 0 no, <0 cannot tell. */
+static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const char *cid)
+{
+	if (strcmp(rec->cid, cid) != 0)
+		return 0; /* restored to another container since */
+	bool running;
+	int code;
+	int r = dk_exec_inspect(rec->eid, &running, &code, NULL);
+	if (r == 0)
+		return running;
+	if (r != -ENOENT)
+		return r;
+	/* the engine forgot the exec: it restarted, and so may have the container */
+	struct dk_info info;
+	r = dk_inspect(cid, &info, NULL);
+	if (r == -ENOENT)
+		return 0;
+	if (r)
+		return r;
+	dk_note_container(sb, &info);
+	bool same_life = info.running && strcmp(info.started, rec->started) == 0;
+	dk_info_free(&info);
+	if (!same_life)
+		return 0;
+	char dir[64], out[32];
+	dk_run_dir(rec->n, dir, sizeof(dir));
+	const char *args[] = {dir, NULL};
+	r = dk_sh(cid, "kill -0 \"$(cat \"$1/wpid\")\" 2>/dev/null && echo yes || echo no", args,
+		  out, sizeof(out), NULL);
+	return r ? r : strcmp(out, "yes") == 0;
+}
+
+int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	struct dk_run rec;
+	if (!run_record(sb, run, &rec)) {
+		run->state = SFS_RUN_LOST;
+		return 0;
+	}
+	char cid[DK_ID_MAX];
+	dk_current(sb, cid, sizeof(cid));
+	int64_t now = dk_now_ms();
+	bool may_call = now >= rec.next_check_ms;
+	int r = read_status(sb, cid[0] ? cid : rec.cid, run, may_call);
+	if (r == 1)
+		return 0;
+	if (!may_call)
+		return 0; /* keep what we knew; checked again within a second */
+	set_next_check(sb, run->n, now + CHECK_INTERVAL_MS);
+	if (r < 0 && r != -EAGAIN)
+		return sfs_errf(err, r, "docker: run %d: cannot read its status", run->n);
+	int alive = cid[0] ? wrapper_alive(sb, &rec, cid) : 0;
+	if (alive < 0)
+		return sfs_errf(err, alive, "docker: run %d: cannot tell whether it runs", run->n);
+	if (alive) {
+		run->state = SFS_RUN_RUNNING;
+		return 0;
+	}
+	/* gone: it may have written its status just before */
+	if (cid[0] && read_status(sb, cid, run, true) == 1)
+		return 0;
+	run->state = SFS_RUN_LOST;
+	return 0;
+}
+
+int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		struct sfs_err *err)
+{
+	struct dk_run rec;
+	char cid[DK_ID_MAX];
+	dk_current(sb, cid, sizeof(cid));
+	if (!run_record(sb, run, &rec) || strcmp(rec.cid, cid) != 0)
+		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
+	char dir[64], signum[16], esc[4], grace[32], out[32];
+	dk_run_dir(run->n, dir, sizeof(dir));
+	snprintf(signum, sizeof(signum), "%d", sig);
+	snprintf(esc, sizeof(esc), "%d", escalate ? 1 : 0);
+	double g = sfs_config_get_double("docker.kill_grace", 2.0);
+	snprintf(grace, sizeof(grace), "%d", (int)(g < 0 ? 0 : g * 1000));
+	const char *args[] = {dir, signum, esc, grace, NULL};
+	int r = dk_sh(cid, DK_SCRIPT_KILL, args, out, sizeof(out), err);
+	set_next_check(sb, run->n, 0); /* look at the run again at once */
+	if (r)
+		return r;
+	if (strcmp(out, "ok") == 0)
+		return 0;
+	if (strcmp(out, "gone") == 0)
+		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
+	if (strcmp(out, "no-pid") == 0)
+		return sfs_errf(err, -ESRCH, "run %d: no process group recorded", run->n);
+	if (strcmp(out, "survived") == 0)
+		return sfs_errf(err, -EIO, "run %d: its process group survived SIGKILL", run->n);
+	return sfs_errf(err, -EIO, "run %d: kill: unexpected answer \"%s\"", run->n, out);
+}
+
+int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	if (dk_fs_archive_only())
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	struct dk_run *r = d ? dk_run_locked(d, run->n) : NULL;
+	int jfd = r ? r->jfd : -1;
+	pthread_mutex_unlock(&dk_mu);
+	if (jfd < 0) {
+		char path[96];
+		snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
+		int fd;
+		int rc = dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL);
+		if (rc)
+			return rc;
+		/* Served as /proc/self/fd/N: the engine opens it by path, and a
+		 * path into the merged dir could be redirected by a symlink the
+		 * container plants; this names the very file we opened. */
+		pthread_mutex_lock(&dk_mu);
+		d = dk_sb_locked(sb);
+		r = d ? dk_run_locked(d, run->n) : NULL;
+		if (r && r->jfd < 0)
+			r->jfd = fd;
+		else
+			close(fd);
+		jfd = r ? r->jfd : -1;
+		pthread_mutex_unlock(&dk_mu);
+		if (jfd < 0)
+			return -ENOMEM;
+	}
+	if (snprintf(buf, len, "/proc/self/fd/%d", jfd) >= (int)len)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			size_t max, struct sfs_err *err)
+{
+	char path[96], first[32], count[32];
+	snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
+	int fd;
+	if (dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL) == 0) {
+		ssize_t n = pread(fd, buf, max, off);
+		if (n < 0)
+			n = -errno;
+		close(fd);
+		return n;
+	}
+	char cid[DK_ID_MAX];
+	dk_current(sb, cid, sizeof(cid));
+	if (!cid[0])
+		return sfs_errf(err, -EIO, "docker: sandbox has no container");
+	snprintf(first, sizeof(first), "%lld", (long long)off + 1);
+	snprintf(count, sizeof(count), "%zu", max);
+	const char *argv[] = {"/bin/sh", "-c",	DK_SCRIPT_READ, "sandboxfs",
+			      path,	 first, count,		NULL};
+	struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/", .user = "0"};
+	struct dk_buf o = {.max = max};
+	int code = 0;
+	int r = dk_exec_run(&x, &o, NULL, &code, err);
+	if (r == -EIO) {
+		/* a stopped container still answers the archive API */
+		char *data = NULL;
+		size_t len = 0;
+		struct sfs_err aerr = {0};
+		if (dk_archive_read(cid, path, &data, &len, &aerr) == 0) {
+			size_t n = (size_t)off < len ? len - (size_t)off : 0;
+			if (n > max)
+				n = max;
+			memcpy(buf, data + (n ? off : 0), n);
+			free(data);
+			return (ssize_t)n;
+		}
+	}
+	if (r) {
+		dk_buf_free(&o);
+		return r;
+	}
+	if (code == 3) {
+		dk_buf_free(&o);
+		return 0; /* no journal (yet) */
+	}
+	size_t n = o.len;
+	if (n)
+		memcpy(buf, o.data, n);
+	dk_buf_free(&o);
+	return (ssize_t)n;
+}

@@ -1,0 +1,314 @@
+/* Runtime tables, and the host's view of a container's files. */
+#include "docker.h"
+
+#include "../../ctl/tree.h"
+#include "../config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OVERLAYFS_MAGIC 0x794c7630
+
+pthread_mutex_t dk_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dk_sb *sandboxes;
+
+int64_t dk_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool dk_fs_archive_only(void)
+{
+	return strcmp(sfs_config_get("docker.fs", "auto"), "archive") == 0;
+}
+
+struct dk_sb *dk_sb_locked(struct sfs_sandbox *sb)
+{
+	for (struct dk_sb *d = sandboxes; d; d = d->next)
+		if (d->sb == sb)
+			return d;
+	struct dk_sb *d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->sb = sb;
+	d->merged_fd = -1;
+	d->next = sandboxes;
+	sandboxes = d;
+	return d;
+}
+
+struct dk_run *dk_run_locked(struct dk_sb *d, int n)
+{
+	for (struct dk_run *r = d->runs; r; r = r->next)
+		if (r->n == n)
+			return r;
+	struct dk_run *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->n = n;
+	r->jfd = -1;
+	r->next = d->runs;
+	d->runs = r;
+	return r;
+}
+
+/* The container id from pdata, for a record made before any op ran (a
+ * sandbox whose resume failed still has runs to refresh). */
+static void load_cid(struct sfs_sandbox *sb, char *cid, size_t len)
+{
+	pthread_mutex_lock(&tree.mu);
+	const char *c =
+	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "container")) : NULL;
+	snprintf(cid, len, "%s", c ? c : "");
+	pthread_mutex_unlock(&tree.mu);
+}
+
+void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	bool known = d && d->known;
+	if (known)
+		snprintf(cid, len, "%s", d->cid);
+	pthread_mutex_unlock(&dk_mu);
+	if (known)
+		return;
+	load_cid(sb, cid, len);
+	pthread_mutex_lock(&dk_mu);
+	d = dk_sb_locked(sb);
+	if (d && !d->known) {
+		snprintf(d->cid, sizeof(d->cid), "%s", cid);
+		d->known = true;
+	}
+	pthread_mutex_unlock(&dk_mu);
+}
+
+static void close_merged_locked(struct dk_sb *d)
+{
+	if (d->merged_fd >= 0)
+		close(d->merged_fd);
+	d->merged_fd = -1;
+}
+
+void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	if (d) {
+		if (strcmp(d->cid, info->id) != 0 || strcmp(d->merged, info->merged) != 0 ||
+		    strcmp(d->started, info->started) != 0 || !info->running)
+			close_merged_locked(d);
+		snprintf(d->cid, sizeof(d->cid), "%s", info->id);
+		snprintf(d->started, sizeof(d->started), "%s", info->started);
+		snprintf(d->merged, sizeof(d->merged), "%s", info->running ? info->merged : "");
+		d->running = info->running;
+		d->root_user = !info->user[0] || strcmp(info->user, "root") == 0 ||
+			       strcmp(info->user, "0") == 0 || strncmp(info->user, "0:", 2) == 0 ||
+			       strncmp(info->user, "root:", 5) == 0;
+		d->known = true;
+	}
+	pthread_mutex_unlock(&dk_mu);
+}
+
+void dk_forget(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	if (d) {
+		close_merged_locked(d);
+		d->cid[0] = d->merged[0] = d->started[0] = '\0';
+		d->running = false;
+		d->known = true;
+		/* journal fds stay open: the engine may still name them in a
+		 * path until the sandbox's journals are detached */
+	}
+	pthread_mutex_unlock(&dk_mu);
+}
+
+int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
+	       json_t *pdata, struct sfs_err *err)
+{
+	char *id = strdup(cid), *img = image ? strdup(image) : NULL;
+	char *ws = workdir ? strdup(workdir) : NULL;
+	if (!id || (image && !img) || (workdir && !ws)) {
+		free(id);
+		free(img);
+		free(ws);
+		json_decref(pdata);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&tree.mu);
+	free(sb->id);
+	sb->id = id;
+	if (img) {
+		free(sb->image);
+		sb->image = img;
+	}
+	if (ws) {
+		free(sb->workspace);
+		sb->workspace = ws;
+	}
+	if (pdata) {
+		json_decref(sb->pdata);
+		sb->pdata = pdata;
+	}
+	pthread_mutex_unlock(&tree.mu);
+	return 0;
+}
+
+void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)
+{
+	char *text = NULL;
+	if (fmt) {
+		va_list ap;
+		va_start(ap, fmt);
+		if (vasprintf(&text, fmt, ap) < 0)
+			text = NULL;
+		va_end(ap);
+		if (!text)
+			return; /* progress is only a courtesy */
+	}
+	pthread_mutex_lock(&tree.mu);
+	free(sb->progress);
+	sb->progress = text;
+	pthread_mutex_unlock(&tree.mu);
+}
+
+static int dup_fd(int fd)
+{
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	return d < 0 ? -errno : d;
+}
+
+/* A still-valid O_PATH fd of the merged dir (dup'ed for the caller), or a
+ * negative errno: -EAGAIN when the caller should inspect the container. */
+static int merged_fd_locked(struct dk_sb *d)
+{
+	if (d->merged_fd >= 0) {
+		/* the same mount as when we opened it?  a restarted container
+		 * mounts a new overlay at the same path */
+		struct stat now, held;
+		if (stat(d->merged, &now) == 0 && fstat(d->merged_fd, &held) == 0 &&
+		    now.st_dev == held.st_dev && now.st_ino == held.st_ino)
+			return dup_fd(d->merged_fd);
+		close_merged_locked(d);
+		return -EAGAIN;
+	}
+	if (!d->merged[0] || !d->running)
+		return -EAGAIN;
+	int fd = open(d->merged, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == EACCES || errno == EPERM ? -EOPNOTSUPP : -EAGAIN;
+	struct statfs sf;
+	struct stat st;
+	if (fstatfs(fd, &sf) < 0 || sf.f_type != OVERLAYFS_MAGIC || fstat(fd, &st) < 0) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	d->merged_fd = fd;
+	d->merged_dev = st.st_dev;
+	d->merged_ino = st.st_ino;
+	return dup_fd(fd);
+}
+
+static int host_root(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		pthread_mutex_lock(&dk_mu);
+		struct dk_sb *d = dk_sb_locked(sb);
+		int fd = d ? merged_fd_locked(d) : -ENOMEM;
+		pthread_mutex_unlock(&dk_mu);
+		if (fd == -EAGAIN) {
+			if (attempt == 1)
+				break;
+			char cid[DK_ID_MAX];
+			dk_current(sb, cid, sizeof(cid));
+			if (!cid[0])
+				return sfs_errf(err, -ENOENT, "docker: sandbox has no container");
+			struct dk_info info;
+			int r = dk_inspect(cid, &info, err);
+			if (r)
+				return r;
+			dk_note_container(sb, &info);
+			dk_info_free(&info);
+			continue;
+		}
+		if (fd < 0)
+			return sfs_errf(err, fd == -EOPNOTSUPP ? -EOPNOTSUPP : fd,
+					"docker: the container's files are not reachable from this "
+					"host");
+		return fd;
+	}
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	bool running = d && d->running;
+	pthread_mutex_unlock(&dk_mu);
+	if (!running)
+		return sfs_errf(err, -EIO, "docker: the container is not running");
+	return sfs_errf(err, -EOPNOTSUPP,
+			"docker: the container's files are not reachable from this host (no "
+			"overlay merged dir)");
+}
+
+int dk_host_open(struct sfs_sandbox *sb, const char *path, int flags, mode_t mode, int *fd,
+		 struct sfs_err *err)
+{
+	if (dk_fs_archive_only())
+		return sfs_errf(err, -EOPNOTSUPP, "docker: host access is off (docker.fs=archive)");
+	int cur = host_root(sb, err);
+	if (cur < 0)
+		return cur;
+	char copy[4096];
+	if (snprintf(copy, sizeof(copy), "%s", path) >= (int)sizeof(copy)) {
+		close(cur);
+		return sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", path);
+	}
+	/* one component at a time, never following a symlink or going up:
+	 * whatever the container plants, we stay inside its filesystem */
+	char *save = NULL, *comp = strtok_r(copy, "/", &save);
+	while (comp) {
+		char *next = strtok_r(NULL, "/", &save);
+		if (strcmp(comp, ".") == 0) {
+			comp = next;
+			continue;
+		}
+		if (strcmp(comp, "..") == 0) {
+			close(cur);
+			return sfs_errf(err, -EINVAL, "docker: %s: \"..\" is not allowed", path);
+		}
+		int nfd;
+		if (next || (flags & O_PATH))
+			nfd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		else
+			nfd = openat(cur, comp, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode);
+		int e = errno;
+		close(cur);
+		if (nfd < 0)
+			return sfs_errf(err, e == ELOOP ? -ENOENT : -e,
+					"docker: %s in the container: %s", path,
+					e == ELOOP ? "a symlink (not followed)" : strerror(e));
+		cur = nfd;
+		comp = next;
+	}
+	if (!(flags & O_PATH)) {
+		struct stat st;
+		if (fstat(cur, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(cur);
+			return sfs_errf(err, -EINVAL, "docker: %s in the container: not a file",
+					path);
+		}
+		fcntl(cur, F_SETFL, fcntl(cur, F_GETFL) & ~O_NONBLOCK);
+	}
+	*fd = cur;
+	return 0;
+}
