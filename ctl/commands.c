@@ -430,8 +430,7 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o,
 	if (r)
 		return r;
 	pthread_mutex_lock(&tree.mu);
-	struct sfs_snapshot *grown =
-		realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+	struct sfs_snapshot *grown = realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
 	char *lab = label ? strdup(label) : NULL;
 	if (!grown || (label && !lab)) {
 		if (grown)

@@ -14,29 +14,29 @@
 #include "../providers/kv.h"
 
 enum ctl_verb_flags {
-	CTL_REST = 1,     /* the rest of the line, verbatim, is the single argument (exec) */
-	CTL_OPTS = 2,     /* key=value words are options, not positional arguments */
+	CTL_REST = 1,	  /* the rest of the line, verbatim, is the single argument (exec) */
+	CTL_OPTS = 2,	  /* key=value words are options, not positional arguments */
 	CTL_ANY_KEYS = 4, /* with CTL_OPTS: keys outside `keys` are allowed (provider options) */
 };
 
 struct ctl_verb {
-	int id;              /* the dispatcher's own enum */
+	int id; /* the dispatcher's own enum */
 	const char *name;
-	int min_args;        /* positional words after the verb */
-	int max_args;        /* -1: no limit */
+	int min_args; /* positional words after the verb */
+	int max_args; /* -1: no limit */
 	int flags;
 	const char *const *keys; /* allowed option keys, NULL-terminated; "env." = any key with
 				    that prefix; NULL with CTL_OPTS means none known */
-	const char *usage;   /* shown in errors and in help */
+	const char *usage;	 /* shown in errors and in help */
 };
 
 struct ctl_cmd {
 	const struct ctl_verb *verb;
-	char *line;          /* the line as written, without its newline */
-	char **args;         /* positional words (after the verb), NULL-terminated */
+	char *line;  /* the line as written, without its newline */
+	char **args; /* positional words (after the verb), NULL-terminated */
 	int nargs;
 	struct sfs_kvlist opts; /* key=value words in order; later duplicates replace earlier */
-	char *rest;          /* CTL_REST: the rest of the line after the verb, verbatim */
+	char *rest;		/* CTL_REST: the rest of the line after the verb, verbatim */
 };
 
 /*

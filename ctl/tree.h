@@ -55,8 +55,7 @@ int tree_resume(const char *name, const char *provider, const char *id, struct s
 int tree_destroy(const char *name, struct sfs_err *err);
 int tree_forget(const char *name, struct sfs_err *err);
 int tree_rename(const char *from, const char *to, struct sfs_err *err);
-int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from,
-	      struct sfs_err *err);
+int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, struct sfs_err *err);
 
 /* Starts a run; *n gets its number. */
 int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err);

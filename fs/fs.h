@@ -8,8 +8,8 @@
 #include <stdbool.h>
 
 struct sfs_fs_options {
-	double dir_attr_timeout;   /* synthetic directories */
-	double entry_timeout;      /* synthetic entries: long, invalidated on change */
+	double dir_attr_timeout; /* synthetic directories */
+	double entry_timeout;	 /* synthetic entries: long, invalidated on change */
 	struct ws_options ws;
 };
 

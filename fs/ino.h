@@ -19,28 +19,28 @@ enum sfs_kind {
 	SFS_K_ROOT = 0,
 	SFS_K_MOUNT_CTL = 1,
 	SFS_K_PROVIDERS,
-	SFS_K_PROVIDER,        /* aux = provider index */
+	SFS_K_PROVIDER, /* aux = provider index */
 	SFS_K_PROVIDER_CAPS,
 	SFS_K_PROVIDER_STATUS,
-	SFS_K_SB,              /* a sandbox directory */
+	SFS_K_SB, /* a sandbox directory */
 	SFS_K_SB_CTL,
 	SFS_K_SB_CAPS,
 	SFS_K_SB_STATUS,
-	SFS_K_SB_JOURNAL,      /* symlink to runs/N/journal */
+	SFS_K_SB_JOURNAL, /* symlink to runs/N/journal */
 	SFS_K_SB_RUNS,
 	SFS_K_SB_SNAPSHOTS,
 	SFS_K_SB_PORTS,
-	SFS_K_RUN,             /* aux = run number */
+	SFS_K_RUN, /* aux = run number */
 	SFS_K_RUN_CMD,
 	SFS_K_RUN_JOURNAL,
 	SFS_K_RUN_STATUS,
 	SFS_K_RUN_WAIT,
 	SFS_K_RUN_STDIN,
 	SFS_K_RUN_CTL,
-	SFS_K_SNAPSHOT,        /* aux = index in sb->snapshots */
-	SFS_K_PORT,            /* aux = port */
-	SFS_K_RWS = 0x7ffe,    /* remote workspace node (fs/remote.c): low 48 bits are its id */
-	SFS_K_WS = 0x7fff,     /* workspace node: low 48 bits are the node id */
+	SFS_K_SNAPSHOT,	    /* aux = index in sb->snapshots */
+	SFS_K_PORT,	    /* aux = port */
+	SFS_K_RWS = 0x7ffe, /* remote workspace node (fs/remote.c): low 48 bits are its id */
+	SFS_K_WS = 0x7fff,  /* workspace node: low 48 bits are the node id */
 };
 
 #define SFS_INO_KIND(ino) ((unsigned)((uint64_t)(ino) >> 48))

@@ -19,35 +19,37 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: sandboxfs [options] MOUNTPOINT\n"
-		"\n"
-		"Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
-		"`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
-		"\n"
-		"options (each also as -o key=value, and as `key = value` in the config file):\n"
-		"  --provider NAME     default provider for new sandboxes (default: local)\n"
-		"  --state DIR         registry, journals, workspaces (default: /var/lib/sandboxfs\n"
-		"                      for root, else $XDG_STATE_HOME/sandboxfs)\n"
-		"  --config FILE       config file (default: /etc/sandboxfs.conf for root, else\n"
-		"                      $XDG_CONFIG_HOME/sandboxfs/config)\n"
-		"  --log-level N       0 errors .. 3 debug (default 1)\n"
-		"  -o log=FILE         where a daemonized sandboxfs logs (default STATE/sandboxfs.log)\n"
-		"  -o attr_timeout=S   workspace attribute cache, seconds (default 86400;\n"
-		"                      changes made behind the mount are pushed within ms)\n"
-		"  -o entry_timeout=S  workspace name cache, seconds (default 86400)\n"
-		"  -o symlinks=raw     show sandbox symlink targets unrewritten (SPEC §5)\n"
-		"  -o writeback        kernel writeback cache for the workspace\n"
-		"  -o max_threads=N    FUSE worker threads (default 16)\n"
-		"  -o local.scrub_env=A,B   env names removed from every local run\n"
-		"  -o local.kill_grace=S    seconds between TERM and KILL (default 2)\n"
-		"  -o allow_other      let other users in (permissions are then enforced)\n"
-		"  -f                  stay in the foreground\n"
-		"  -d                  debug: foreground, FUSE request log\n"
-		"  -h, --help          this text\n"
-		"  -V, --version       the version\n"
-		"\n"
-		"Unmount with `fusermount3 -u MOUNTPOINT`; sandboxes and runs go on.\n");
+	fprintf(
+	    out,
+	    "usage: sandboxfs [options] MOUNTPOINT\n"
+	    "\n"
+	    "Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
+	    "`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
+	    "\n"
+	    "options (each also as -o key=value, and as `key = value` in the config file):\n"
+	    "  --provider NAME     default provider for new sandboxes (default: local)\n"
+	    "  --state DIR         registry, journals, workspaces (default: /var/lib/sandboxfs\n"
+	    "                      for root, else $XDG_STATE_HOME/sandboxfs)\n"
+	    "  --config FILE       config file (default: /etc/sandboxfs.conf for root, else\n"
+	    "                      $XDG_CONFIG_HOME/sandboxfs/config)\n"
+	    "  --log-level N       0 errors .. 3 debug (default 1)\n"
+	    "  -o log=FILE         where a daemonized sandboxfs logs (default "
+	    "STATE/sandboxfs.log)\n"
+	    "  -o attr_timeout=S   workspace attribute cache, seconds (default 86400;\n"
+	    "                      changes made behind the mount are pushed within ms)\n"
+	    "  -o entry_timeout=S  workspace name cache, seconds (default 86400)\n"
+	    "  -o symlinks=raw     show sandbox symlink targets unrewritten (SPEC §5)\n"
+	    "  -o writeback        kernel writeback cache for the workspace\n"
+	    "  -o max_threads=N    FUSE worker threads (default 16)\n"
+	    "  -o local.scrub_env=A,B   env names removed from every local run\n"
+	    "  -o local.kill_grace=S    seconds between TERM and KILL (default 2)\n"
+	    "  -o allow_other      let other users in (permissions are then enforced)\n"
+	    "  -f                  stay in the foreground\n"
+	    "  -d                  debug: foreground, FUSE request log\n"
+	    "  -h, --help          this text\n"
+	    "  -V, --version       the version\n"
+	    "\n"
+	    "Unmount with `fusermount3 -u MOUNTPOINT`; sandboxes and runs go on.\n");
 }
 
 struct cli {
@@ -73,9 +75,10 @@ static int take_o(struct cli *c, char *opts)
 		const char *val = eq ? eq + 1 : "true";
 		bool ours = strchr(key, '.') != NULL || !strcmp(key, "provider") ||
 			    !strcmp(key, "state") || !strcmp(key, "config") ||
-			    !strcmp(key, "log_level") || !strcmp(key, "log") || !strcmp(key, "attr_timeout") ||
-			    !strcmp(key, "entry_timeout") || !strcmp(key, "writeback") ||
-			    !strcmp(key, "max_threads") || !strcmp(key, "symlinks");
+			    !strcmp(key, "log_level") || !strcmp(key, "log") ||
+			    !strcmp(key, "attr_timeout") || !strcmp(key, "entry_timeout") ||
+			    !strcmp(key, "writeback") || !strcmp(key, "max_threads") ||
+			    !strcmp(key, "symlinks");
 		if (ours) {
 			if (sfs_config_set(key, val))
 				return -ENOMEM;
@@ -202,9 +205,9 @@ int main(int argc, char **argv)
 
 	struct sfs_err err = {0};
 	char *config = sfs_config_get("config", NULL)
-			       ? strdup(sfs_config_get("config", NULL))
-			       : default_path("/etc/sandboxfs.conf", "XDG_CONFIG_HOME", ".config",
-					      "sandboxfs/config");
+			   ? strdup(sfs_config_get("config", NULL))
+			   : default_path("/etc/sandboxfs.conf", "XDG_CONFIG_HOME", ".config",
+					  "sandboxfs/config");
 	if (!config || sfs_config_load(config, sfs_config_get("config", NULL) != NULL, &err)) {
 		fprintf(stderr, "sandboxfs: %s\n", config ? err.msg : "out of memory");
 		free(config);
@@ -220,10 +223,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	char *state = sfs_config_get("state", NULL)
-			      ? strdup(sfs_config_get("state", NULL))
-			      : default_path("/var/lib/sandboxfs", "XDG_STATE_HOME",
-					     ".local/state", "sandboxfs");
+	char *state =
+	    sfs_config_get("state", NULL)
+		? strdup(sfs_config_get("state", NULL))
+		: default_path("/var/lib/sandboxfs", "XDG_STATE_HOME", ".local/state", "sandboxfs");
 	char statedir[PATH_MAX];
 	if (!state || sfs_mkdir_p(state, 0700) < 0 || !realpath(state, statedir)) {
 		fprintf(stderr, "sandboxfs: state dir %s: %s\n", state ? state : "?",

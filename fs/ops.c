@@ -19,9 +19,9 @@
 #include <sys/statvfs.h>
 
 struct sfs_fs_options sfs_fs_opts = {
-	.dir_attr_timeout = 1.0,
-	.entry_timeout = 86400.0,
-	.ws = {.attr_timeout = 1.0, .entry_timeout = 1.0, .keep_cache = true},
+    .dir_attr_timeout = 1.0,
+    .entry_timeout = 86400.0,
+    .ws = {.attr_timeout = 1.0, .entry_timeout = 1.0, .keep_cache = true},
 };
 struct fuse_session *sfs_session;
 
@@ -317,9 +317,10 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 					if (strcmp(s.sb->snapshots[i].id, name) == 0) {
 						free(s.sb->snapshots[i].id);
 						free(s.sb->snapshots[i].label);
-						memmove(&s.sb->snapshots[i], &s.sb->snapshots[i + 1],
+						memmove(&s.sb->snapshots[i],
+							&s.sb->snapshots[i + 1],
 							(s.sb->nsnapshots - i - 1) *
-								sizeof(s.sb->snapshots[0]));
+							    sizeof(s.sb->snapshots[0]));
 						s.sb->nsnapshots--;
 						break;
 					}
@@ -369,8 +370,7 @@ static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 	fuse_reply_err(req, -r);
 }
 
-static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		      dev_t rdev)
+static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	if (IS_WS(parent))
 		WS_CALL(mknod, req, parent, name, mode, rdev);
@@ -475,7 +475,7 @@ static void on_interrupt(fuse_req_t req, void *data)
 static int journal_read_or_park(fuse_req_t req, struct sfh *h, size_t size, off_t off)
 {
 	enum journal_wait_kind kind =
-		h->kind == SFS_K_RUN_WAIT ? JOURNAL_WAIT_END : JOURNAL_WAIT_BYTES;
+	    h->kind == SFS_K_RUN_WAIT ? JOURNAL_WAIT_END : JOURNAL_WAIT_BYTES;
 	for (int tries = 0; tries < 2; tries++) {
 		if (kind == JOURNAL_WAIT_BYTES) {
 			char *buf = malloc(size ? size : 1);
@@ -503,8 +503,8 @@ static int journal_read_or_park(fuse_req_t req, struct sfh *h, size_t size, off_
 			else
 				fuse_reply_buf(req, line + off,
 					       (size_t)len - (size_t)off < size
-						       ? (size_t)len - (size_t)off
-						       : size);
+						   ? (size_t)len - (size_t)off
+						   : size);
 			return 0;
 		}
 		int p = journal_park(h->sb, h->run, req, off, size, kind);
@@ -536,8 +536,8 @@ static void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_lock(&h->mu);
-	bool is_ctl = h->kind == SFS_K_MOUNT_CTL || h->kind == SFS_K_SB_CTL ||
-		      h->kind == SFS_K_RUN_CTL;
+	bool is_ctl =
+	    h->kind == SFS_K_MOUNT_CTL || h->kind == SFS_K_SB_CTL || h->kind == SFS_K_RUN_CTL;
 	if (is_ctl && !h->out) {
 		h->out = h->kind == SFS_K_MOUNT_CTL ? ctl_mount_read_text()
 			 : h->kind == SFS_K_SB_CTL  ? ctl_sandbox_read_text(h->sb)
@@ -728,10 +728,9 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 			if (plus && se->ino && stat_ino(se->ino, &st) == 0)
 				fill_entry(&e, se->ino, &st);
 		}
-		size_t ent = plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e,
-							   i + 1)
-				  : fuse_add_direntry(req, buf + used, size - used, name, &e.attr,
-						      i + 1);
+		size_t ent =
+		    plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1)
+			 : fuse_add_direntry(req, buf + used, size - used, name, &e.attr, i + 1);
 		if (ent > size - used)
 			break;
 		used += ent;
@@ -876,41 +875,41 @@ static void sfs_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 const struct fuse_lowlevel_ops sfs_ops = {
-	.init = sfs_init,
-	.lookup = sfs_lookup,
-	.forget = sfs_forget,
-	.forget_multi = sfs_forget_multi,
-	.getattr = sfs_getattr,
-	.setattr = sfs_setattr,
-	.readlink = sfs_readlink,
-	.mknod = sfs_mknod,
-	.mkdir = sfs_mkdir,
-	.unlink = sfs_unlink,
-	.rmdir = sfs_rmdir,
-	.symlink = sfs_symlink,
-	.rename = sfs_rename,
-	.link = sfs_link,
-	.open = sfs_open,
-	.read = sfs_read,
-	.write_buf = sfs_write_buf,
-	.flush = sfs_flush,
-	.release = sfs_release,
-	.fsync = sfs_fsync,
-	.opendir = sfs_opendir,
-	.readdir = sfs_readdir,
-	.readdirplus = sfs_readdirplus,
-	.releasedir = sfs_releasedir,
-	.fsyncdir = sfs_fsyncdir,
-	.statfs = sfs_statfs,
-	.setxattr = sfs_setxattr,
-	.getxattr = sfs_getxattr,
-	.listxattr = sfs_listxattr,
-	.removexattr = sfs_removexattr,
-	.create = sfs_create,
-	.flock = sfs_flock,
-	.fallocate = sfs_fallocate,
-	.copy_file_range = sfs_copy_file_range,
-	.lseek = sfs_lseek,
+    .init = sfs_init,
+    .lookup = sfs_lookup,
+    .forget = sfs_forget,
+    .forget_multi = sfs_forget_multi,
+    .getattr = sfs_getattr,
+    .setattr = sfs_setattr,
+    .readlink = sfs_readlink,
+    .mknod = sfs_mknod,
+    .mkdir = sfs_mkdir,
+    .unlink = sfs_unlink,
+    .rmdir = sfs_rmdir,
+    .symlink = sfs_symlink,
+    .rename = sfs_rename,
+    .link = sfs_link,
+    .open = sfs_open,
+    .read = sfs_read,
+    .write_buf = sfs_write_buf,
+    .flush = sfs_flush,
+    .release = sfs_release,
+    .fsync = sfs_fsync,
+    .opendir = sfs_opendir,
+    .readdir = sfs_readdir,
+    .readdirplus = sfs_readdirplus,
+    .releasedir = sfs_releasedir,
+    .fsyncdir = sfs_fsyncdir,
+    .statfs = sfs_statfs,
+    .setxattr = sfs_setxattr,
+    .getxattr = sfs_getxattr,
+    .listxattr = sfs_listxattr,
+    .removexattr = sfs_removexattr,
+    .create = sfs_create,
+    .flock = sfs_flock,
+    .fallocate = sfs_fallocate,
+    .copy_file_range = sfs_copy_file_range,
+    .lseek = sfs_lseek,
 };
 
 /* ---- hooks from the layers below -------------------------------------- */

@@ -23,28 +23,25 @@ struct row {
 };
 
 static const struct row sandbox_rows[] = {
-	{"ctl", SFS_K_SB_CTL, S_IFREG | 0600},
-	{"caps", SFS_K_SB_CAPS, S_IFREG | 0444},
-	{"status", SFS_K_SB_STATUS, S_IFREG | 0444},
-	{"journal", SFS_K_SB_JOURNAL, S_IFLNK | 0777},
-	{"workspace", SFS_K_WS, S_IFDIR | 0755},
-	{"runs", SFS_K_SB_RUNS, S_IFDIR | 0555},
-	{"snapshots", SFS_K_SB_SNAPSHOTS, S_IFDIR | 0755},
-	{"ports", SFS_K_SB_PORTS, S_IFDIR | 0555},
+    {"ctl", SFS_K_SB_CTL, S_IFREG | 0600},
+    {"caps", SFS_K_SB_CAPS, S_IFREG | 0444},
+    {"status", SFS_K_SB_STATUS, S_IFREG | 0444},
+    {"journal", SFS_K_SB_JOURNAL, S_IFLNK | 0777},
+    {"workspace", SFS_K_WS, S_IFDIR | 0755},
+    {"runs", SFS_K_SB_RUNS, S_IFDIR | 0555},
+    {"snapshots", SFS_K_SB_SNAPSHOTS, S_IFDIR | 0755},
+    {"ports", SFS_K_SB_PORTS, S_IFDIR | 0555},
 };
 
 static const struct row run_rows[] = {
-	{"cmd", SFS_K_RUN_CMD, S_IFREG | 0444},
-	{"journal", SFS_K_RUN_JOURNAL, S_IFREG | 0444},
-	{"status", SFS_K_RUN_STATUS, S_IFREG | 0444},
-	{"wait", SFS_K_RUN_WAIT, S_IFREG | 0444},
-	{"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},
-	{"ctl", SFS_K_RUN_CTL, S_IFREG | 0200},
+    {"cmd", SFS_K_RUN_CMD, S_IFREG | 0444},	  {"journal", SFS_K_RUN_JOURNAL, S_IFREG | 0444},
+    {"status", SFS_K_RUN_STATUS, S_IFREG | 0444}, {"wait", SFS_K_RUN_WAIT, S_IFREG | 0444},
+    {"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},	  {"ctl", SFS_K_RUN_CTL, S_IFREG | 0200},
 };
 
 static const struct row provider_rows[] = {
-	{"caps", SFS_K_PROVIDER_CAPS, S_IFREG | 0444},
-	{"status", SFS_K_PROVIDER_STATUS, S_IFREG | 0444},
+    {"caps", SFS_K_PROVIDER_CAPS, S_IFREG | 0444},
+    {"status", SFS_K_PROVIDER_STATUS, S_IFREG | 0444},
 };
 
 static mode_t kind_mode(unsigned kind)
@@ -114,8 +111,8 @@ int synth_resolve(fuse_ino_t ino, struct synth *s)
 	s->provider = s->sb->provider;
 	if (under_run(s->kind)) {
 		s->run = tree_run(s->sb, (int)s->aux);
-		if (!s->run || (s->kind == SFS_K_RUN_STDIN &&
-				!s->provider->caps[SFS_CAP_WRITABLE_STDIN])) {
+		if (!s->run ||
+		    (s->kind == SFS_K_RUN_STDIN && !s->provider->caps[SFS_CAP_WRITABLE_STDIN])) {
 			synth_release(s);
 			return -ENOENT;
 		}
@@ -209,8 +206,7 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 			if (r->kind == SFS_K_SB_JOURNAL && nruns == 0)
 				continue;
 			add(&l, r->name,
-			    r->kind == SFS_K_WS ? 0 : SFS_INO_MAKE(r->kind, d->serial, 0),
-			    r->mode);
+			    r->kind == SFS_K_WS ? 0 : SFS_INO_MAKE(r->kind, d->serial, 0), r->mode);
 		}
 		break;
 	}
@@ -343,8 +339,8 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 		caps_text(&t, s->provider);
 		break;
 	case SFS_K_PROVIDER_STATUS: {
-		bool ok = !s->provider->ops->configured ||
-			  s->provider->ops->configured(buf, sizeof(buf));
+		bool ok =
+		    !s->provider->ops->configured || s->provider->ops->configured(buf, sizeof(buf));
 		tf(&t, "configured %s\n", ok ? "true" : "false");
 		tf_kv(&t, "reason", ok && !s->provider->ops->configured ? "ready" : buf);
 		tf(&t, "journal %s\n", sfs_provider_journal_mode(s->provider));
@@ -405,8 +401,8 @@ int synth_stat(const struct synth *s, struct stat *st)
 		break;
 	case SFS_K_SB_JOURNAL: {
 		char target[64];
-		st->st_size = snprintf(target, sizeof(target), "runs/%d/journal",
-				       tree_nruns(s->sb));
+		st->st_size =
+		    snprintf(target, sizeof(target), "runs/%d/journal", tree_nruns(s->sb));
 		break;
 	}
 	case SFS_K_PROVIDER_CAPS:

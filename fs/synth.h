@@ -17,7 +17,7 @@ struct synth {
 	unsigned kind;
 	uint32_t serial, aux;
 	struct sfs_sandbox *sb; /* for kinds under a sandbox */
-	struct sfs_run *run;    /* for kinds under a run */
+	struct sfs_run *run;	/* for kinds under a run */
 	const struct sfs_provider *provider;
 };
 

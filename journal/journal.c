@@ -20,21 +20,21 @@ struct journal {
 	struct journal *next;
 	struct sfs_sandbox *sb;
 	struct sfs_run *run;
-	char path[4200];     /* the file reads are served from */
-	off_t size;          /* last observed size */
-	bool ended;          /* run over and its final size observed */
+	char path[4200]; /* the file reads are served from */
+	off_t size;	 /* last observed size */
+	bool ended;	 /* run over and its final size observed */
 	bool end_reported;
 	struct journal_waiter *waiters;
 	int nwaiters;
-	int watch;           /* inotify watch descriptor of the follower, or -1 */
+	int watch; /* inotify watch descriptor of the follower, or -1 */
 
 	/* Journals not on this host are mirrored into run->dir. */
-	bool local;          /* path is the provider's own file */
-	bool follow;         /* strategy: follow (else poll) */
-	int mirror_fd;       /* O_APPEND writer of the mirror, or -1 */
-	int follow_fd;       /* the provider follower's output, or -1 */
-	void *follower;      /* the provider's follower handle */
-	bool final_pending;  /* run over: fetch what is left, then end */
+	bool local;	    /* path is the provider's own file */
+	bool follow;	    /* strategy: follow (else poll) */
+	int mirror_fd;	    /* O_APPEND writer of the mirror, or -1 */
+	int follow_fd;	    /* the provider follower's output, or -1 */
+	void *follower;	    /* the provider's follower handle */
+	bool final_pending; /* run over: fetch what is left, then end */
 	int64_t next_poll_ms;
 };
 
@@ -192,8 +192,8 @@ struct job {
 	struct sfs_sandbox *sb;
 	struct sfs_run *run;
 	enum { JOB_REFRESH, JOB_READ, JOB_FOLLOW, JOB_UNFOLLOW } kind;
-	off_t off;           /* JOB_READ, JOB_FOLLOW: from here */
-	void *follower;      /* JOB_UNFOLLOW */
+	off_t off;	/* JOB_READ, JOB_FOLLOW: from here */
+	void *follower; /* JOB_UNFOLLOW */
 	/* results */
 	struct sfs_run state; /* JOB_REFRESH: a copy the provider updates */
 	char *buf;
@@ -237,9 +237,9 @@ static void run_job(struct job *job)
 	case JOB_READ:
 		job->buf = malloc(POLL_READ_MAX);
 		job->n = job->buf && ops->journal_read
-				 ? ops->journal_read(job->sb, job->run, job->off, job->buf,
-						     POLL_READ_MAX, NULL)
-				 : -EIO;
+			     ? ops->journal_read(job->sb, job->run, job->off, job->buf,
+						 POLL_READ_MAX, NULL)
+			     : -EIO;
 		break;
 	case JOB_FOLLOW:
 		if (!ops->journal_follow ||
@@ -338,7 +338,7 @@ static void plan_locked(struct journal *j, bool idle_pass, int64_t now, struct j
 		if (job)
 			job->off = j->size;
 		j->next_poll_ms =
-			now + (int64_t)(sfs_config_get_double("journal.poll_interval", 0.25) * 1000);
+		    now + (int64_t)(sfs_config_get_double("journal.poll_interval", 0.25) * 1000);
 	}
 }
 
@@ -359,7 +359,8 @@ static void apply_locked(struct job *job)
 			j->next_poll_ms = 0; /* more may be waiting */
 		} else if (job->n == 0 && j->final_pending) {
 			j->ended = true;
-		} else if (job->n < 0 && j->final_pending && !job->sb->provider->ops->journal_read) {
+		} else if (job->n < 0 && j->final_pending &&
+			   !job->sb->provider->ops->journal_read) {
 			j->ended = true; /* nothing to fetch the rest with */
 		}
 		break;

@@ -44,7 +44,10 @@ void sfs_log(int level, const char *fmt, ...)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
-	fprintf(stderr, "sandboxfs %02d:%02d:%02d.%03ld %s: %s\n", tm.tm_hour, tm.tm_min,
-		tm.tm_sec, ts.tv_nsec / 1000000, names[level < 0 ? 0 : level > 3 ? 3 : level],
+	fprintf(stderr, "sandboxfs %02d:%02d:%02d.%03ld %s: %s\n", tm.tm_hour, tm.tm_min, tm.tm_sec,
+		ts.tv_nsec / 1000000,
+		names[level < 0	  ? 0
+		      : level > 3 ? 3
+				  : level],
 		line);
 }

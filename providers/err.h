@@ -14,7 +14,7 @@ struct sfs_err {
 /* Records code and a printf-style message; returns code so callers can
  * `return sfs_errf(err, -EINVAL, "...")`. err may be NULL. */
 int sfs_errf(struct sfs_err *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 void sfs_err_clear(struct sfs_err *err);
 

@@ -7,9 +7,17 @@
 #include <string.h>
 
 const char *const sfs_cap_names[SFS_CAP_COUNT] = {
-	"fs",		     "exec",	      "env",	       "ports",
-	"backgroundProcesses", "writableStdin", "killableProcesses", "snapshots",
-	"networkPolicy",     "durableFilesystem", "fork",
+    "fs",
+    "exec",
+    "env",
+    "ports",
+    "backgroundProcesses",
+    "writableStdin",
+    "killableProcesses",
+    "snapshots",
+    "networkPolicy",
+    "durableFilesystem",
+    "fork",
 };
 
 static const char *const sb_state_names[] = {"creating", "running", "stopped", "destroyed",
@@ -17,9 +25,8 @@ static const char *const sb_state_names[] = {"creating", "running", "stopped", "
 
 const char *sfs_sb_state_name(enum sfs_sb_state s)
 {
-	return (unsigned)s < sizeof(sb_state_names) / sizeof(sb_state_names[0])
-		       ? sb_state_names[s]
-		       : "error";
+	return (unsigned)s < sizeof(sb_state_names) / sizeof(sb_state_names[0]) ? sb_state_names[s]
+										: "error";
 }
 
 int sfs_sb_state_parse(const char *s)

@@ -40,7 +40,13 @@ enum sfs_cap {
 
 extern const char *const sfs_cap_names[SFS_CAP_COUNT];
 
-enum sfs_sb_state { SFS_SB_CREATING, SFS_SB_RUNNING, SFS_SB_STOPPED, SFS_SB_DESTROYED, SFS_SB_ERROR };
+enum sfs_sb_state {
+	SFS_SB_CREATING,
+	SFS_SB_RUNNING,
+	SFS_SB_STOPPED,
+	SFS_SB_DESTROYED,
+	SFS_SB_ERROR
+};
 const char *sfs_sb_state_name(enum sfs_sb_state s);
 int sfs_sb_state_parse(const char *s);
 
@@ -49,12 +55,12 @@ enum sfs_run_state { SFS_RUN_RUNNING, SFS_RUN_EXITED, SFS_RUN_KILLED, SFS_RUN_LO
 struct journal; /* journal/journal.h: readers, waiters, follow/poll state */
 
 struct sfs_run {
-	int n;                    /* 1, 2, 3 ... in start order */
-	char *cmd;                /* the command line as written after `exec` */
-	char *dir;                /* daemon-owned directory for this run's files */
+	int n;			  /* 1, 2, 3 ... in start order */
+	char *cmd;		  /* the command line as written after `exec` */
+	char *dir;		  /* daemon-owned directory for this run's files */
 	enum sfs_run_state state; /* written by provider run_refresh */
-	int code;                 /* exit code, or signal number when killed */
-	int64_t started;          /* unix seconds */
+	int code;		  /* exit code, or signal number when killed */
+	int64_t started;	  /* unix seconds */
 	struct journal *journal;  /* owned by journal/ */
 };
 
@@ -65,10 +71,10 @@ struct sfs_provider;
 
 /* A remote file's attributes (remote workspace access). */
 struct sfs_rstat {
-	mode_t mode;    /* type and permission bits */
+	mode_t mode; /* type and permission bits */
 	off_t size;
-	int64_t mtime;  /* unix seconds */
-	char *link;     /* symlink target (malloc'd), or NULL */
+	int64_t mtime; /* unix seconds */
+	char *link;    /* symlink target (malloc'd), or NULL */
 };
 
 struct sfs_rdirent {
@@ -91,31 +97,31 @@ struct sfs_port {
 
 struct sfs_sandbox {
 	/* Persisted in the registry. */
-	char name[64];          /* the local name; `mv` changes only this */
-	char key[40];           /* stable local key: names the state directory */
+	char name[64]; /* the local name; `mv` changes only this */
+	char key[40];  /* stable local key: names the state directory */
 	const struct sfs_provider *provider;
-	char *id;               /* the provider's own id */
+	char *id; /* the provider's own id */
 	enum sfs_sb_state state;
-	char created[40];       /* RFC 3339 */
+	char created[40]; /* RFC 3339 */
 	char *image;
-	char *workspace;        /* workspace root inside the sandbox */
-	struct sfs_kvlist env;  /* environment for later runs */
-	json_t *pdata;          /* provider-private state, persisted as is */
+	char *workspace;       /* workspace root inside the sandbox */
+	struct sfs_kvlist env; /* environment for later runs */
+	json_t *pdata;	       /* provider-private state, persisted as is */
 	struct sfs_snapshot *snapshots;
 	size_t nsnapshots;
 	struct sfs_port *ports;
 	size_t nports;
 
 	/* Runtime only. */
-	char *statedir;         /* STATE/sandboxes/KEY */
-	char *error;            /* last failure (redacted), or NULL */
-	char *progress;         /* long work in progress, or NULL */
-	uint32_t serial;        /* never reused while the daemon runs: part of inode numbers */
-	int refs;               /* guarded by the tree lock */
+	char *statedir;		  /* STATE/sandboxes/KEY */
+	char *error;		  /* last failure (redacted), or NULL */
+	char *progress;		  /* long work in progress, or NULL */
+	uint32_t serial;	  /* never reused while the daemon runs: part of inode numbers */
+	int refs;		  /* guarded by the tree lock */
 	pthread_mutex_t op_mutex; /* serialises provider ops on this sandbox */
-	struct sfs_run **runs;  /* runs[i]->n == i + 1; guarded by the tree lock */
+	struct sfs_run **runs;	  /* runs[i]->n == i + 1; guarded by the tree lock */
 	size_t nruns;
-	char *last_result;      /* result of the last ctl command */
+	char *last_result; /* result of the last ctl command */
 };
 
 struct sfs_provider_ops {
@@ -164,8 +170,9 @@ struct sfs_provider_ops {
 	int (*fs_list)(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents,
 		       size_t *n, struct sfs_err *err); /* with attributes: one call */
 	int (*fs_read)(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
-	int (*fs_write)(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
-			struct sfs_err *err); /* whole file from fd (offset 0), created or replaced */
+	int (*fs_write)(
+	    struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
+	    struct sfs_err *err); /* whole file from fd (offset 0), created or replaced */
 	int (*fs_mkdir)(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 	int (*fs_remove)(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
 	int (*fs_rename)(struct sfs_sandbox *sb, const char *from, const char *to,

@@ -6,9 +6,9 @@ extern const struct sfs_provider sfs_provider_docker;
 extern const struct sfs_provider sfs_provider_daytona;
 
 const struct sfs_provider *const sfs_providers[] = {
-	&sfs_provider_local,
-	&sfs_provider_docker,
-	&sfs_provider_daytona,
+    &sfs_provider_local,
+    &sfs_provider_docker,
+    &sfs_provider_daytona,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

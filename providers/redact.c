@@ -11,8 +11,8 @@ static pthread_mutex_t secrets_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **secrets;
 static size_t nsecrets;
 
-static const char *const secret_words[] = {"token", "secret", "key", "password", "credential",
-					   "authorization"};
+static const char *const secret_words[] = {"token",    "secret",     "key",
+					   "password", "credential", "authorization"};
 
 int sfs_redact_key_is_secret(const char *key)
 {
@@ -55,8 +55,8 @@ static int ends_value(int c, int quoted)
 {
 	if (quoted)
 		return c == quoted || c == '\0';
-	return c == '\0' || isspace(c) || c == ',' || c == '&' || c == ';' || c == '}' || c == '"' ||
-	       c == '\'';
+	return c == '\0' || isspace(c) || c == ',' || c == '&' || c == ';' || c == '}' ||
+	       c == '"' || c == '\'';
 }
 
 /* Appends src[0..n) to out (capacity cap), keeping it NUL-terminated. */

@@ -31,14 +31,13 @@ static const char *local_dir(struct sfs_sandbox *sb)
 	return d ? json_string_value(d) : NULL;
 }
 
-static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts,
-			struct sfs_err *err)
+static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
 {
 	const char *want = sfs_kv_get(opts, "dir");
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key;
-		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strncmp(k, "env.", 4) != 0 &&
-		    strcmp(k, "provider") != 0)
+		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 &&
+		    strncmp(k, "env.", 4) != 0 && strcmp(k, "provider") != 0)
 			return sfs_errf(err, -EINVAL, "local: unknown option \"%s\" (known: dir=)",
 					k);
 	}
@@ -258,8 +257,8 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	}
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
-	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG, run->dir, (char *)dir, fdarg,
-			run->cmd, NULL};
+	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG, run->dir, (char *)dir,
+			fdarg,	     run->cmd,		 NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
@@ -348,8 +347,8 @@ static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const 
 	snprintf(path, sizeof(path), "%s/stdin", run->dir);
 	int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return sfs_errf(err, errno == ENXIO ? -EPIPE : -errno, "run %d: stdin: %s",
-				run->n, errno == ENXIO ? "closed" : strerror(errno));
+		return sfs_errf(err, errno == ENXIO ? -EPIPE : -errno, "run %d: stdin: %s", run->n,
+				errno == ENXIO ? "closed" : strerror(errno));
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	const char *p = buf;
 	while (len) {
@@ -473,38 +472,38 @@ static bool local_configured(char *why, size_t len)
 }
 
 static const struct sfs_provider_ops local_ops = {
-	.create = local_create,
-	.resume = local_resume,
-	.destroy = local_destroy,
-	.run_start = local_run_start,
-	.run_refresh = local_run_refresh,
-	.journal_local_path = local_journal_path,
-	.workspace_root_fd = local_workspace_root_fd,
-	.run_kill = local_run_kill,
-	.run_stdin_write = local_stdin_write,
-	.run_stdin_close = local_stdin_close,
-	.fork = local_fork,
-	.expose = local_expose,
-	.tick = local_tick,
-	.configured = local_configured,
+    .create = local_create,
+    .resume = local_resume,
+    .destroy = local_destroy,
+    .run_start = local_run_start,
+    .run_refresh = local_run_refresh,
+    .journal_local_path = local_journal_path,
+    .workspace_root_fd = local_workspace_root_fd,
+    .run_kill = local_run_kill,
+    .run_stdin_write = local_stdin_write,
+    .run_stdin_close = local_stdin_close,
+    .fork = local_fork,
+    .expose = local_expose,
+    .tick = local_tick,
+    .configured = local_configured,
 };
 
 const struct sfs_provider sfs_provider_local = {
-	.name = "local",
-	.host_fs = true,
-	.caps =
-		{
-			[SFS_CAP_FS] = true,
-			[SFS_CAP_EXEC] = true,
-			[SFS_CAP_ENV] = true,
-			[SFS_CAP_PORTS] = true,
-			[SFS_CAP_BACKGROUND] = true,
-			[SFS_CAP_WRITABLE_STDIN] = true,
-			[SFS_CAP_KILLABLE] = true,
-			[SFS_CAP_SNAPSHOTS] = false,
-			[SFS_CAP_NETWORK_POLICY] = false,
-			[SFS_CAP_DURABLE_FS] = true,
-			[SFS_CAP_FORK] = true,
-		},
-	.ops = &local_ops,
+    .name = "local",
+    .host_fs = true,
+    .caps =
+	{
+	    [SFS_CAP_FS] = true,
+	    [SFS_CAP_EXEC] = true,
+	    [SFS_CAP_ENV] = true,
+	    [SFS_CAP_PORTS] = true,
+	    [SFS_CAP_BACKGROUND] = true,
+	    [SFS_CAP_WRITABLE_STDIN] = true,
+	    [SFS_CAP_KILLABLE] = true,
+	    [SFS_CAP_SNAPSHOTS] = false,
+	    [SFS_CAP_NETWORK_POLICY] = false,
+	    [SFS_CAP_DURABLE_FS] = true,
+	    [SFS_CAP_FORK] = true,
+	},
+    .ops = &local_ops,
 };

@@ -67,7 +67,8 @@ static void report(int ready_fd, const char *what)
 int sfs_local_wrapper_main(int argc, char **argv)
 {
 	if (argc != 6) {
-		fprintf(stderr, "usage: sandboxfs %s RUNDIR CWD READY_FD CMD\n", SFS_LOCAL_WRAP_ARG);
+		fprintf(stderr, "usage: sandboxfs %s RUNDIR CWD READY_FD CMD\n",
+			SFS_LOCAL_WRAP_ARG);
 		return 2;
 	}
 	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[5];
