@@ -4,9 +4,9 @@
 
 #include "../journal/journal.h"
 #include "../providers/redact.h"
+#include "../providers/strbuf.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,35 +69,6 @@ static const struct ctl_verb run_verbs[] = {
 
 /* ---- output ----------------------------------------------------------- */
 
-struct out {
-	char *buf;
-	size_t len, cap;
-};
-
-static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void outf(struct out *o, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char tmp[2048];
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(tmp))
-		n = sizeof(tmp) - 1;
-	if (o->len + (size_t)n + 1 > o->cap) {
-		size_t cap = (o->cap ? o->cap * 2 : 256) + (size_t)n;
-		char *grown = realloc(o->buf, cap);
-		if (!grown)
-			return;
-		o->buf = grown;
-		o->cap = cap;
-	}
-	memcpy(o->buf + o->len, tmp, (size_t)n + 1);
-	o->len += (size_t)n;
-}
-
 /* ---- the parse-all-then-run driver ------------------------------------ */
 
 struct parsed {
@@ -129,7 +100,7 @@ static int parse_one(const char *line, void *arg)
 	return 0;
 }
 
-typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct out *o, struct sfs_err *err);
+typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct sfs_buf *o, struct sfs_err *err);
 
 /* Argument checks with no side effects, run on every line before any line
  * runs, so a bad line anywhere in a write changes nothing. */
@@ -182,7 +153,7 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 		 char **result, const char *who)
 {
 	struct parsed p = {.table = table};
-	struct out o = {0};
+	struct sfs_buf o = {0};
 	int r = ctl_for_each_line(buf, len, parse_one, &p);
 	for (size_t i = 0; !r && i < p.n; i++) {
 		r = check_cmd(&p.cmds[i], &p.err);
@@ -215,8 +186,8 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 	free(p.cmds);
 	if (r) {
 		free(o.buf);
-		o = (struct out){0};
-		outf(&o, "error: %s\n", p.err.msg);
+		o = (struct sfs_buf){0};
+		sfs_buf_printf(&o, "error: %s\n", p.err.msg);
 		sfs_log(SFS_LOG_WARN, "%s ctl: %s", who, p.err.msg);
 	}
 	*result = o.buf;
@@ -225,14 +196,14 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 
 /* ---- mount ctl -------------------------------------------------------- */
 
-static int run_mount(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_err *err)
 {
 	int r;
 	switch (c->verb->id) {
 	case V_NEW:
 		r = tree_create(c->args[0], &c->opts, err);
 		if (!r)
-			outf(o, "%s\n", c->args[0]);
+			sfs_buf_printf(o, "%s\n", c->args[0]);
 		return r;
 	case V_RESUME: {
 		const char *p = sfs_kv_get(&c->opts, "provider"), *id = sfs_kv_get(&c->opts, "id");
@@ -240,7 +211,7 @@ static int run_mount(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err
 			return sfs_errf(err, -EINVAL, "resume: provider= and id= are required");
 		r = tree_resume(c->args[0], p, id, err);
 		if (!r)
-			outf(o, "%s\n", c->args[0]);
+			sfs_buf_printf(o, "%s\n", c->args[0]);
 		return r;
 	}
 	case V_FORGET:
@@ -254,15 +225,15 @@ int ctl_mount_write(const char *buf, size_t len, char **result)
 	return drive(mount_verbs, buf, len, run_mount, NULL, result, "mount");
 }
 
-static void usage_lines(struct out *o, const struct ctl_verb *t)
+static void usage_lines(struct sfs_buf *o, const struct ctl_verb *t)
 {
 	for (; t->name; t++)
-		outf(o, "usage %s\n", t->usage);
+		sfs_buf_printf(o, "usage %s\n", t->usage);
 }
 
 char *ctl_mount_read_text(void)
 {
-	struct out o = {0};
+	struct sfs_buf o = {0};
 	char names[1][64];
 	uint32_t serial;
 	(void)names;
@@ -270,8 +241,8 @@ char *ctl_mount_read_text(void)
 	pthread_mutex_lock(&tree.mu);
 	size_t n = tree.nsbs;
 	pthread_mutex_unlock(&tree.mu);
-	outf(&o, "sandboxes %zu\n", n);
-	outf(&o, "default_provider %s\n", tree.default_provider->name);
+	sfs_buf_printf(&o, "sandboxes %zu\n", n);
+	sfs_buf_printf(&o, "default_provider %s\n", tree.default_provider->name);
 	usage_lines(&o, mount_verbs);
 	if (!o.buf)
 		return strdup("");
@@ -338,7 +309,8 @@ static int do_kill(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err *er
 	return kill_run(sb, run, sig, sig_arg == NULL, err);
 }
 
-static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o, struct sfs_err *err)
+static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *o,
+		     struct sfs_err *err)
 {
 	struct sfs_run *run;
 	int r = pick_run(sb, c->nargs ? c->args[0] : NULL, &run, err);
@@ -415,7 +387,7 @@ static int optional_op(struct sfs_sandbox *sb, enum sfs_cap cap, const void *op,
 	return 0;
 }
 
-static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o,
+static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *o,
 		       struct sfs_err *err)
 {
 	const struct sfs_provider_ops *ops = sb->provider->ops;
@@ -444,7 +416,7 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct out *o,
 	sb->snapshots = grown;
 	sb->snapshots[sb->nsnapshots++] = (struct sfs_snapshot){id, lab, time(NULL)};
 	pthread_mutex_unlock(&tree.mu);
-	outf(o, "%s\n", id);
+	sfs_buf_printf(o, "%s\n", id);
 	return tree_save(err);
 }
 
@@ -473,7 +445,7 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err 
 	return tree_save(err);
 }
 
-static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_err *err)
 {
 	struct sfs_sandbox *sb = ctx;
 	const struct sfs_provider_ops *ops = sb->provider->ops;
@@ -482,7 +454,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_e
 	case V_EXEC:
 		r = tree_exec(sb, c->rest, &n, err);
 		if (!r)
-			outf(o, "%d\n", n);
+			sfs_buf_printf(o, "%d\n", n);
 		return r;
 	case V_KILL:
 		return do_kill(sb, c, err);
@@ -495,7 +467,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_e
 	case V_FORK:
 		r = tree_fork(sb, c->args[0], sfs_kv_get(&c->opts, "from"), err);
 		if (!r)
-			outf(o, "%s\n", c->args[0]);
+			sfs_buf_printf(o, "%s\n", c->args[0]);
 		return r;
 	case V_EXPOSE: {
 		long port;
@@ -534,7 +506,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_e
 		if (!r)
 			r = tree_save(err);
 		if (!r)
-			outf(o, "%ld\n", port);
+			sfs_buf_printf(o, "%ld\n", port);
 		return r;
 	}
 	case V_STOP:
@@ -575,14 +547,14 @@ int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char 
 
 char *ctl_sandbox_read_text(struct sfs_sandbox *sb)
 {
-	struct out o = {0};
+	struct sfs_buf o = {0};
 	pthread_mutex_lock(&tree.mu);
-	outf(&o, "state %s\n", sfs_sb_state_name(sb->state));
-	outf(&o, "runs %zu\n", sb->nruns);
+	sfs_buf_printf(&o, "state %s\n", sfs_sb_state_name(sb->state));
+	sfs_buf_printf(&o, "runs %zu\n", sb->nruns);
 	if (sb->last_result) {
 		const char *lr = sb->last_result;
 		size_t l = strlen(lr);
-		outf(&o, "last %.*s\n", (int)(l && lr[l - 1] == '\n' ? l - 1 : l), lr);
+		sfs_buf_printf(&o, "last %.*s\n", (int)(l && lr[l - 1] == '\n' ? l - 1 : l), lr);
 	}
 	pthread_mutex_unlock(&tree.mu);
 	usage_lines(&o, sandbox_verbs);
@@ -596,7 +568,7 @@ struct run_ctx {
 	struct sfs_run *run;
 };
 
-static int run_run(struct ctl_cmd *c, void *ctx, struct out *o, struct sfs_err *err)
+static int run_run(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_err *err)
 {
 	struct run_ctx *rc = ctx;
 	int sig = SIGTERM;
@@ -628,10 +600,10 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 
 char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)
 {
-	struct out o = {0};
+	struct sfs_buf o = {0};
 	char st[64];
 	journal_status_text(run, st, sizeof(st));
-	outf(&o, "status %s\n", st);
+	sfs_buf_printf(&o, "status %s\n", st);
 	usage_lines(&o, run_verbs);
 	return o.buf ? o.buf : strdup("");
 }

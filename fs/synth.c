@@ -4,6 +4,7 @@
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
 #include "../providers/redact.h"
+#include "../providers/strbuf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -260,53 +261,24 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 
 /* ---- text ------------------------------------------------------------- */
 
-struct text {
-	char *buf;
-	size_t len, cap;
-};
-
-static void tf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tf(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char tmp[4096];
-	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(tmp))
-		n = sizeof(tmp) - 1;
-	if (t->len + (size_t)n + 1 > t->cap) {
-		size_t cap = (t->cap ? t->cap * 2 : 512) + (size_t)n;
-		char *grown = realloc(t->buf, cap);
-		if (!grown)
-			return;
-		t->buf = grown;
-		t->cap = cap;
-	}
-	memcpy(t->buf + t->len, tmp, (size_t)n + 1);
-	t->len += (size_t)n;
-}
-
 /* Flat-keyed values are one line: newlines in messages become spaces. */
-static void tf_kv(struct text *t, const char *key, const char *val)
+static void tf_kv(struct sfs_buf *t, const char *key, const char *val)
 {
 	char line[2048];
 	snprintf(line, sizeof(line), "%s", val ? val : "");
 	for (char *p = line; *p; p++)
 		if (*p == '\n')
 			*p = ' ';
-	tf(t, "%s %s\n", key, line);
+	sfs_buf_printf(t, "%s %s\n", key, line);
 }
 
-static void caps_text(struct text *t, const struct sfs_provider *p)
+static void caps_text(struct sfs_buf *t, const struct sfs_provider *p)
 {
 	for (int i = 0; i < SFS_CAP_COUNT; i++)
-		tf(t, "%s %s\n", sfs_cap_names[i], p->caps[i] ? "true" : "false");
+		sfs_buf_printf(t, "%s %s\n", sfs_cap_names[i], p->caps[i] ? "true" : "false");
 }
 
-static void sandbox_status(struct text *t, struct sfs_sandbox *sb)
+static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&tree.mu);
 	tf_kv(t, "name", sb->name);
@@ -317,21 +289,21 @@ static void sandbox_status(struct text *t, struct sfs_sandbox *sb)
 	tf_kv(t, "image", sb->image ? sb->image : "-");
 	tf_kv(t, "journal", sfs_provider_journal_mode(sb->provider));
 	tf_kv(t, "workspace", sb->workspace ? sb->workspace : "-");
-	tf(t, "runs %zu\n", sb->nruns);
+	sfs_buf_printf(t, "runs %zu\n", sb->nruns);
 	if (sb->progress)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
 		tf_kv(t, "error", sb->error);
 	bool remote = sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd;
 	pthread_mutex_unlock(&tree.mu);
-	tf(t, "followers %d\n", journal_followers());
+	sfs_buf_printf(t, "followers %d\n", journal_followers());
 	if (remote) /* provider round trips made for workspace/ (tests count them) */
-		tf(t, "remote_calls %lu\n", rws_calls(sb->serial));
+		sfs_buf_printf(t, "remote_calls %lu\n", rws_calls(sb->serial));
 }
 
 int synth_text(const struct synth *s, char **out, size_t *len)
 {
-	struct text t = {0};
+	struct sfs_buf t = {0};
 	char buf[256];
 	switch (s->kind) {
 	case SFS_K_PROVIDER_CAPS:
@@ -341,26 +313,26 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 	case SFS_K_PROVIDER_STATUS: {
 		bool ok =
 		    !s->provider->ops->configured || s->provider->ops->configured(buf, sizeof(buf));
-		tf(&t, "configured %s\n", ok ? "true" : "false");
+		sfs_buf_printf(&t, "configured %s\n", ok ? "true" : "false");
 		tf_kv(&t, "reason", ok && !s->provider->ops->configured ? "ready" : buf);
-		tf(&t, "journal %s\n", sfs_provider_journal_mode(s->provider));
+		sfs_buf_printf(&t, "journal %s\n", sfs_provider_journal_mode(s->provider));
 		break;
 	}
 	case SFS_K_SB_STATUS:
 		sandbox_status(&t, s->sb);
 		break;
 	case SFS_K_RUN_CMD:
-		tf(&t, "%s\n", s->run->cmd);
+		sfs_buf_printf(&t, "%s\n", s->run->cmd);
 		break;
 	case SFS_K_RUN_STATUS:
 		journal_status_text(s->run, buf, sizeof(buf));
-		tf(&t, "%s\n", buf);
+		sfs_buf_printf(&t, "%s\n", buf);
 		break;
 	case SFS_K_PORT:
 		pthread_mutex_lock(&tree.mu);
 		for (size_t i = 0; i < s->sb->nports; i++)
 			if ((uint32_t)s->sb->ports[i].port == s->aux)
-				tf(&t, "%s\n", s->sb->ports[i].url);
+				sfs_buf_printf(&t, "%s\n", s->sb->ports[i].url);
 		pthread_mutex_unlock(&tree.mu);
 		break;
 	default:
