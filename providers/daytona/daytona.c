@@ -417,7 +417,11 @@ const struct sfs_provider sfs_provider_daytona = {
     .name = "daytona",
     /* killableProcesses: there is no per-command kill (provider-apis.md
      * §1.3), so journals are polled and `cancel` destroys the sandbox.
-     * writableStdin: not implemented (session input is not wired). */
+     * writableStdin: not implemented (session input is not wired).
+     * networkPolicy: network=block and network_allow= are passed to create,
+     * but nothing here has observed them enforced (the emulator only records
+     * them), so the flag stays false until a test against the real service
+     * proves it. */
     .caps =
 	{
 	    [SFS_CAP_FS] = true,
@@ -428,7 +432,7 @@ const struct sfs_provider sfs_provider_daytona = {
 	    [SFS_CAP_WRITABLE_STDIN] = false,
 	    [SFS_CAP_KILLABLE] = false,
 	    [SFS_CAP_SNAPSHOTS] = true,
-	    [SFS_CAP_NETWORK_POLICY] = true,
+	    [SFS_CAP_NETWORK_POLICY] = false,
 	    [SFS_CAP_DURABLE_FS] = true,
 	    [SFS_CAP_FORK] = true,
 	},

@@ -29,7 +29,7 @@ backgroundProcesses true
 writableStdin false
 killableProcesses false
 snapshots true
-networkPolicy true
+networkPolicy false
 durableFilesystem true
 fork true'
 	[ "$(cat "$MNT/providers/daytona/caps")" = "$expected" ]
