@@ -322,6 +322,9 @@ out_session:
 out_tree:
 	rws_shutdown();
 	ws_shutdown();
+	for (size_t i = 0; i < sfs_nproviders; i++)
+		if (sfs_providers[i]->ops->shutdown)
+			sfs_providers[i]->ops->shutdown();
 	tree_shutdown();
 	sfs_http_shutdown();
 	sfs_kv_free(&sfs_config);

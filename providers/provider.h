@@ -200,6 +200,9 @@ struct sfs_provider_ops {
 
 	/* Periodic housekeeping from the journal engine's thread (reaping). */
 	void (*tick)(void);
+	/* At unmount, after the journal engine stopped: close pooled
+	 * connections and cached fds (sandboxes and runs go on). */
+	void (*shutdown)(void);
 
 	/* Whether the provider can be used here; writes why not. */
 	bool (*configured)(char *why, size_t len);

@@ -582,6 +582,12 @@ static int docker_start(struct sfs_sandbox *sb, struct sfs_err *err)
 	return dk_failed(sb, start_op(sb, err), err);
 }
 
+static void docker_shutdown(void)
+{
+	dk_state_shutdown();
+	dk_engine_shutdown();
+}
+
 static const struct sfs_provider_ops docker_ops = {
     .create = docker_create,
     .resume = docker_resume,
@@ -610,6 +616,7 @@ static const struct sfs_provider_ops docker_ops = {
     .expose = docker_expose,
     .stop = docker_stop,
     .start = docker_start,
+    .shutdown = docker_shutdown,
     .configured = docker_configured,
 };
 

@@ -109,6 +109,10 @@ void dk_current(struct sfs_sandbox *sb, char *cid, size_t len);
 void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info);
 /* Forgets sb's container (destroyed) and closes what refers to it. */
 void dk_forget(struct sfs_sandbox *sb);
+/* At unmount: frees the runtime tables and closes their fds. */
+void dk_state_shutdown(void);
+/* At unmount: closes the pooled engine connections. */
+void dk_engine_shutdown(void);
 /* Sets sb->id, sb->image, sb->workspace and sb->pdata under the tree lock. */
 int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
 	       json_t *pdata, struct sfs_err *err);

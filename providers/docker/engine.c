@@ -469,3 +469,11 @@ char *dk_urlencode(const char *s)
 	*o = '\0';
 	return out;
 }
+
+void dk_engine_shutdown(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	while (npool)
+		curl_easy_cleanup(pool[--npool]);
+	pthread_mutex_unlock(&pool_mu);
+}

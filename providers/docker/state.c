@@ -312,3 +312,22 @@ int dk_host_open(struct sfs_sandbox *sb, const char *path, int flags, mode_t mod
 	*fd = cur;
 	return 0;
 }
+
+void dk_state_shutdown(void)
+{
+	pthread_mutex_lock(&dk_mu);
+	while (sandboxes) {
+		struct dk_sb *d = sandboxes;
+		sandboxes = d->next;
+		close_merged_locked(d);
+		while (d->runs) {
+			struct dk_run *r = d->runs;
+			d->runs = r->next;
+			if (r->jfd >= 0)
+				close(r->jfd);
+			free(r);
+		}
+		free(d);
+	}
+	pthread_mutex_unlock(&dk_mu);
+}
