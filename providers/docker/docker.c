@@ -521,6 +521,57 @@ static int start_op(struct sfs_sandbox *sb, struct sfs_err *err)
 	return 0;
 }
 
+extern const struct sfs_provider sfs_provider_docker;
+
+/* Containers this state dir's daemon made (by label) that no sandbox in the
+ * tree owns any more: left by a crash between create and registry write, or
+ * by `forget`.  Appends "; orphans N: ID ..." to why. */
+static void append_orphans(char *why, size_t len)
+{
+	struct sfs_err err = {0};
+	char *filter = dk_urlencode("{\"label\":[\"sandboxfs.managed=1\"]}");
+	char path[512];
+	json_t *arr = NULL;
+	if (!filter)
+		return;
+	snprintf(path, sizeof(path), "/containers/json?all=true&filters=%s", filter);
+	free(filter);
+	if (dk_json("GET", path, NULL, 10, &arr, "list containers", &err) < 0 ||
+	    !json_is_array(arr)) {
+		json_decref(arr);
+		return;
+	}
+	int n = 0;
+	char ids[128] = "";
+	size_t i;
+	json_t *c;
+	json_array_foreach(arr, i, c)
+	{
+		json_t *labels = json_object_get(c, "Labels");
+		const char *st = json_string_value(json_object_get(labels, "sandboxfs.state"));
+		const char *key = json_string_value(json_object_get(labels, "sandboxfs.local_id"));
+		const char *id = json_string_value(json_object_get(c, "Id"));
+		if (!st || !key || !id || !tree.statedir || strcmp(st, tree.statedir) != 0)
+			continue; /* another daemon's */
+		bool owned = false;
+		pthread_mutex_lock(&tree.mu);
+		for (size_t k = 0; k < tree.nsbs && !owned; k++)
+			owned = tree.sbs[k]->provider == &sfs_provider_docker &&
+				strcmp(tree.sbs[k]->key, key) == 0;
+		pthread_mutex_unlock(&tree.mu);
+		if (owned)
+			continue;
+		if (n++ < 5) {
+			size_t l = strlen(ids);
+			snprintf(ids + l, sizeof(ids) - l, " %.12s", id);
+		}
+	}
+	json_decref(arr);
+	size_t l = strlen(why);
+	if (n)
+		snprintf(why + l, len - l, "; orphans %d:%s%s", n, ids, n > 5 ? " ..." : "");
+}
+
 static bool docker_configured(char *why, size_t len)
 {
 	struct dk_resp resp;
@@ -530,9 +581,10 @@ static bool docker_configured(char *why, size_t len)
 		return false;
 	}
 	bool ok = resp.status == 200;
-	if (ok)
+	if (ok) {
 		snprintf(why, len, "ready: Docker Engine API v1.41 at %s", dk_where());
-	else
+		append_orphans(why, len);
+	} else
 		snprintf(why, len, "docker: %s answers /_ping with HTTP %ld%s%.100s", dk_where(),
 			 resp.status, resp.len ? ": " : "", resp.body);
 	dk_resp_free(&resp);

@@ -447,3 +447,14 @@ dk_snapshot() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"port 9090 was not published"*"ports=9090"* ]]
 }
+
+@test "docker: providers/docker/status reports orphans: containers of ours no sandbox owns" {
+	docker_setup
+	dk_new lost
+	id=$(dk_id lost)
+	! grep -q orphans "$MNT/providers/docker/status"
+	echo "forget lost" >"$MNT/ctl"
+	grep -q "orphans 1: ${id:0:12}" "$MNT/providers/docker/status"
+	# still alive: forget leaves the sandbox alone
+	[ "$(docker inspect -f '{{.State.Running}}' "$id")" = true ]
+}
