@@ -214,6 +214,9 @@ struct sfs_provider {
 	/* The sandbox's filesystem is the host's (local): symlink targets are
 	 * shown raw.  Otherwise they are rewritten per SPEC §5. */
 	bool host_fs;
+	/* Environment variables that hold this provider's credentials: never
+	 * passed on to a local run (NULL-terminated, or NULL). */
+	const char *const *credential_env;
 	const struct sfs_provider_ops *ops;
 };
 

@@ -413,6 +413,8 @@ static const struct sfs_provider_ops daytona_ops = {
     .configured = dt_configured,
 };
 
+static const char *const daytona_credential_env[] = {"DAYTONA_API_KEY", NULL};
+
 const struct sfs_provider sfs_provider_daytona = {
     .name = "daytona",
     /* killableProcesses: there is no per-command kill (provider-apis.md
@@ -437,5 +439,6 @@ const struct sfs_provider sfs_provider_daytona = {
 	    [SFS_CAP_FORK] = true,
 	},
     .host_fs = false,
+    .credential_env = daytona_credential_env,
     .ops = &daytona_ops,
 };

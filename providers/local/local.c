@@ -174,6 +174,10 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
 		key[kl] = '\0';
 		r = sfs_kv_set(&env, key, eq + 1);
 	}
+	/* the daemon's credentials for other providers are not the run's */
+	for (size_t i = 0; i < sfs_nproviders; i++)
+		for (const char *const *c = sfs_providers[i]->credential_env; c && *c; c++)
+			sfs_kv_del(&env, *c);
 	if (!r)
 		r = sfs_kv_copy(&env, &sb->env);
 	const char *scrub = sfs_config_get("local.scrub_env", "");

@@ -332,6 +332,20 @@ except KeyboardInterrupt:
 	[ "$(cat "$MNT/demo/journal")" = absent ]
 }
 
+@test "provider credentials in the daemon's environment never reach a local run" {
+	sfs_unmount
+	DAYTONA_API_KEY=dtn-planted-credential sfs_mount
+	mkdir "$MNT/demo"
+	run_cmd demo 'echo "${DAYTONA_API_KEY-absent}"'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/journal")" = absent ]
+	# the sandbox's own env still may set it on purpose
+	echo 'env DAYTONA_API_KEY=chosen' >"$MNT/demo/ctl"
+	run_cmd demo 'echo "${DAYTONA_API_KEY-absent}"'
+	cat "$MNT/demo/runs/2/wait"
+	[ "$(cat "$MNT/demo/runs/2/journal")" = chosen ]
+}
+
 @test "ports: expose gives a URL that reaches a server in the sandbox" {
 	command -v python3 || skip "python3 is not installed"
 	mkdir "$MNT/demo"
