@@ -238,9 +238,9 @@ char *ctl_mount_read_text(void)
 	uint32_t serial;
 	(void)names;
 	(void)serial;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	size_t n = tree.nsbs;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	sfs_buf_printf(&o, "sandboxes %zu\n", n);
 	sfs_buf_printf(&o, "default_provider %s\n", tree.default_provider->name);
 	usage_lines(&o, mount_verbs);
@@ -343,7 +343,7 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 		return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
 	if (set && c->opts.n == 0)
 		return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_kvlist next = {0};
 	r = sfs_kv_copy(&next, &sb->env);
 	if (set)
@@ -355,9 +355,9 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 	if (!r) {
 		struct sfs_kvlist old = sb->env;
 		sb->env = next;
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		r = tree_save(err);
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		if (r) {
 			next = sb->env;
 			sb->env = old;
@@ -369,7 +369,7 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 		sfs_kv_free(&next);
 		sfs_errf(err, r, "out of memory");
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return r;
 }
 
@@ -401,13 +401,13 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (r)
 		return r;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_snapshot *grown = realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
 	char *lab = label ? strdup(label) : NULL;
 	if (!grown || (label && !lab)) {
 		if (grown)
 			sb->snapshots = grown;
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		r = sfs_errf(err, -ENOMEM, "out of memory (the snapshot exists: %s)", id);
 		free(lab);
 		free(id);
@@ -415,7 +415,7 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf
 	}
 	sb->snapshots = grown;
 	sb->snapshots[sb->nsnapshots++] = (struct sfs_snapshot){id, lab, time(NULL)};
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	sfs_buf_printf(o, "%s\n", id);
 	return tree_save(err);
 }
@@ -427,10 +427,10 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err 
 	if (r)
 		return r;
 	bool known = false;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	for (size_t i = 0; i < sb->nsnapshots; i++)
 		known |= strcmp(sb->snapshots[i].id, c->args[0]) == 0;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (!known)
 		return sfs_errf(err, -ENOENT, "restore: no snapshot \"%s\" in snapshots/",
 				c->args[0]);
@@ -482,7 +482,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		pthread_mutex_unlock(&sb->op_mutex);
 		if (r)
 			return r;
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		size_t i;
 		for (i = 0; i < sb->nports && sb->ports[i].port != port; i++)
 			;
@@ -502,7 +502,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 				r = sfs_errf(err, -ENOMEM, "out of memory");
 			}
 		}
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		if (!r)
 			r = tree_save(err);
 		if (!r)
@@ -548,7 +548,7 @@ int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char 
 char *ctl_sandbox_read_text(struct sfs_sandbox *sb)
 {
 	struct sfs_buf o = {0};
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	sfs_buf_printf(&o, "state %s\n", sfs_sb_state_name(sb->state));
 	sfs_buf_printf(&o, "runs %zu\n", sb->nruns);
 	if (sb->last_result) {
@@ -556,7 +556,7 @@ char *ctl_sandbox_read_text(struct sfs_sandbox *sb)
 		size_t l = strlen(lr);
 		sfs_buf_printf(&o, "last %.*s\n", (int)(l && lr[l - 1] == '\n' ? l - 1 : l), lr);
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	usage_lines(&o, sandbox_verbs);
 	return o.buf ? o.buf : strdup("");
 }

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-struct sfs_tree tree = {.mu = PTHREAD_MUTEX_INITIALIZER};
+struct sfs_tree tree;
 
 void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
 void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
@@ -89,28 +89,16 @@ static int set_str(char **dst, const char *src)
 
 void tree_set_error(struct sfs_sandbox *sb, const char *msg)
 {
-	char *copy = NULL;
-	if (msg) {
-		size_t cap = strlen(msg) + 64;
-		copy = malloc(cap);
-		if (copy) {
-			snprintf(copy, cap, "%s", msg);
-			sfs_redact(copy, cap);
-		}
-	}
-	pthread_mutex_lock(&tree.mu);
-	free(sb->error);
-	sb->error = copy;
-	pthread_mutex_unlock(&tree.mu);
+	sfs_sb_set_error(sb, msg);
 }
 
 void tree_set_last_result(struct sfs_sandbox *sb, const char *text)
 {
 	char *copy = text ? strdup(text) : NULL;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	free(sb->last_result);
 	sb->last_result = copy;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 }
 
 /* ---- lookups ---------------------------------------------------------- */
@@ -125,18 +113,18 @@ static struct sfs_sandbox *find_locked(const char *name)
 
 struct sfs_sandbox *tree_get(const char *name)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_sandbox *sb = find_locked(name);
 	if (sb)
 		sb->refs++;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return sb;
 }
 
 struct sfs_sandbox *tree_get_serial(uint32_t serial)
 {
 	struct sfs_sandbox *sb = NULL;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	for (size_t i = 0; i < tree.nsbs; i++) {
 		if (tree.sbs[i]->serial == serial) {
 			sb = tree.sbs[i];
@@ -144,7 +132,7 @@ struct sfs_sandbox *tree_get_serial(uint32_t serial)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return sb;
 }
 
@@ -152,38 +140,38 @@ void tree_put(struct sfs_sandbox *sb)
 {
 	if (!sb)
 		return;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	sb->refs--;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 }
 
 size_t tree_list(char (*names)[64], uint32_t *serials, size_t max)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	size_t n = 0;
 	for (size_t i = 0; i < tree.nsbs && n < max; i++, n++) {
 		memcpy(names[n], tree.sbs[i]->name, 64);
 		serials[n] = tree.sbs[i]->serial;
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return n;
 }
 
 struct sfs_run *tree_run(struct sfs_sandbox *sb, int n)
 {
 	struct sfs_run *run = NULL;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	if (n >= 1 && (size_t)n <= sb->nruns)
 		run = sb->runs[n - 1];
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return run;
 }
 
 int tree_nruns(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	int n = (int)sb->nruns;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return n;
 }
 
@@ -210,7 +198,7 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	return o;
 }
 
-/* Callers hold tree.mu so the list cannot change under the dump. */
+/* Callers hold sfs_records_mu so the list cannot change under the dump. */
 static int save_locked(struct sfs_err *err)
 {
 	json_t *arr = json_array();
@@ -248,9 +236,9 @@ static int save_locked(struct sfs_err *err)
 
 int tree_save(struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	int r = save_locked(err);
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return r;
 }
 
@@ -317,9 +305,9 @@ static void load_runs(struct sfs_sandbox *sb)
 		struct stat st;
 		if (stat(path, &st) == 0)
 			run->started = st.st_mtime;
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		int r = add_run_locked(sb, run);
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		if (r) {
 			free_run(run);
 			break;
@@ -398,10 +386,22 @@ static struct sfs_sandbox *sandbox_from_json(json_t *o)
 	return sb;
 }
 
+static bool known(const struct sfs_provider *p, const char *key)
+{
+	bool found = false;
+	pthread_mutex_lock(&sfs_records_mu);
+	for (size_t i = 0; i < tree.nsbs && !found; i++)
+		found = tree.sbs[i]->provider == p && strcmp(tree.sbs[i]->key, key) == 0;
+	pthread_mutex_unlock(&sfs_records_mu);
+	return found;
+}
+
 int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	      struct sfs_err *err)
 {
 	tree.statedir = strdup(statedir);
+	sfs_state_dir = tree.statedir;
+	sfs_set_sandbox_lookup(known);
 	tree.default_provider = default_provider;
 	if (!tree.statedir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -426,10 +426,10 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		struct sfs_sandbox *sb = sandbox_from_json(o);
 		if (!sb)
 			continue;
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		bool dup = find_locked(sb->name) != NULL;
 		int ar = dup ? -EEXIST : add_locked(sb);
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		if (ar) {
 			free_sandbox(sb);
 			continue;
@@ -456,6 +456,8 @@ void tree_shutdown(void)
 		free_sandbox(tree.graveyard[i]);
 	free(tree.sbs);
 	free(tree.graveyard);
+	sfs_set_sandbox_lookup(NULL);
+	sfs_state_dir = NULL;
 	free(tree.statedir);
 	tree.sbs = tree.graveyard = NULL;
 	tree.nsbs = tree.ngraveyard = 0;
@@ -479,26 +481,26 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	sb->state = SFS_SB_CREATING;
 	sfs_now_rfc3339(sb->created, sizeof(sb->created));
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	if (find_locked(name)) {
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		free_sandbox(sb);
 		return sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", name);
 	}
 	r = add_locked(sb);
 	if (!r)
 		sb->refs++;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (r) {
 		free_sandbox(sb);
 		return sfs_errf(err, r, "out of memory");
 	}
 	r = sfs_mkdir_p(sb->statedir, 0700);
 	if (r) {
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		remove_locked(sb, true);
 		sb->refs--;
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		return sfs_errf(err, r, "state dir %s: %s", sb->statedir, strerror(-r));
 	}
 	*out = sb;
@@ -509,22 +511,22 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 static void unreserve(struct sfs_sandbox *sb)
 {
 	sfs_rm_rf(sb->statedir);
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	remove_locked(sb, true);
 	sb->refs--;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
 }
 
 static int commit_created(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	sb->state = SFS_SB_RUNNING;
 	int r = save_locked(err);
 	if (r)
 		sb->state = SFS_SB_CREATING;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return r;
 }
 
@@ -627,10 +629,10 @@ static struct sfs_sandbox *get_or_err(const char *name, struct sfs_err *err)
 /* Takes sb out of the tree for good; runs' readers get ENOENT. */
 static int drop(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	remove_locked(sb, true);
 	int r = save_locked(err);
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	journal_detach_sandbox(sb);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
@@ -683,7 +685,7 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 	int r = ctl_check_sandbox_name(to, err);
 	if (r)
 		return r;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_sandbox *sb = find_locked(from);
 	if (!sb)
 		r = sfs_errf(err, -ENOENT, "no sandbox named \"%s\"", from);
@@ -701,7 +703,7 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 		if (r)
 			memcpy(sb->name, old, sizeof(old));
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return r;
 }
 
@@ -784,9 +786,9 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 		sfs_log(SFS_LOG_ERR, "%s: run %d: rename cmd: %s", sb->name, run->n,
 			strerror(errno));
 	}
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	r = add_run_locked(sb, run);
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (r) {
 		/* cannot track it: stop it rather than leave it unseen */
 		if (sb->provider->ops->run_kill)

@@ -3,8 +3,9 @@
  * registry in the state directory (jansson, temp + rename), and the
  * lifecycle operations the ctl verbs and the fs layer (mkdir, rmdir, mv) call.
  *
- * Lock order: sb->op_mutex (long: provider calls) before tree.mu (short:
- * list, names, runs arrays, refs).  Never call a provider with tree.mu held.
+ * Lock order: sb->op_mutex (long: provider calls) before sfs_records_mu
+ * (short: list, names, runs arrays, refs; providers/provider.h).  Never call
+ * a provider with sfs_records_mu held.
  * Destroyed or forgotten sandboxes move to a graveyard and are freed at
  * shutdown, so a pointer taken with tree_get stays valid for the daemon's
  * life; callers still drop their reference with tree_put.
@@ -18,7 +19,6 @@
 #include "../providers/provider.h"
 
 struct sfs_tree {
-	pthread_mutex_t mu;
 	struct sfs_sandbox **sbs;
 	size_t nsbs;
 	struct sfs_sandbox **graveyard;

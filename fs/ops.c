@@ -299,11 +299,11 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 			const struct sfs_provider_ops *ops = s.sb->provider->ops;
 			r = ops->snapshot_delete ? 0 : -EOPNOTSUPP;
 			size_t i = 0;
-			pthread_mutex_lock(&tree.mu);
+			pthread_mutex_lock(&sfs_records_mu);
 			while (i < s.sb->nsnapshots && strcmp(s.sb->snapshots[i].id, name) != 0)
 				i++;
 			bool found = i < s.sb->nsnapshots;
-			pthread_mutex_unlock(&tree.mu);
+			pthread_mutex_unlock(&sfs_records_mu);
 			if (!found)
 				r = -ENOENT;
 			if (!r) {
@@ -312,7 +312,7 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 				pthread_mutex_unlock(&s.sb->op_mutex);
 			}
 			if (!r) {
-				pthread_mutex_lock(&tree.mu);
+				pthread_mutex_lock(&sfs_records_mu);
 				for (i = 0; i < s.sb->nsnapshots; i++) {
 					if (strcmp(s.sb->snapshots[i].id, name) == 0) {
 						free(s.sb->snapshots[i].id);
@@ -325,7 +325,7 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 						break;
 					}
 				}
-				pthread_mutex_unlock(&tree.mu);
+				pthread_mutex_unlock(&sfs_records_mu);
 				r = tree_save(&err);
 			}
 			synth_release(&s);

@@ -123,13 +123,13 @@ int synth_resolve(fuse_ino_t ino, struct synth *s)
 		return -ENOENT;
 	}
 	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_PORT) {
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		bool found = false;
 		if (s->kind == SFS_K_SNAPSHOT)
 			found = s->aux < s->sb->nsnapshots;
 		for (size_t i = 0; s->kind == SFS_K_PORT && i < s->sb->nports; i++)
 			found |= (uint32_t)s->sb->ports[i].port == s->aux;
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		if (!found) {
 			synth_release(s);
 			return -ENOENT;
@@ -183,11 +183,11 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		add(&l, "ctl", SFS_INO_MAKE(SFS_K_MOUNT_CTL, 0, 0), kind_mode(SFS_K_MOUNT_CTL));
 		add(&l, "providers", SFS_INO_MAKE(SFS_K_PROVIDERS, 0, 0),
 		    kind_mode(SFS_K_PROVIDERS));
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < tree.nsbs; i++)
 			add(&l, tree.sbs[i]->name, SFS_INO_MAKE(SFS_K_SB, tree.sbs[i]->serial, 0),
 			    kind_mode(SFS_K_SB));
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	}
 	case SFS_K_PROVIDERS:
@@ -229,20 +229,20 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		}
 		break;
 	case SFS_K_SB_SNAPSHOTS:
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < d->sb->nsnapshots; i++)
 			add(&l, d->sb->snapshots[i].id, SFS_INO_MAKE(SFS_K_SNAPSHOT, d->serial, i),
 			    kind_mode(SFS_K_SNAPSHOT));
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	case SFS_K_SB_PORTS:
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < d->sb->nports; i++) {
 			snprintf(num, sizeof(num), "%d", d->sb->ports[i].port);
 			add(&l, num, SFS_INO_MAKE(SFS_K_PORT, d->serial, d->sb->ports[i].port),
 			    kind_mode(SFS_K_PORT));
 		}
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	case SFS_K_SNAPSHOT:
 		break;
@@ -280,7 +280,7 @@ static void caps_text(struct sfs_buf *t, const struct sfs_provider *p)
 
 static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	tf_kv(t, "name", sb->name);
 	tf_kv(t, "provider", sb->provider->name);
 	tf_kv(t, "id", sb->id ? sb->id : "-");
@@ -295,7 +295,7 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 	if (sb->error)
 		tf_kv(t, "error", sb->error);
 	bool remote = sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	sfs_buf_printf(t, "followers %d\n", journal_followers());
 	if (remote) /* provider round trips made for workspace/ (tests count them) */
 		sfs_buf_printf(t, "remote_calls %lu\n", rws_calls(sb->serial));
@@ -329,11 +329,11 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 		sfs_buf_printf(&t, "%s\n", buf);
 		break;
 	case SFS_K_PORT:
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < s->sb->nports; i++)
 			if ((uint32_t)s->sb->ports[i].port == s->aux)
 				sfs_buf_printf(&t, "%s\n", s->sb->ports[i].url);
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	default:
 		return -EINVAL;

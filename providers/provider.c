@@ -1,4 +1,5 @@
 #include "provider.h"
+#include "redact.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -89,4 +90,36 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n)
 		free(ents[i].st.link);
 	}
 	free(ents);
+}
+
+pthread_mutex_t sfs_records_mu = PTHREAD_MUTEX_INITIALIZER;
+const char *sfs_state_dir;
+
+void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
+{
+	char *copy = NULL;
+	if (msg) {
+		size_t cap = strlen(msg) + 64;
+		copy = malloc(cap);
+		if (copy) {
+			snprintf(copy, cap, "%s", msg);
+			sfs_redact(copy, cap);
+		}
+	}
+	pthread_mutex_lock(&sfs_records_mu);
+	free(sb->error);
+	sb->error = copy;
+	pthread_mutex_unlock(&sfs_records_mu);
+}
+
+static bool (*sandbox_lookup)(const struct sfs_provider *p, const char *key);
+
+void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char *key))
+{
+	sandbox_lookup = fn;
+}
+
+bool sfs_sandbox_known(const struct sfs_provider *p, const char *key)
+{
+	return sandbox_lookup && sandbox_lookup(p, key);
 }

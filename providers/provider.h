@@ -220,6 +220,18 @@ struct sfs_provider {
 	const struct sfs_provider_ops *ops;
 };
 
+/* Guards the fields of every sandbox record and the list of them (which
+ * ctl/tree.c keeps); short, never held across a provider call. */
+extern pthread_mutex_t sfs_records_mu;
+/* The state directory (STATE), set once at startup. */
+extern const char *sfs_state_dir;
+/* Records sb's last error (redacted) for its status file; NULL clears it. */
+void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg);
+/* Whether a sandbox of provider p with local key `key` is in the tree (its
+ * owner, ctl/tree.c, installs the lookup at startup). */
+bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);
+void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char *key));
+
 /* The built-in table; the first entry is the default provider. */
 extern const struct sfs_provider *const sfs_providers[];
 extern const size_t sfs_nproviders;

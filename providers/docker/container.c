@@ -4,7 +4,6 @@
 #include "exec.h"
 #include "scripts.h"
 
-#include "../../ctl/tree.h"
 #include "../config.h"
 #include "../util.h"
 
@@ -196,7 +195,7 @@ int dk_gone(const char *cid, struct sfs_err *err)
 int dk_failed(struct sfs_sandbox *sb, int r, const struct sfs_err *err)
 {
 	if (r == -ENOENT && err && strstr(err->msg, DK_GONE_TEXT))
-		tree_set_error(sb, err->msg);
+		sfs_sb_set_error(sb, err->msg);
 	return r;
 }
 
@@ -357,7 +356,7 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run)
 	int r = json_array_append_new(
 	    env, json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
 	r |= json_array_append_new(env, json_string("HOME=/root"));
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	for (size_t i = 0; !r && i < sb->env.n; i++) {
 		char *kv;
 		if (asprintf(&kv, "%s=%s", sb->env.v[i].key, sb->env.v[i].val) < 0) {
@@ -367,7 +366,7 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run)
 		r = json_array_append_new(env, json_string(kv));
 		free(kv);
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (!r && run > 0) {
 		char kv[128];
 		snprintf(kv, sizeof(kv), "SANDBOXFS_RUN_DIR=%s/%d", DK_RUNS_DIR, run);
@@ -433,7 +432,7 @@ int dk_container_start(const char *cid, struct sfs_err *err)
 static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, const char *image)
 {
 	char state[4200];
-	snprintf(state, sizeof(state), "%s", tree.statedir ? tree.statedir : "");
+	snprintf(state, sizeof(state), "%s", sfs_state_dir ? sfs_state_dir : "");
 	json_t *labels =
 	    json_pack("{s:s, s:s, s:s, s:s}", "sandboxfs.managed", "1", "sandboxfs.name", sb->name,
 		      "sandboxfs.local_id", sb->key, "sandboxfs.state", state);

@@ -3,8 +3,6 @@
 #include "engine.h"
 #include "scripts.h"
 
-#include "../../ctl/tree.h"
-
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,9 +29,9 @@ static json_t *make_pdata(const char *cid, const struct dk_spec *spec, const cha
 /* Reads sb's spec from pdata (under the tree lock: the registry dumps it). */
 static int get_spec(struct sfs_sandbox *sb, struct dk_spec *spec, struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	int r = sb->pdata ? dk_spec_from_json(json_object_get(sb->pdata, "spec"), spec) : -EINVAL;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (r)
 		return sfs_errf(err, -EINVAL, "docker: sandbox \"%s\" has no container spec",
 				sb->name);
@@ -77,11 +75,11 @@ static int adopt_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const c
 	}
 	if (!r) {
 		/* images waiting for their last container outlive the swap */
-		pthread_mutex_lock(&tree.mu);
+		pthread_mutex_lock(&sfs_records_mu);
 		json_t *doomed = sb->pdata ? json_object_get(sb->pdata, "doomed") : NULL;
 		if (doomed && json_object_set_new(pd, "doomed", json_deep_copy(doomed)))
 			r = sfs_errf(err, -ENOMEM, "out of memory");
-		pthread_mutex_unlock(&tree.mu);
+		pthread_mutex_unlock(&sfs_records_mu);
 	}
 	if (!r)
 		r = dk_publish(sb, cid, shown_image, spec->workdir, pd, err);
@@ -121,13 +119,13 @@ static void forget_followers(const char *cid, bool kill_them)
 
 static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	const char *c =
 	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "container")) : NULL;
 	char want[DK_ID_MAX];
 	snprintf(want, sizeof(want), "%s", c ? c : sb->id ? sb->id : "");
 	bool adopting = c == NULL;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (!want[0])
 		return sfs_errf(err, -EINVAL, "docker: resume needs id=CONTAINER");
 	struct dk_info info;
@@ -177,12 +175,12 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 
 static void remove_fork_image(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	const char *img =
 	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "fork_image")) : NULL;
 	char id[DK_ID_MAX];
 	snprintf(id, sizeof(id), "%s", img ? img : "");
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (!id[0])
 		return;
 	char path[256];
@@ -196,7 +194,7 @@ static void remove_fork_image(struct sfs_sandbox *sb)
  * them; they go once that container has gone. */
 static void doom_image(struct sfs_sandbox *sb, const char *id)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	json_t *pd = sb->pdata ? json_deep_copy(sb->pdata) : json_object();
 	json_t *list = pd ? json_object_get(pd, "doomed") : NULL;
 	if (pd && !json_is_array(list)) {
@@ -209,15 +207,15 @@ static void doom_image(struct sfs_sandbox *sb, const char *id)
 		sb->pdata = pd;
 		pd = NULL;
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	json_decref(pd);
 }
 
 static void delete_doomed(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	json_t *list = sb->pdata ? json_deep_copy(json_object_get(sb->pdata, "doomed")) : NULL;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	json_t *keep = json_array();
 	size_t i;
 	json_t *v;
@@ -234,12 +232,12 @@ static void delete_doomed(struct sfs_sandbox *sb)
 	json_decref(list);
 	if (!keep)
 		return;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	if (sb->pdata)
 		json_object_set_new(sb->pdata, "doomed", keep);
 	else
 		json_decref(keep);
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 }
 
 static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
@@ -265,9 +263,9 @@ static int docker_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_
 		    "docker: host access to the container's files is off (docker.fs=archive): "
 		    "workspace/ goes through the archive API");
 	char ws[1024];
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	snprintf(ws, sizeof(ws), "%s", sb->workspace ? sb->workspace : "/");
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return dk_host_open(sb, ws, O_PATH | O_DIRECTORY, 0, fd, err);
 }
 
@@ -357,12 +355,12 @@ static int replace_container(struct sfs_sandbox *sb, const char *image, const ch
 		r = get_spec(sb, &spec, err);
 	if (r)
 		return r;
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	const char *fi =
 	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "fork_image")) : NULL;
 	char fork_image[DK_ID_MAX];
 	snprintf(fork_image, sizeof(fork_image), "%s", fi ? fi : "");
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	r = adopt_new(sb, &spec, image, shown, fork_image[0] ? fork_image : NULL, cid, sizeof(cid),
 		      err);
 	if (r) {
@@ -551,14 +549,9 @@ static void append_orphans(char *why, size_t len)
 		const char *st = json_string_value(json_object_get(labels, "sandboxfs.state"));
 		const char *key = json_string_value(json_object_get(labels, "sandboxfs.local_id"));
 		const char *id = json_string_value(json_object_get(c, "Id"));
-		if (!st || !key || !id || !tree.statedir || strcmp(st, tree.statedir) != 0)
+		if (!st || !key || !id || !sfs_state_dir || strcmp(st, sfs_state_dir) != 0)
 			continue; /* another daemon's */
-		bool owned = false;
-		pthread_mutex_lock(&tree.mu);
-		for (size_t k = 0; k < tree.nsbs && !owned; k++)
-			owned = tree.sbs[k]->provider == &sfs_provider_docker &&
-				strcmp(tree.sbs[k]->key, key) == 0;
-		pthread_mutex_unlock(&tree.mu);
+		bool owned = sfs_sandbox_known(&sfs_provider_docker, key);
 		if (owned)
 			continue;
 		if (n++ < 5) {

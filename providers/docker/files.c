@@ -9,8 +9,6 @@
 #include "engine.h"
 #include "exec.h"
 
-#include "../../ctl/tree.h"
-
 #include <curl/curl.h>
 
 #include <errno.h>
@@ -38,12 +36,12 @@
 static int full_path(struct sfs_sandbox *sb, const char *path, char *buf, size_t len,
 		     struct sfs_err *err)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	const char *ws = sb->workspace ? sb->workspace : "/";
 	int n = path[0]
 		    ? snprintf(buf, len, "%s%s%s", ws, ws[strlen(ws) - 1] == '/' ? "" : "/", path)
 		    : snprintf(buf, len, "%s", ws);
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (n < 0 || (size_t)n >= len)
 		return sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", path);
 	return 0;

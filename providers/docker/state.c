@@ -1,7 +1,6 @@
 /* Runtime tables, and the host's view of a container's files. */
 #include "docker.h"
 
-#include "../../ctl/tree.h"
 #include "../config.h"
 
 #include <errno.h>
@@ -66,11 +65,11 @@ struct dk_run *dk_run_locked(struct dk_sb *d, int n)
  * sandbox whose resume failed still has runs to refresh). */
 static void load_cid(struct sfs_sandbox *sb, char *cid, size_t len)
 {
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	const char *c =
 	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "container")) : NULL;
 	snprintf(cid, len, "%s", c ? c : "");
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 }
 
 void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
@@ -147,7 +146,7 @@ int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const
 		json_decref(pdata);
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	free(sb->id);
 	sb->id = id;
 	if (img) {
@@ -162,7 +161,7 @@ int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const
 		json_decref(sb->pdata);
 		sb->pdata = pdata;
 	}
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 	return 0;
 }
 
@@ -178,10 +177,10 @@ void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)
 		if (!text)
 			return; /* progress is only a courtesy */
 	}
-	pthread_mutex_lock(&tree.mu);
+	pthread_mutex_lock(&sfs_records_mu);
 	free(sb->progress);
 	sb->progress = text;
-	pthread_mutex_unlock(&tree.mu);
+	pthread_mutex_unlock(&sfs_records_mu);
 }
 
 static int dup_fd(int fd)
