@@ -468,21 +468,31 @@ static void mutated_locked(struct rsb *rs)
 	rs->wctr++;
 }
 
-/* Installs a listing fetched while the write counter was wctr. */
-static void install_listing_locked(struct rnode *d, struct sfs_rdirent *v, size_t n, uint64_t gen,
-				   uint64_t wctr, double now)
+/* Moves a provider listing's names and attributes into cache entries (v keeps
+ * empty shells for sfs_rdirents_free); NULL on ENOMEM, v untouched. */
+static struct rent *take_entries(struct sfs_rdirent *v, size_t n)
 {
-	if (d->rs->gen != gen || d->rs->wctr != wctr)
-		return; /* something changed meanwhile: don't cache a stale view */
 	struct rent *ents = calloc(n ? n : 1, sizeof(*ents));
 	if (!ents)
-		return;
+		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		ents[i].name = v[i].name;
 		ents[i].st = v[i].st;
 		v[i].name = NULL;
 		v[i].st.link = NULL;
 	}
+	return ents;
+}
+
+/* Installs a listing fetched while the write counter was wctr. */
+static void install_listing_locked(struct rnode *d, struct sfs_rdirent *v, size_t n, uint64_t gen,
+				   uint64_t wctr, double now)
+{
+	if (d->rs->gen != gen || d->rs->wctr != wctr)
+		return; /* something changed meanwhile: don't cache a stale view */
+	struct rent *ents = take_entries(v, n);
+	if (!ents)
+		return;
 	drop_dir_locked(d);
 	d->ents = ents;
 	d->nents = n;
@@ -524,14 +534,8 @@ static int ensure_listing(struct rnode *d, struct sfs_sandbox *sb)
 	bool installed = d->dir_ok;
 	if (!installed) {
 		/* not cacheable, but this caller still wants it */
-		struct rent *ents = calloc(n ? n : 1, sizeof(*ents));
+		struct rent *ents = take_entries(v, n);
 		if (ents) {
-			for (size_t i = 0; i < n; i++) {
-				ents[i].name = v[i].name;
-				ents[i].st = v[i].st;
-				v[i].name = NULL;
-				v[i].st.link = NULL;
-			}
 			drop_dir_locked(d);
 			d->ents = ents;
 			d->nents = n;

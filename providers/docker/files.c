@@ -107,20 +107,30 @@ static int64_t parse_time(const char *s)
 	return (int64_t)timegm(&tm);
 }
 
-int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+/* The archive API's URL for a workspace path of sb's container. */
+static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
+		       struct sfs_err *err)
 {
 	char cid[DK_ID_MAX], full[4096];
 	int r = container(sb, cid, sizeof(cid), err);
 	if (!r)
 		r = full_path(sb, path, full, sizeof(full), err);
-	char *epath = r ? NULL : dk_urlencode(full);
 	if (r)
 		return r;
+	char *epath = dk_urlencode(full);
 	if (!epath)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	char url[12400];
-	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
+	snprintf(url, len, "/containers/%s/archive?path=%s", cid, epath);
 	free(epath);
+	return 0;
+}
+
+int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	char url[12400];
+	int r = archive_url(sb, path, url, sizeof(url), err);
+	if (r)
+		return r;
 	struct dk_resp resp;
 	r = dk_request("HEAD", url, NULL, NULL, 0, 30, &resp, err);
 	if (r)
@@ -131,7 +141,7 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 	}
 	if (resp.status >= 400 || !resp.path_stat) {
 		r = sfs_errf(err, resp.status >= 400 ? dk_errno(resp.status) : -EIO,
-			     "docker: stat %s: HTTP %ld", full, resp.status);
+			     "docker: stat %s: HTTP %ld", path, resp.status);
 		dk_resp_free(&resp);
 		return r;
 	}
@@ -140,7 +150,7 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 	dk_resp_free(&resp);
 	json_t *j = json_loadb((const char *)raw, n, 0, NULL);
 	if (!j)
-		return sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", full);
+		return sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", path);
 	memset(st, 0, sizeof(*st));
 	st->mode = from_go_mode((uint32_t)json_integer_value(json_object_get(j, "mode")));
 	st->size = (off_t)json_integer_value(json_object_get(j, "size"));
@@ -436,28 +446,20 @@ static bool untar_sink(void *arg, const char *data, size_t len)
 
 int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
 {
-	char cid[DK_ID_MAX], full[4096];
-	int r = container(sb, cid, sizeof(cid), err);
-	if (!r)
-		r = full_path(sb, path, full, sizeof(full), err);
-	char *epath = r ? NULL : dk_urlencode(full);
+	char url[12400];
+	int r = archive_url(sb, path, url, sizeof(url), err);
 	if (r)
 		return r;
-	if (!epath)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	char url[12400];
-	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
-	free(epath);
 	struct untar u = {.fd = fd};
 	r = dk_stream("GET", url, NULL, untar_sink, &u, NULL, err);
 	if (r == -ENOENT)
-		return sfs_errf(err, -ENOENT, "docker: read %s: no such file", full);
+		return sfs_errf(err, -ENOENT, "docker: read %s: no such file", path);
 	if (r < 0)
 		return r;
 	if (u.error)
-		return sfs_errf(err, u.error, "docker: read %s: %s", full, strerror(-u.error));
+		return sfs_errf(err, u.error, "docker: read %s: %s", path, strerror(-u.error));
 	if (!u.done)
-		return sfs_errf(err, -EIO, "docker: read %s: the archive ended early", full);
+		return sfs_errf(err, -EIO, "docker: read %s: the archive ended early", path);
 	return 0;
 }
 
