@@ -1,6 +1,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "tree.h"
+#include "verbs.h"
 
 #include "../journal/journal.h"
 #include "../providers/redact.h"
@@ -12,60 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-enum {
-	V_NEW,
-	V_RESUME,
-	V_FORGET,
-	V_EXEC,
-	V_KILL,
-	V_CANCEL,
-	V_SNAPSHOT,
-	V_RESTORE,
-	V_FORK,
-	V_EXPOSE,
-	V_STOP,
-	V_START,
-	V_DESTROY,
-	V_ENV,
-	V_UNSETENV,
-	V_RUN_KILL,
-	V_RUN_EOF,
-};
-
-static const char *const new_keys[] = {"provider", "image", "source", "ref", "setup", "env.", NULL};
-static const char *const resume_keys[] = {"provider", "id", NULL};
-static const char *const fork_keys[] = {"from", NULL};
-
-static const struct ctl_verb mount_verbs[] = {
-    {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
-     "new NAME [provider=P] [image=I] [env.K=V]..."},
-    {V_RESUME, "resume", 1, 1, CTL_OPTS, resume_keys, "resume NAME provider=P id=REMOTE-ID"},
-    {V_FORGET, "forget", 1, 1, 0, NULL, "forget NAME"},
-    {0, NULL, 0, 0, 0, NULL, NULL},
-};
-
-static const struct ctl_verb sandbox_verbs[] = {
-    {V_EXEC, "exec", 1, 1, CTL_REST, NULL, "exec CMD..."},
-    {V_KILL, "kill", 0, 2, 0, NULL, "kill [RUN] [SIGNAL]"},
-    {V_CANCEL, "cancel", 0, 1, 0, NULL, "cancel [RUN]"},
-    {V_SNAPSHOT, "snapshot", 0, 1, 0, NULL, "snapshot [LABEL]"},
-    {V_RESTORE, "restore", 1, 1, 0, NULL, "restore SNAPSHOT"},
-    {V_FORK, "fork", 1, 1, CTL_OPTS, fork_keys, "fork NEWNAME [from=SNAPSHOT]"},
-    {V_EXPOSE, "expose", 1, 1, 0, NULL, "expose PORT"},
-    {V_STOP, "stop", 0, 0, 0, NULL, "stop"},
-    {V_START, "start", 0, 0, 0, NULL, "start"},
-    {V_DESTROY, "destroy", 0, 0, 0, NULL, "destroy"},
-    {V_ENV, "env", 0, -1, CTL_OPTS | CTL_ANY_KEYS, NULL, "env K=V..."},
-    {V_UNSETENV, "unsetenv", 1, -1, 0, NULL, "unsetenv K..."},
-    {0, NULL, 0, 0, 0, NULL, NULL},
-};
-
-static const struct ctl_verb run_verbs[] = {
-    {V_RUN_KILL, "kill", 0, 1, 0, NULL, "kill [SIGNAL]"},
-    {V_RUN_EOF, "eof", 0, 0, 0, NULL, "eof"},
-    {0, NULL, 0, 0, 0, NULL, NULL},
-};
 
 /* ---- output ----------------------------------------------------------- */
 
@@ -222,7 +169,7 @@ static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs
 
 int ctl_mount_write(const char *buf, size_t len, char **result)
 {
-	return drive(mount_verbs, buf, len, run_mount, NULL, result, "mount");
+	return drive(ctl_mount_verbs, buf, len, run_mount, NULL, result, "mount");
 }
 
 static void usage_lines(struct sfs_buf *o, const struct ctl_verb *t)
@@ -243,7 +190,7 @@ char *ctl_mount_read_text(void)
 	pthread_mutex_unlock(&sfs_records_mu);
 	sfs_buf_printf(&o, "sandboxes %zu\n", n);
 	sfs_buf_printf(&o, "default_provider %s\n", tree.default_provider->name);
-	usage_lines(&o, mount_verbs);
+	usage_lines(&o, ctl_mount_verbs);
 	if (!o.buf)
 		return strdup("");
 	return o.buf;
@@ -540,7 +487,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 
 int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char **result)
 {
-	int r = drive(sandbox_verbs, buf, len, run_sandbox, sb, result, sb->name);
+	int r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sb->name);
 	tree_set_last_result(sb, *result);
 	return r;
 }
@@ -557,7 +504,7 @@ char *ctl_sandbox_read_text(struct sfs_sandbox *sb)
 		sfs_buf_printf(&o, "last %.*s\n", (int)(l && lr[l - 1] == '\n' ? l - 1 : l), lr);
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
-	usage_lines(&o, sandbox_verbs);
+	usage_lines(&o, ctl_sandbox_verbs);
 	return o.buf ? o.buf : strdup("");
 }
 
@@ -595,7 +542,7 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 	struct run_ctx ctx = {sb, run};
 	char who[96];
 	snprintf(who, sizeof(who), "%s run %d", sb->name, run->n);
-	return drive(run_verbs, buf, len, run_run, &ctx, result, who);
+	return drive(ctl_run_verbs, buf, len, run_run, &ctx, result, who);
 }
 
 char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)
@@ -604,6 +551,6 @@ char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)
 	char st[64];
 	journal_status_text(run, st, sizeof(st));
 	sfs_buf_printf(&o, "status %s\n", st);
-	usage_lines(&o, run_verbs);
+	usage_lines(&o, ctl_run_verbs);
 	return o.buf ? o.buf : strdup("");
 }
