@@ -1,6 +1,6 @@
 /* sandboxfs: option parsing, the mount, and an orderly shutdown. */
 #include "fs.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 #include "../ctl/tree.h"
 #include "../providers/config.h"

@@ -4,7 +4,7 @@
  * and their writes go to ctl/, their journal reads to journal/.
  */
 #include "fs.h"
-#include "remote.h"
+#include "remote/remote.h"
 #include "synth.h"
 
 #include "../ctl/commands.h"

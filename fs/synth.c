@@ -1,5 +1,5 @@
 #include "synth.h"
-#include "remote.h"
+#include "remote/remote.h"
 
 #include "../ctl/tree.h"
 #include "../journal/journal.h"

@@ -22,14 +22,14 @@
  */
 #include "remote.h"
 
-#include "fs.h"
-#include "ino.h"
-#include "symlink_rewrite.h"
+#include "../fs.h"
+#include "../ino.h"
+#include "../symlink_rewrite.h"
 
-#include "../ctl/tree.h"
-#include "../providers/config.h"
-#include "../providers/provider.h"
-#include "../providers/util.h"
+#include "../../ctl/tree.h"
+#include "../../providers/config.h"
+#include "../../providers/provider.h"
+#include "../../providers/util.h"
 
 #include <dirent.h>
 #include <errno.h>

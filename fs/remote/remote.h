@@ -17,7 +17,7 @@
 #ifndef SFS_REMOTE_H
 #define SFS_REMOTE_H
 
-#include "workspace.h"
+#include "../workspace.h"
 
 extern const struct fuse_lowlevel_ops rws_ops;
 
