@@ -277,7 +277,7 @@ except KeyboardInterrupt:
 	echo kill >"$MNT/demo/ctl"
 	run cat "$MNT/demo/runs/1/wait"
 	[ "$output" = "killed TERM" ]
-	! kill -0 "$gc" 2>/dev/null
+	run ! kill -0 "$gc"
 	wait_for test -z "$(sfs_run_pids "$STATE")"
 }
 

@@ -378,10 +378,10 @@ no_pending() {
 		cat "$MNT"/z1/ports/* 2>/dev/null || true
 		cat "$MNT/z1/journal"
 	} >"$out"
-	! grep -qF "$DT_KEY" "$out"
-	! grep -rqF "$DT_KEY" "$STATE"
-	! grep -qF "$DT_KEY" "$BATS_TEST_TMPDIR/daemon.log"
-	! grep -rqF tok-value-123 "$STATE/registry.json"
+	run ! grep -qF "$DT_KEY" "$out"
+	run ! grep -rqF "$DT_KEY" "$STATE"
+	run ! grep -qF "$DT_KEY" "$BATS_TEST_TMPDIR/daemon.log"
+	run ! grep -rqF tok-value-123 "$STATE/registry.json"
 	# the log did record the calls (level 3), so the check above means something
 	grep -q 'daytona: POST http://127.0.0.1:.*/api/sandbox' "$BATS_TEST_TMPDIR/daemon.log" ||
 		[ "$DT_MODE" = real ]

@@ -452,7 +452,7 @@ dk_snapshot() {
 	docker_setup
 	dk_new lost
 	id=$(dk_id lost)
-	! grep -q orphans "$MNT/providers/docker/status"
+	run ! grep -q orphans "$MNT/providers/docker/status"
 	echo "forget lost" >"$MNT/ctl"
 	grep -q "orphans 1: ${id:0:12}" "$MNT/providers/docker/status"
 	# still alive: forget leaves the sandbox alone

@@ -2,6 +2,9 @@
 # mount, and teardown unmounts and kills whatever the test left, even when
 # the test failed.
 
+# `run ! CMD` (a negated assertion that can fail mid-test) needs bats 1.5.
+bats_require_minimum_version 1.5.0
+
 SFS_ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 SFS_BIN="${SFS_BIN:-$SFS_ROOT/build/sandboxfs}"
 
