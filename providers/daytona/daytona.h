@@ -68,4 +68,7 @@ int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 ssize_t dt_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err);
 
+/* A toolbox FileInfo object to attributes (files.c); *st->link is malloc'd. */
+int dt_file_info_from_json(json_t *o, struct sfs_rstat *st);
+
 #endif

@@ -36,8 +36,8 @@ static int64_t parse_time(const char *s)
 	return t;
 }
 
-/* A FileInfo object to attributes. */
-static int from_info(json_t *o, struct sfs_rstat *st)
+/* A FileInfo object to attributes (public for the fuzz harness). */
+int dt_file_info_from_json(json_t *o, struct sfs_rstat *st)
 {
 	memset(st, 0, sizeof(*st));
 	const char *perm = json_string_value(json_object_get(o, "permissions"));
@@ -112,7 +112,7 @@ int dt_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 	json_t *o = NULL;
 	int r = query_call(sb, "GET", "/files/info?path=%s", path, &o, err);
 	if (!r)
-		r = from_info(o, st);
+		r = dt_file_info_from_json(o, st);
 	json_decref(o);
 	if (!r && S_ISLNK(st->mode) && !st->link)
 		r = read_target(sb, path, st, err);
@@ -143,7 +143,7 @@ int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
 		    strchr(name, '/'))
 			continue;
-		if (!(v[k].name = strdup(name)) || from_info(e, &v[k].st))
+		if (!(v[k].name = strdup(name)) || dt_file_info_from_json(e, &v[k].st))
 			r = sfs_errf(err, -ENOMEM, "out of memory");
 		k++;
 	}

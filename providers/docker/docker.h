@@ -161,4 +161,7 @@ int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 		    struct sfs_err *err);
 
+/* Decodes the archive API's X-Docker-Container-Path-Stat header (pathstat.c). */
+int dk_path_stat_decode(const char *header, struct sfs_rstat *st, struct sfs_err *err);
+
 #endif

@@ -21,17 +21,6 @@
 
 #define TAR_BLOCK 512
 
-/* Go's os.FileMode bits, as the archive API reports them. */
-#define GO_DIR (1u << 31)
-#define GO_SYMLINK (1u << 27)
-#define GO_DEVICE (1u << 26)
-#define GO_PIPE (1u << 25)
-#define GO_SOCKET (1u << 24)
-#define GO_SETUID (1u << 23)
-#define GO_SETGID (1u << 22)
-#define GO_CHARDEV (1u << 21)
-#define GO_STICKY (1u << 20)
-
 /* The container path of a workspace-relative path. */
 static int full_path(struct sfs_sandbox *sb, const char *path, char *buf, size_t len,
 		     struct sfs_err *err)
@@ -54,58 +43,6 @@ static int container(struct sfs_sandbox *sb, char *cid, size_t len, struct sfs_e
 }
 
 /* ---- stat ---------------------------------------------------------------- */
-
-static size_t base64_decode(const char *in, unsigned char *out, size_t cap)
-{
-	static const char abc[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t n = 0;
-	for (; *in && *in != '='; in++) {
-		const char *p = strchr(abc, *in);
-		if (!p || !*in)
-			continue;
-		acc = acc << 6 | (uint32_t)(p - abc);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (n < cap)
-				out[n++] = (unsigned char)(acc >> bits);
-		}
-	}
-	return n;
-}
-
-static mode_t from_go_mode(uint32_t g)
-{
-	mode_t m = g & 0777;
-	if (g & GO_SETUID)
-		m |= S_ISUID;
-	if (g & GO_SETGID)
-		m |= S_ISGID;
-	if (g & GO_STICKY)
-		m |= S_ISVTX;
-	if (g & GO_DIR)
-		return m | S_IFDIR;
-	if (g & GO_SYMLINK)
-		return m | S_IFLNK;
-	if (g & GO_PIPE)
-		return m | S_IFIFO;
-	if (g & GO_SOCKET)
-		return m | S_IFSOCK;
-	if (g & GO_DEVICE)
-		return m | (g & GO_CHARDEV ? S_IFCHR : S_IFBLK);
-	return m | S_IFREG;
-}
-
-static int64_t parse_time(const char *s)
-{
-	struct tm tm = {0};
-	if (!s || !strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))
-		return 0;
-	return (int64_t)timegm(&tm);
-}
 
 /* The archive API's URL for a workspace path of sb's container. */
 static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
@@ -145,20 +82,10 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 		dk_resp_free(&resp);
 		return r;
 	}
-	unsigned char raw[8192];
-	size_t n = base64_decode(resp.path_stat, raw, sizeof(raw));
+	r = dk_path_stat_decode(resp.path_stat, st, err);
 	dk_resp_free(&resp);
-	json_t *j = json_loadb((const char *)raw, n, 0, NULL);
-	if (!j)
-		return sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", path);
-	memset(st, 0, sizeof(*st));
-	st->mode = from_go_mode((uint32_t)json_integer_value(json_object_get(j, "mode")));
-	st->size = (off_t)json_integer_value(json_object_get(j, "size"));
-	st->mtime = parse_time(json_string_value(json_object_get(j, "mtime")));
-	const char *link = json_string_value(json_object_get(j, "linkTarget"));
-	if (S_ISLNK(st->mode) && link && !(st->link = strdup(link)))
-		r = sfs_errf(err, -ENOMEM, "out of memory");
-	json_decref(j);
+	if (r == -EIO)
+		r = sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", path);
 	return r;
 }
 
