@@ -1,16 +1,15 @@
 #include "tree.h"
 #include "ctl.h"
+#include "registry.h"
+#include "sandbox.h"
 
 #include "../journal/journal.h"
-#include "../providers/redact.h"
 #include "../providers/util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,87 +18,6 @@ struct sfs_tree tree;
 void (*tree_run_started_hook)(struct sfs_sandbox *sb, struct sfs_run *run);
 void (*tree_sandbox_gone_hook)(struct sfs_sandbox *sb);
 void (*tree_sandbox_reset_hook)(struct sfs_sandbox *sb);
-
-/* ---- records ---------------------------------------------------------- */
-
-static void free_run(struct sfs_run *run)
-{
-	if (!run)
-		return;
-	free(run->cmd);
-	free(run->dir);
-	free(run);
-}
-
-static void free_sandbox(struct sfs_sandbox *sb)
-{
-	if (!sb)
-		return;
-	free(sb->id);
-	free(sb->image);
-	free(sb->workspace);
-	sfs_kv_free(&sb->env);
-	json_decref(sb->pdata);
-	for (size_t i = 0; i < sb->nsnapshots; i++) {
-		free(sb->snapshots[i].id);
-		free(sb->snapshots[i].label);
-	}
-	free(sb->snapshots);
-	for (size_t i = 0; i < sb->nports; i++)
-		free(sb->ports[i].url);
-	free(sb->ports);
-	free(sb->statedir);
-	free(sb->error);
-	free(sb->progress);
-	for (size_t i = 0; i < sb->nruns; i++)
-		free_run(sb->runs[i]);
-	free(sb->runs);
-	free(sb->last_result);
-	pthread_mutex_destroy(&sb->op_mutex);
-	free(sb);
-}
-
-static struct sfs_sandbox *new_sandbox(const char *name, const char *key,
-				       const struct sfs_provider *p)
-{
-	struct sfs_sandbox *sb = calloc(1, sizeof(*sb));
-	if (!sb)
-		return NULL;
-	snprintf(sb->name, sizeof(sb->name), "%s", name);
-	snprintf(sb->key, sizeof(sb->key), "%s", key);
-	sb->provider = p;
-	pthread_mutex_init(&sb->op_mutex, NULL);
-	if (asprintf(&sb->statedir, "%s/sandboxes/%s", tree.statedir, key) < 0) {
-		sb->statedir = NULL;
-		free_sandbox(sb);
-		return NULL;
-	}
-	return sb;
-}
-
-static int set_str(char **dst, const char *src)
-{
-	char *d = src ? strdup(src) : NULL;
-	if (src && !d)
-		return -ENOMEM;
-	free(*dst);
-	*dst = d;
-	return 0;
-}
-
-void tree_set_error(struct sfs_sandbox *sb, const char *msg)
-{
-	sfs_sb_set_error(sb, msg);
-}
-
-void tree_set_last_result(struct sfs_sandbox *sb, const char *text)
-{
-	char *copy = text ? strdup(text) : NULL;
-	pthread_mutex_lock(&sfs_records_mu);
-	free(sb->last_result);
-	sb->last_result = copy;
-	pthread_mutex_unlock(&sfs_records_mu);
-}
 
 /* ---- lookups ---------------------------------------------------------- */
 
@@ -177,61 +95,10 @@ int tree_nruns(struct sfs_sandbox *sb)
 
 /* ---- registry ---------------------------------------------------------- */
 
-static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
-{
-	json_t *env = json_object(), *snaps = json_array(), *ports = json_array();
-	for (size_t i = 0; env && i < sb->env.n; i++)
-		json_object_set_new(env, sb->env.v[i].key, json_string(sb->env.v[i].val));
-	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
-		json_array_append_new(snaps,
-				      json_pack("{s:s, s:s?, s:I}", "id", sb->snapshots[i].id,
-						"label", sb->snapshots[i].label, "created",
-						(json_int_t)sb->snapshots[i].created));
-	for (size_t i = 0; ports && i < sb->nports; i++)
-		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
-						       "url", sb->ports[i].url));
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:O?, s:o, s:o}",
-			      "name", sb->name, "local_id", sb->key, "provider", sb->provider->name,
-			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
-			      sb->created, "image", sb->image, "workspace", sb->workspace, "env",
-			      env, "pdata", sb->pdata, "snapshots", snaps, "ports", ports);
-	return o;
-}
-
 /* Callers hold sfs_records_mu so the list cannot change under the dump. */
 static int save_locked(struct sfs_err *err)
 {
-	json_t *arr = json_array();
-	if (!arr)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < tree.nsbs; i++) {
-		if (tree.sbs[i]->state == SFS_SB_CREATING)
-			continue; /* not usable yet: not persisted */
-		json_t *o = sandbox_to_json(tree.sbs[i]);
-		if (!o || json_array_append_new(arr, o)) {
-			json_decref(arr);
-			return sfs_errf(err, -ENOMEM, "out of memory");
-		}
-	}
-	json_t *root = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
-	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-	json_decref(root);
-	if (!text)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	size_t cap = strlen(text) + 1;
-	/* the registry holds provider state: hide secrets before it hits disk */
-	char *red = malloc(cap + 4096);
-	if (red) {
-		memcpy(red, text, cap);
-		sfs_redact(red, cap + 4096);
-	}
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/registry.json", tree.statedir);
-	int r = red ? sfs_write_file_atomic(path, red, strlen(red), err)
-		    : sfs_errf(err, -ENOMEM, "out of memory");
-	free(red);
-	free(text);
-	return r;
+	return registry_save(tree.statedir, tree.sbs, tree.nsbs, err);
 }
 
 int tree_save(struct sfs_err *err)
@@ -274,118 +141,6 @@ static void remove_locked(struct sfs_sandbox *sb, bool bury)
 	/* on ENOMEM it leaks: never freed while something may point at it */
 }
 
-static int add_run_locked(struct sfs_sandbox *sb, struct sfs_run *run)
-{
-	struct sfs_run **grown = realloc(sb->runs, (sb->nruns + 1) * sizeof(*grown));
-	if (!grown)
-		return -ENOMEM;
-	sb->runs = grown;
-	sb->runs[sb->nruns++] = run;
-	return 0;
-}
-
-/* Finds runs/1, runs/2 ... in the sandbox's state dir. */
-static void load_runs(struct sfs_sandbox *sb)
-{
-	for (int n = 1;; n++) {
-		char dir[4200], path[4300];
-		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
-		snprintf(path, sizeof(path), "%s/cmd", dir);
-		char *cmd = NULL;
-		if (sfs_read_file(path, &cmd, NULL) < 0)
-			break;
-		struct sfs_run *run = calloc(1, sizeof(*run));
-		if (!run || !(run->dir = strdup(dir))) {
-			free(run);
-			free(cmd);
-			break;
-		}
-		run->n = n;
-		run->cmd = cmd;
-		struct stat st;
-		if (stat(path, &st) == 0)
-			run->started = st.st_mtime;
-		pthread_mutex_lock(&sfs_records_mu);
-		int r = add_run_locked(sb, run);
-		pthread_mutex_unlock(&sfs_records_mu);
-		if (r) {
-			free_run(run);
-			break;
-		}
-		journal_attach(sb, run, NULL);
-	}
-}
-
-static struct sfs_sandbox *sandbox_from_json(json_t *o)
-{
-	const char *name = json_string_value(json_object_get(o, "name"));
-	const char *key = json_string_value(json_object_get(o, "local_id"));
-	const char *pname = json_string_value(json_object_get(o, "provider"));
-	const struct sfs_provider *p = pname ? sfs_provider_find(pname) : NULL;
-	if (!name || !key || !p) {
-		sfs_log(SFS_LOG_ERR, "registry: skipping an entry without name/local_id/provider");
-		return NULL;
-	}
-	struct sfs_sandbox *sb = new_sandbox(name, key, p);
-	if (!sb)
-		return NULL;
-	const char *state = json_string_value(json_object_get(o, "state"));
-	int st = state ? sfs_sb_state_parse(state) : SFS_SB_RUNNING;
-	sb->state = st < 0 ? SFS_SB_ERROR : (enum sfs_sb_state)st;
-	const char *created = json_string_value(json_object_get(o, "created"));
-	snprintf(sb->created, sizeof(sb->created), "%s", created ? created : "");
-	int r = set_str(&sb->id, json_string_value(json_object_get(o, "id")));
-	r |= set_str(&sb->image, json_string_value(json_object_get(o, "image")));
-	r |= set_str(&sb->workspace, json_string_value(json_object_get(o, "workspace")));
-	const char *k;
-	json_t *v;
-	json_object_foreach(json_object_get(o, "env"), k, v)
-	{
-		/* secret values are redacted on disk: they do not survive a
-		 * restart and must be set again (docs/architecture.md) */
-		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
-			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
-	}
-	json_t *pd = json_object_get(o, "pdata");
-	if (json_is_object(pd))
-		sb->pdata = json_deep_copy(pd);
-	size_t i;
-	json_t *s;
-	json_array_foreach(json_object_get(o, "snapshots"), i, s)
-	{
-		struct sfs_snapshot *grown =
-		    realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
-		if (!grown) {
-			r = -ENOMEM;
-			break;
-		}
-		sb->snapshots = grown;
-		struct sfs_snapshot *snap = &sb->snapshots[sb->nsnapshots++];
-		memset(snap, 0, sizeof(*snap));
-		r |= set_str(&snap->id, json_string_value(json_object_get(s, "id")));
-		r |= set_str(&snap->label, json_string_value(json_object_get(s, "label")));
-		snap->created = json_integer_value(json_object_get(s, "created"));
-	}
-	json_array_foreach(json_object_get(o, "ports"), i, s)
-	{
-		struct sfs_port *grown = realloc(sb->ports, (sb->nports + 1) * sizeof(*grown));
-		if (!grown) {
-			r = -ENOMEM;
-			break;
-		}
-		sb->ports = grown;
-		struct sfs_port *port = &sb->ports[sb->nports++];
-		port->port = (int)json_integer_value(json_object_get(s, "port"));
-		port->url = NULL;
-		r |= set_str(&port->url, json_string_value(json_object_get(s, "url")));
-	}
-	if (r) {
-		free_sandbox(sb);
-		return NULL;
-	}
-	return sb;
-}
-
 static bool known(const struct sfs_provider *p, const char *key)
 {
 	bool found = false;
@@ -410,28 +165,19 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	int r = sfs_mkdir_p(path, 0700);
 	if (r)
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
-	snprintf(path, sizeof(path), "%s/registry.json", statedir);
-	json_error_t jerr;
-	json_t *root = json_load_file(path, 0, &jerr);
-	if (!root) {
-		if (access(path, F_OK) == 0)
-			return sfs_errf(err, -EINVAL, "registry %s: %s (line %d)", path, jerr.text,
-					jerr.line);
-		return 0; /* first start */
-	}
-	size_t i;
-	json_t *o;
-	json_array_foreach(json_object_get(root, "sandboxes"), i, o)
-	{
-		struct sfs_sandbox *sb = sandbox_from_json(o);
-		if (!sb)
-			continue;
+	struct sfs_sandbox **sbs;
+	size_t nsbs;
+	r = registry_load(statedir, &sbs, &nsbs, err);
+	if (r)
+		return r;
+	for (size_t i = 0; i < nsbs; i++) {
+		struct sfs_sandbox *sb = sbs[i];
 		pthread_mutex_lock(&sfs_records_mu);
 		bool dup = find_locked(sb->name) != NULL;
 		int ar = dup ? -EEXIST : add_locked(sb);
 		pthread_mutex_unlock(&sfs_records_mu);
 		if (ar) {
-			free_sandbox(sb);
+			sandbox_free(sb);
 			continue;
 		}
 		if (sb->state == SFS_SB_RUNNING || sb->state == SFS_SB_STOPPED) {
@@ -442,18 +188,18 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 				sb->state = SFS_SB_ERROR;
 			}
 		}
-		load_runs(sb);
+		registry_load_runs(sb);
 	}
-	json_decref(root);
+	free(sbs);
 	return 0;
 }
 
 void tree_shutdown(void)
 {
 	for (size_t i = 0; i < tree.nsbs; i++)
-		free_sandbox(tree.sbs[i]);
+		sandbox_free(tree.sbs[i]);
 	for (size_t i = 0; i < tree.ngraveyard; i++)
-		free_sandbox(tree.graveyard[i]);
+		sandbox_free(tree.graveyard[i]);
 	free(tree.sbs);
 	free(tree.graveyard);
 	sfs_set_sandbox_lookup(NULL);
@@ -476,7 +222,7 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 	r = sfs_random_hex(key, 16);
 	if (r)
 		return sfs_errf(err, r, "random: %s", strerror(-r));
-	struct sfs_sandbox *sb = new_sandbox(name, key, p);
+	struct sfs_sandbox *sb = sandbox_new(tree.statedir, name, key, p);
 	if (!sb)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	sb->state = SFS_SB_CREATING;
@@ -484,7 +230,7 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 	pthread_mutex_lock(&sfs_records_mu);
 	if (find_locked(name)) {
 		pthread_mutex_unlock(&sfs_records_mu);
-		free_sandbox(sb);
+		sandbox_free(sb);
 		return sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", name);
 	}
 	r = add_locked(sb);
@@ -492,7 +238,7 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 		sb->refs++;
 	pthread_mutex_unlock(&sfs_records_mu);
 	if (r) {
-		free_sandbox(sb);
+		sandbox_free(sb);
 		return sfs_errf(err, r, "out of memory");
 	}
 	r = sfs_mkdir_p(sb->statedir, 0700);
@@ -600,7 +346,7 @@ int tree_resume(const char *name, const char *pname, const char *id, struct sfs_
 	int r = reserve(name, p, &sb, err);
 	if (r)
 		return r;
-	r = set_str(&sb->id, id);
+	r = sandbox_set_str(&sb->id, id);
 	if (r) {
 		unreserve(sb);
 		return sfs_errf(err, r, "out of memory");
@@ -787,7 +533,7 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 			strerror(errno));
 	}
 	pthread_mutex_lock(&sfs_records_mu);
-	r = add_run_locked(sb, run);
+	r = sandbox_add_run_locked(sb, run);
 	pthread_mutex_unlock(&sfs_records_mu);
 	if (r) {
 		/* cannot track it: stop it rather than leave it unseen */
@@ -805,7 +551,7 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 fail_dir:
 	sfs_rm_rf(run->dir);
 fail:
-	free_run(run);
+	sandbox_run_free(run);
 	pthread_mutex_unlock(&sb->op_mutex);
 	return r;
 }

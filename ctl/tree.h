@@ -1,7 +1,9 @@
 /*
  * The sandboxes the daemon knows: a list guarded by one lock, persisted as a
- * registry in the state directory (jansson, temp + rename), and the
- * lifecycle operations the ctl verbs and the fs layer (mkdir, rmdir, mv) call.
+ * registry in the state directory (ctl/registry.c), and the lifecycle
+ * operations the ctl verbs and the fs layer (mkdir, rmdir, mv) call.  The
+ * record itself is built and freed in ctl/sandbox.c.  This header is the
+ * interface fs/ uses.
  *
  * Lock order: sb->op_mutex (long: provider calls) before sfs_records_mu
  * (short: list, names, runs arrays, refs; providers/provider.h).  Never call

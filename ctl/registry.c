@@ -1,0 +1,204 @@
+#include "registry.h"
+#include "sandbox.h"
+
+#include "../journal/journal.h"
+#include "../providers/redact.h"
+#include "../providers/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
+{
+	json_t *env = json_object(), *snaps = json_array(), *ports = json_array();
+	for (size_t i = 0; env && i < sb->env.n; i++)
+		json_object_set_new(env, sb->env.v[i].key, json_string(sb->env.v[i].val));
+	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
+		json_array_append_new(snaps,
+				      json_pack("{s:s, s:s?, s:I}", "id", sb->snapshots[i].id,
+						"label", sb->snapshots[i].label, "created",
+						(json_int_t)sb->snapshots[i].created));
+	for (size_t i = 0; ports && i < sb->nports; i++)
+		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
+						       "url", sb->ports[i].url));
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:O?, s:o, s:o}",
+			      "name", sb->name, "local_id", sb->key, "provider", sb->provider->name,
+			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
+			      sb->created, "image", sb->image, "workspace", sb->workspace, "env",
+			      env, "pdata", sb->pdata, "snapshots", snaps, "ports", ports);
+	return o;
+}
+
+int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n,
+		  struct sfs_err *err)
+{
+	json_t *arr = json_array();
+	if (!arr)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		if (sbs[i]->state == SFS_SB_CREATING)
+			continue; /* not usable yet: not persisted */
+		json_t *o = sandbox_to_json(sbs[i]);
+		if (!o || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			return sfs_errf(err, -ENOMEM, "out of memory");
+		}
+	}
+	json_t *root = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
+	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+	json_decref(root);
+	if (!text)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	size_t cap = strlen(text) + 1;
+	/* the registry holds provider state: hide secrets before it hits disk */
+	char *red = malloc(cap + 4096);
+	if (red) {
+		memcpy(red, text, cap);
+		sfs_redact(red, cap + 4096);
+	}
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/registry.json", statedir);
+	int r = red ? sfs_write_file_atomic(path, red, strlen(red), err)
+		    : sfs_errf(err, -ENOMEM, "out of memory");
+	free(red);
+	free(text);
+	return r;
+}
+
+void registry_load_runs(struct sfs_sandbox *sb)
+{
+	for (int n = 1;; n++) {
+		char dir[4200], path[4300];
+		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
+		snprintf(path, sizeof(path), "%s/cmd", dir);
+		char *cmd = NULL;
+		if (sfs_read_file(path, &cmd, NULL) < 0)
+			break;
+		struct sfs_run *run = calloc(1, sizeof(*run));
+		if (!run || !(run->dir = strdup(dir))) {
+			free(run);
+			free(cmd);
+			break;
+		}
+		run->n = n;
+		run->cmd = cmd;
+		struct stat st;
+		if (stat(path, &st) == 0)
+			run->started = st.st_mtime;
+		pthread_mutex_lock(&sfs_records_mu);
+		int r = sandbox_add_run_locked(sb, run);
+		pthread_mutex_unlock(&sfs_records_mu);
+		if (r) {
+			sandbox_run_free(run);
+			break;
+		}
+		journal_attach(sb, run, NULL);
+	}
+}
+
+static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
+{
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const char *key = json_string_value(json_object_get(o, "local_id"));
+	const char *pname = json_string_value(json_object_get(o, "provider"));
+	const struct sfs_provider *p = pname ? sfs_provider_find(pname) : NULL;
+	if (!name || !key || !p) {
+		sfs_log(SFS_LOG_ERR, "registry: skipping an entry without name/local_id/provider");
+		return NULL;
+	}
+	struct sfs_sandbox *sb = sandbox_new(statedir, name, key, p);
+	if (!sb)
+		return NULL;
+	const char *state = json_string_value(json_object_get(o, "state"));
+	int st = state ? sfs_sb_state_parse(state) : SFS_SB_RUNNING;
+	sb->state = st < 0 ? SFS_SB_ERROR : (enum sfs_sb_state)st;
+	const char *created = json_string_value(json_object_get(o, "created"));
+	snprintf(sb->created, sizeof(sb->created), "%s", created ? created : "");
+	int r = sandbox_set_str(&sb->id, json_string_value(json_object_get(o, "id")));
+	r |= sandbox_set_str(&sb->image, json_string_value(json_object_get(o, "image")));
+	r |= sandbox_set_str(&sb->workspace, json_string_value(json_object_get(o, "workspace")));
+	const char *k;
+	json_t *v;
+	json_object_foreach(json_object_get(o, "env"), k, v)
+	{
+		/* secret values are redacted on disk: they do not survive a
+		 * restart and must be set again (docs/architecture.md) */
+		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
+			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
+	}
+	json_t *pd = json_object_get(o, "pdata");
+	if (json_is_object(pd))
+		sb->pdata = json_deep_copy(pd);
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(o, "snapshots"), i, s)
+	{
+		struct sfs_snapshot *grown =
+		    realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+		if (!grown) {
+			r = -ENOMEM;
+			break;
+		}
+		sb->snapshots = grown;
+		struct sfs_snapshot *snap = &sb->snapshots[sb->nsnapshots++];
+		memset(snap, 0, sizeof(*snap));
+		r |= sandbox_set_str(&snap->id, json_string_value(json_object_get(s, "id")));
+		r |= sandbox_set_str(&snap->label, json_string_value(json_object_get(s, "label")));
+		snap->created = json_integer_value(json_object_get(s, "created"));
+	}
+	json_array_foreach(json_object_get(o, "ports"), i, s)
+	{
+		struct sfs_port *grown = realloc(sb->ports, (sb->nports + 1) * sizeof(*grown));
+		if (!grown) {
+			r = -ENOMEM;
+			break;
+		}
+		sb->ports = grown;
+		struct sfs_port *port = &sb->ports[sb->nports++];
+		port->port = (int)json_integer_value(json_object_get(s, "port"));
+		port->url = NULL;
+		r |= sandbox_set_str(&port->url, json_string_value(json_object_get(s, "url")));
+	}
+	if (r) {
+		sandbox_free(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, struct sfs_err *err)
+{
+	*out = NULL;
+	*n = 0;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/registry.json", statedir);
+	json_error_t jerr;
+	json_t *root = json_load_file(path, 0, &jerr);
+	if (!root) {
+		if (access(path, F_OK) == 0)
+			return sfs_errf(err, -EINVAL, "registry %s: %s (line %d)", path, jerr.text,
+					jerr.line);
+		return 0; /* first start */
+	}
+	json_t *arr = json_object_get(root, "sandboxes");
+	size_t i;
+	json_t *o;
+	struct sfs_sandbox **sbs = calloc(json_array_size(arr) + 1, sizeof(*sbs));
+	if (!sbs) {
+		json_decref(root);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	json_array_foreach(arr, i, o)
+	{
+		struct sfs_sandbox *sb = sandbox_from_json(statedir, o);
+		if (sb)
+			sbs[(*n)++] = sb;
+	}
+	json_decref(root);
+	*out = sbs;
+	return 0;
+}

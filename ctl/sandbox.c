@@ -1,0 +1,96 @@
+#include "sandbox.h"
+#include "tree.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sandbox_run_free(struct sfs_run *run)
+{
+	if (!run)
+		return;
+	free(run->cmd);
+	free(run->dir);
+	free(run);
+}
+
+void sandbox_free(struct sfs_sandbox *sb)
+{
+	if (!sb)
+		return;
+	free(sb->id);
+	free(sb->image);
+	free(sb->workspace);
+	sfs_kv_free(&sb->env);
+	json_decref(sb->pdata);
+	for (size_t i = 0; i < sb->nsnapshots; i++) {
+		free(sb->snapshots[i].id);
+		free(sb->snapshots[i].label);
+	}
+	free(sb->snapshots);
+	for (size_t i = 0; i < sb->nports; i++)
+		free(sb->ports[i].url);
+	free(sb->ports);
+	free(sb->statedir);
+	free(sb->error);
+	free(sb->progress);
+	for (size_t i = 0; i < sb->nruns; i++)
+		sandbox_run_free(sb->runs[i]);
+	free(sb->runs);
+	free(sb->last_result);
+	pthread_mutex_destroy(&sb->op_mutex);
+	free(sb);
+}
+
+struct sfs_sandbox *sandbox_new(const char *statedir, const char *name, const char *key,
+				const struct sfs_provider *p)
+{
+	struct sfs_sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	snprintf(sb->name, sizeof(sb->name), "%s", name);
+	snprintf(sb->key, sizeof(sb->key), "%s", key);
+	sb->provider = p;
+	pthread_mutex_init(&sb->op_mutex, NULL);
+	if (asprintf(&sb->statedir, "%s/sandboxes/%s", statedir, key) < 0) {
+		sb->statedir = NULL;
+		sandbox_free(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+int sandbox_set_str(char **dst, const char *src)
+{
+	char *d = src ? strdup(src) : NULL;
+	if (src && !d)
+		return -ENOMEM;
+	free(*dst);
+	*dst = d;
+	return 0;
+}
+
+int sandbox_add_run_locked(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	struct sfs_run **grown = realloc(sb->runs, (sb->nruns + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	sb->runs = grown;
+	sb->runs[sb->nruns++] = run;
+	return 0;
+}
+
+void tree_set_error(struct sfs_sandbox *sb, const char *msg)
+{
+	sfs_sb_set_error(sb, msg);
+}
+
+void tree_set_last_result(struct sfs_sandbox *sb, const char *text)
+{
+	char *copy = text ? strdup(text) : NULL;
+	pthread_mutex_lock(&sfs_records_mu);
+	free(sb->last_result);
+	sb->last_result = copy;
+	pthread_mutex_unlock(&sfs_records_mu);
+}
