@@ -7,7 +7,7 @@
  *   bits 23..0   aux: run number, port, snapshot index, provider index
  *
  * The root is FUSE_ROOT_ID (1).  Workspace nodes are kind SFS_K_WS with a
- * 48-bit id from the workspace node table (fs/workspace.c), which holds their
+ * 48-bit id from the workspace node table (fs/workspace/nodes.c), which holds their
  * O_PATH fds and lookup counts.
  */
 #ifndef SFS_INO_H

@@ -243,7 +243,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Long: the workspace watcher pushes outside changes into the kernel
-	 * (fs/workspace.c "Coherence"), and falls back to 1 s without inotify. */
+	 * (fs/workspace/watcher.c "Coherence"), and falls back to 1 s without inotify. */
 	sfs_fs_opts.ws.attr_timeout = sfs_config_get_double("attr_timeout", 86400.0);
 	sfs_fs_opts.ws.entry_timeout = sfs_config_get_double("entry_timeout", 86400.0);
 	/* never exactly 0: the kernel would re-look-up every entry */

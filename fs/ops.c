@@ -1,6 +1,6 @@
 /*
  * The FUSE low-level handlers: a thin adapter.  Workspace inodes go to
- * fs/workspace.c (ws_ops); synthetic inodes are resolved through fs/synth.c
+ * fs/workspace/ (ws_ops); synthetic inodes are resolved through fs/synth.c
  * and their writes go to ctl/, their journal reads to journal/.
  */
 #include "fs.h"

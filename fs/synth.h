@@ -23,7 +23,7 @@ struct synth {
 
 struct synth_entry {
 	char name[64];
-	fuse_ino_t ino; /* 0 for "workspace" (served by fs/workspace.c) */
+	fuse_ino_t ino; /* 0 for "workspace" (served by fs/workspace/) */
 	mode_t mode;
 };
 

@@ -294,7 +294,7 @@ dk_new_missing() {
 }
 
 # SPEC §5 for non-local providers: this is the workspace layer's rewriting
-# (fs/workspace.c readlink), tested here because docker is the first
+# (fs/workspace/entries.c readlink), tested here because docker is the first
 # provider it applies to.
 @test "docker: a symlink planted in the workspace never leads a host tool to a host file (SPEC §5)" {
 	sfs_mount

@@ -1,0 +1,107 @@
+/*
+ * Caller credentials for creations.
+ *
+ * Ownership.  When the daemon is root, objects are created with the calling
+ * thread's fsuid/fsgid set to the caller's (setfsuid/setfsgid are per-thread),
+ * so the host filesystem assigns owner and group atomically, set-gid parent
+ * directories included.  setfsuid() to a non-root uid drops CAP_DAC_OVERRIDE
+ * and friends from the thread; we raise them again with capset() (also
+ * per-thread), because the kernel has already checked every permission with
+ * the caller's full credentials (default_permissions, which also strips
+ * S_ISGID in vfs_prepare_mode) and repeating the check as the caller would
+ * need their supplementary groups.  So a mount that other users can reach
+ * must use default_permissions (SPEC §1).  Create-then-fchown was rejected:
+ * it races with sandbox processes renaming things into place, and chown
+ * clears S_ISUID.
+ *
+ * The kernel already applied the caller's umask to create modes; each worker
+ * thread unshares its fs_struct once and sets its own umask to 0 so that the
+ * daemon's umask is not applied a second time.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "fs/workspace/internal.h"
+#include "fs/ino.h"
+#include "fs/symlink_rewrite.h"
+#include "providers/config.h"
+#include "providers/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/fsuid.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+static _Thread_local bool ws_thread_umask_done;
+
+void ws_thread_clear_umask(void)
+{
+	static bool warned;
+
+	if (ws_thread_umask_done)
+		return;
+	ws_thread_umask_done = true;
+	if (unshare(CLONE_FS) == -1) {
+		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+			sfs_log(SFS_LOG_WARN,
+				"workspace: unshare(CLONE_FS): %s; new files get the daemon's "
+				"umask on top of the caller's",
+				strerror(errno));
+		return;
+	}
+	umask(0);
+}
+
+/* Makes this thread create files as the request's caller; *switched tells
+ * ws_creds_end whether there is anything to undo. */
+int ws_creds_begin(fuse_req_t req, bool *switched)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+
+	*switched = false;
+	if (!ws.root || (ctx->uid == ws.fsuid && ctx->gid == ws.fsgid))
+		return 0;
+	if (syscall(SYS_capget, &hdr, caps) == -1)
+		return errno;
+	*switched = true;
+	setfsgid(ctx->gid);
+	setfsuid(ctx->uid);
+	/* setfsuid() reports the previous id, never an error: read back. */
+	if ((uid_t)setfsuid((uid_t)-1) != ctx->uid || (gid_t)setfsgid((gid_t)-1) != ctx->gid)
+		return EPERM;
+	if (syscall(SYS_capset, &hdr, caps) == -1)
+		return errno;
+	return 0;
+}
+
+void ws_creds_end(bool switched)
+{
+	if (!switched)
+		return;
+	setfsuid(ws.fsuid); /* back to root also raises the fs capabilities again */
+	setfsgid(ws.fsgid);
+	if ((uid_t)setfsuid((uid_t)-1) != ws.fsuid || (gid_t)setfsgid((gid_t)-1) != ws.fsgid)
+		ws_bug("cannot restore the worker thread's fsuid/fsgid");
+}

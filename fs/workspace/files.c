@@ -1,0 +1,331 @@
+/* Handlers for open files: open, create, read, write, flush, release,
+ * fsync, flock, fallocate, copy_file_range, lseek. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "fs/workspace/internal.h"
+#include "fs/ino.h"
+#include "fs/symlink_rewrite.h"
+#include "providers/config.h"
+#include "providers/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/fsuid.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+static int ws_open_flags(int flags)
+{
+	flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+	if (ws.opt.writeback) {
+		/* The kernel reads pages even of write-only files, and does O_APPEND itself. */
+		if ((flags & O_ACCMODE) == O_WRONLY)
+			flags = (flags & ~O_ACCMODE) | O_RDWR;
+		flags &= ~O_APPEND;
+	}
+	return flags | O_CLOEXEC;
+}
+
+static void ws_file_info(struct fuse_file_info *fi, struct ws_file *h)
+{
+	fi->fh = (uintptr_t)h;
+	/* Without the watcher's invalidations (a watch failed), an open must
+	 * drop the pages: nothing else would. */
+	if (ws.opt.keep_cache &&
+	    (!ws.explicit_inval || __atomic_load_n(&ws.coherent, __ATOMIC_RELAXED)))
+		fi->keep_cache = 1;
+	/* Nothing to flush for a read-only open (writeback still flushes). */
+	if ((fi->flags & O_ACCMODE) == O_RDONLY)
+		fi->noflush = 1;
+}
+
+void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct ws_node *n = ws_get(req, ino);
+	struct ws_file *h;
+	int flags, fd, err = 0;
+
+	if (!n)
+		return;
+	h = malloc(sizeof(*h));
+	if (!h) {
+		err = ENOMEM;
+		goto out;
+	}
+	if (S_ISLNK(n->type)) {
+		err = ELOOP;
+		goto out;
+	}
+	flags = ws_open_flags(fi->flags);
+	ws_proc_path(path, n->fd);
+	if (flags & O_TRUNC)
+		ws_self_begin(n);
+	fd = open(path, flags);
+	if (fd == -1 && errno == EACCES && (fi->flags & O_ACCMODE) == O_WRONLY)
+		fd = open(path, (flags & ~O_ACCMODE) | O_WRONLY); /* unprivileged daemon */
+	if (flags & O_TRUNC)
+		ws_self_end(n, n->fd, NULL);
+	if (fd == -1) {
+		err = errno;
+		goto out;
+	}
+	h->fd = fd;
+	h->node = n;
+	ws_file_info(fi, h);
+out:
+	ws_put(n);
+	if (err) {
+		free(h);
+		ws_reply_err(req, err);
+		return;
+	}
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		close(h->fd); /* interrupted: no release will come */
+		free(h);
+	}
+}
+
+void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct fuse_entry_param e;
+	struct ws_node *p, *n;
+	struct ws_file *h;
+	bool switched;
+	uint64_t seq;
+	int fd = -1, pfd, err;
+
+	if (!ws_name_ok(name)) {
+		ws_reply_err(req, EINVAL);
+		return;
+	}
+	p = ws_get(req, parent);
+	if (!p)
+		return;
+	h = malloc(sizeof(*h));
+	if (!h) {
+		err = ENOMEM;
+		goto fail;
+	}
+	ws_thread_clear_umask();
+	seq = ws_expect(p, name, WS_EV_CREATE);
+	err = ws_creds_begin(req, &switched);
+	if (!err) {
+		/* Always O_EXCL, so the file is certainly new and ours. */
+		fd = openat(p->fd, name, ws_open_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW,
+			    mode & 07777);
+		err = fd == -1 ? errno : 0;
+	}
+	ws_creds_end(switched);
+	if (err)
+		ws_expect_withdraw(seq, p, name);
+	if (err == EEXIST && !(fi->flags & O_EXCL)) {
+		/* The kernel had a stale negative entry (the sandbox created the
+		 * file behind our back).  ESTALE makes it retry the open with a
+		 * fresh lookup, which then takes the normal open path with its
+		 * permission checks and symlink handling. */
+		err = ESTALE;
+	}
+	if (err)
+		goto fail;
+	/* An O_PATH fd for the node from the exact inode, not the name, which may have changed. */
+	ws_proc_path(path, fd);
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd == -1) {
+		err = errno;
+		goto fail;
+	}
+	ws_entry_init(&e);
+	if (fstat(fd, &e.attr) == -1) {
+		err = errno;
+		close(pfd);
+		goto fail;
+	}
+	err = ws_adopt(p->serial, p, pfd, &e.attr, &e.ino, &n);
+	if (err)
+		goto fail;
+	h->fd = fd;
+	h->node = n;
+	ws_file_info(fi, h);
+	ws_put(p);
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		close(fd);
+		free(h);
+		ws_unref(e.ino, 1);
+	}
+	return;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(h);
+	ws_put(p);
+	ws_reply_err(req, err);
+}
+
+void ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = h->fd;
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+		  struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	ssize_t res;
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	out.buf[0].fd = h->fd;
+	out.buf[0].pos = off;
+	ws_self_begin(h->node);
+	res = fuse_buf_copy(&out, in, 0);
+	ws_self_end(h->node, h->fd, NULL);
+	if (res < 0) {
+		ws_reply_err(req, (int)-res);
+		return;
+	}
+	fuse_reply_write(req, (size_t)res);
+}
+
+void ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	/* close() of a duplicate reports write-back errors (NFS-style) without
+	 * giving up the handle, which stays open until release. */
+	int fd = dup(ws_file(fi)->fd);
+
+	if (fd == -1) {
+		ws_reply_err(req, errno);
+		return;
+	}
+	ws_reply_err(req, close(fd) == -1 ? errno : 0);
+}
+
+void ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+
+	close(h->fd);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+void ws_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+	int res;
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	res = datasync ? fdatasync(h->fd) : fsync(h->fd);
+	ws_reply_err(req, res == -1 ? errno : 0);
+}
+
+void ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	struct ws_file *h = ws_file(fi);
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	ws_reply_err(req, flock(h->fd, op) == -1 ? errno : 0);
+}
+
+void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+		  struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+	int err;
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	ws_self_begin(h->node);
+	err = fallocate(h->fd, mode, off, len) == -1 ? errno : 0;
+	ws_self_end(h->node, h->fd, NULL);
+	ws_reply_err(req, err);
+}
+
+void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct ws_file *in, *out;
+	ssize_t res;
+
+	/* The other side may be a synthetic file whose fh is not ours. */
+	if (SFS_INO_KIND(ino_in) != SFS_K_WS || SFS_INO_KIND(ino_out) != SFS_K_WS) {
+		ws_reply_err(req, EXDEV);
+		return;
+	}
+	in = ws_file(fi_in);
+	out = ws_file(fi_out);
+	if (ws_is_gone(in->node) || ws_is_gone(out->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	ws_self_begin(out->node);
+	res = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+	ws_self_end(out->node, out->fd, NULL);
+	if (res == -1) {
+		ws_reply_err(req, errno);
+		return;
+	}
+	fuse_reply_write(req, (size_t)res);
+}
+
+void ws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	struct ws_file *h = ws_file(fi);
+	off_t res;
+
+	if (ws_is_gone(h->node)) {
+		ws_reply_err(req, ENOENT);
+		return;
+	}
+	res = lseek(h->fd, off, whence);
+	if (res == -1) {
+		ws_reply_err(req, errno);
+		return;
+	}
+	fuse_reply_lseek(req, res);
+}

@@ -1,0 +1,217 @@
+/* fs/workspace/internal.h: what the files of the workspace passthrough share. */
+#ifndef SFS_WS_INTERNAL_H
+#define SFS_WS_INTERNAL_H
+
+#include "fs/workspace.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/*
+ * The workspace passthrough (see fs/workspace.h) in files: nodes.c (node
+ * table), watcher.c (coherence), creds.c (caller credentials), entries.c,
+ * files.c, dirs.c, xattr.c (handlers), module.c (init, shutdown, ws_ops).
+ *
+ * Node table.  Every workspace object the kernel knows about is a struct
+ * ws_node holding an O_PATH|O_NOFOLLOW fd, found by id (the FUSE ino is
+ * SFS_INO_WS(id)) and by (sandbox serial, st_dev, st_ino), so hard links
+ * share a node.  A node lives while the kernel holds lookups on it (nlookup)
+ * or a handler is using its fd (users); ids are never reused.
+ *
+ * Locking.  One mutex, ws.lock, guards the maps, next_id, the gone-serial
+ * list, the sandbox infos, the inotify watches and every node's nlookup,
+ * users, gone and (once gone) fd.  It is a leaf lock: while it is held no
+ * other lock is taken, nothing is sent to the kernel and nothing blocks, so
+ * callers of ws_* may hold locks of their own.  The coherence watcher's
+ * expectation table has a leaf lock of its own (wx.lock), never nested with
+ * ws.lock.
+ * A handler pins the nodes it uses (ws_get/ws_put) and unpins them before it
+ * replies: after a reply the kernel may forget the node at once.
+ */
+
+#define WS_PROC_PATH_MAX 32
+#define WS_FALLBACK_TIMEOUT 1.0 /* TTL cap while changes might not be seen (no inotify) */
+
+enum { WS_BY_ID, WS_BY_KEY, WS_BY_WD, WS_NMAPS };
+
+struct ws_node {
+	struct ws_node *next[WS_NMAPS]; /* hash chains: by id, by (serial, dev, ino), by wd */
+	uint64_t id;
+	uint32_t serial;
+	int fd; /* O_PATH|O_NOFOLLOW; -1 once gone and unused */
+	dev_t dev;
+	ino_t ino;
+	mode_t type;	  /* S_IFMT bits: an inode never changes type */
+	uint64_t nlookup; /* the kernel's lookup count */
+	unsigned users;	  /* handlers using fd right now */
+	bool gone;	  /* sandbox destroyed: every op but forget/release fails */
+	bool in_map[WS_NMAPS];
+	int wd;		    /* inotify watch of a directory node, or -1 */
+	uint64_t parent_id; /* the directory it was last looked up in (symlink depth) */
+	/* Coherence (see "Coherence" in watcher.c); atomics, not under ws.lock. */
+	uint64_t known_ctime; /* ctime (ns) the kernel's caches are known to match */
+	unsigned self_busy;   /* handlers changing it right now */
+};
+
+struct ws_map {
+	struct ws_node **buckets;
+	size_t nbuckets; /* a power of two */
+	size_t count;
+};
+
+/* fi->fh of an open file / directory.  The node outlives the handle: the
+ * kernel cannot forget an inode that has an open file. */
+struct ws_file {
+	int fd;
+	struct ws_node *node;
+};
+
+struct ws_dir {
+	DIR *dp;
+	struct dirent *entry; /* read but not yet returned (did not fit) */
+	off_t offset;
+	struct ws_node *node;
+};
+
+/* Per-sandbox facts from ws_lookup_root, kept until shutdown. */
+struct ws_sandbox_info {
+	uint32_t serial;
+	bool rewrite_symlinks;
+	char *root_path; /* the workspace root inside the sandbox; never freed while mounted */
+	dev_t root_dev;
+	ino_t root_ino;
+};
+
+struct ws_state {
+	pthread_mutex_t lock;
+	struct ws_map map[WS_NMAPS];
+	uint64_t next_id;
+	uint32_t *gone_serials;
+	size_t ngone, gone_cap;
+
+	struct ws_options opt;
+	struct fuse_session *se;
+	bool symlinks_raw; /* -o symlinks=raw: never rewrite */
+	struct ws_sandbox_info *sandboxes;
+	size_t nsandboxes, sandboxes_cap;
+
+	/* Coherence: one inotify fd and the thread that reads it. */
+	int ifd, evfd;
+	bool watching, coherent, stop;
+	bool explicit_inval; /* the kernel leaves page invalidation to us */
+	pthread_t watcher;
+	bool root; /* euid 0: creations take the caller's fsuid/fsgid */
+	uid_t fsuid;
+	gid_t fsgid;
+};
+extern struct ws_state ws;
+
+enum ws_event_class { WS_EV_CREATE = 1, WS_EV_DELETE, WS_EV_MOVED_FROM, WS_EV_MOVED_TO };
+
+static inline struct ws_file *ws_file(const struct fuse_file_info *fi)
+{
+	return (struct ws_file *)(uintptr_t)fi->fh;
+}
+
+static inline struct ws_dir *ws_dir(const struct fuse_file_info *fi)
+{
+	return (struct ws_dir *)(uintptr_t)fi->fh;
+}
+
+static inline bool ws_is_gone(const struct ws_node *n)
+{
+	return __atomic_load_n(&n->gone, __ATOMIC_ACQUIRE);
+}
+
+/* nodes.c */
+void ws_bug(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+void ws_reply_err(fuse_req_t req, int err);
+bool ws_name_ok(const char *name);
+void ws_proc_path(char buf[WS_PROC_PATH_MAX], int fd);
+uint64_t ws_mix(uint64_t x);
+int ws_map_init(struct ws_map *m);
+void ws_map_remove(int which, struct ws_node *n);
+struct ws_node *ws_find_key_locked(uint32_t serial, dev_t dev, ino_t ino);
+struct ws_node *ws_find_id_locked(uint64_t id);
+struct ws_node *ws_find_wd_locked(int wd);
+struct ws_sandbox_info *ws_sandbox_info_locked(uint32_t serial);
+uint64_t ws_ctime_ns(const struct stat *st);
+struct ws_node *ws_get(fuse_req_t req, fuse_ino_t ino);
+void ws_put(struct ws_node *n);
+void ws_unref(fuse_ino_t ino, uint64_t count);
+int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const struct stat *st,
+	     fuse_ino_t *ino, struct ws_node **node);
+double ws_attr_ttl(void);
+void ws_entry_init(struct fuse_entry_param *e);
+int ws_do_lookup(struct ws_node *parent, const char *name, struct fuse_entry_param *e,
+		 struct ws_node **node);
+void ws_reply_entry(fuse_req_t req, const struct fuse_entry_param *e);
+int ws_note_sandbox(uint32_t serial, const struct stat *root, bool rewrite, const char *root_path);
+
+/* watcher.c */
+uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event_class cls);
+void ws_expect_withdraw(uint64_t seq, const struct ws_node *parent, const char *name);
+void ws_self_begin(struct ws_node *n);
+void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
+
+/* creds.c */
+void ws_thread_clear_umask(void);
+int ws_creds_begin(fuse_req_t req, bool *switched);
+void ws_creds_end(bool switched);
+
+/* entries.c */
+void ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ws_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void ws_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+		struct fuse_file_info *fi);
+void ws_readlink(fuse_req_t req, fuse_ino_t ino);
+void ws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void ws_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void ws_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void ws_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ws_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ws_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+	       const char *newname, unsigned int flags);
+void ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+
+/* files.c */
+void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+	       struct fuse_file_info *fi);
+void ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+		  struct fuse_file_info *fi);
+void ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op);
+void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+		  struct fuse_file_info *fi);
+void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			struct fuse_file_info *fi_out, size_t len, int flags);
+void ws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi);
+
+/* dirs.c */
+void ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
+void ws_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi);
+void ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ws_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
+void ws_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* xattr.c */
+void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+		 int flags);
+void ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+#endif

@@ -1,0 +1,128 @@
+/* Extended attribute handlers. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "fs/workspace/internal.h"
+#include "fs/ino.h"
+#include "fs/symlink_rewrite.h"
+#include "providers/config.h"
+#include "providers/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/fsuid.h>
+#include <sys/inotify.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+/* xattrs go through the /proc path, which for a symlink node would be
+ * ambiguous; Linux allows only trusted.* and security.* on symlinks anyway. */
+void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+		 int flags)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct ws_node *n = ws_get(req, ino);
+	int err = 0;
+
+	if (!n)
+		return;
+	if (S_ISLNK(n->type)) {
+		err = ENOTSUP;
+	} else {
+		ws_proc_path(path, n->fd);
+		ws_self_begin(n);
+		if (setxattr(path, name, value, size, flags) == -1)
+			err = errno;
+		ws_self_end(n, n->fd, NULL);
+	}
+	ws_put(n);
+	ws_reply_err(req, err);
+}
+
+void ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct ws_node *n = ws_get(req, ino);
+	int err = 0;
+
+	if (!n)
+		return;
+	if (S_ISLNK(n->type)) {
+		err = ENOTSUP;
+	} else {
+		ws_proc_path(path, n->fd);
+		ws_self_begin(n);
+		if (removexattr(path, name) == -1)
+			err = errno;
+		ws_self_end(n, n->fd, NULL);
+	}
+	ws_put(n);
+	ws_reply_err(req, err);
+}
+
+/* getxattr (name != NULL) and listxattr share the size-probe protocol. */
+static void ws_xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct ws_node *n = ws_get(req, ino);
+	char *value = NULL;
+	ssize_t len = 0;
+	int err = 0;
+
+	if (!n)
+		return;
+	if (size) {
+		value = malloc(size);
+		if (!value) {
+			err = ENOMEM;
+			goto out;
+		}
+	}
+	if (S_ISLNK(n->type)) {
+		len = 0; /* no list; reading any name gives ENODATA */
+		if (name)
+			err = ENODATA;
+		goto out;
+	}
+	ws_proc_path(path, n->fd);
+	len = name ? getxattr(path, name, value, size) : listxattr(path, value, size);
+	if (len == -1)
+		err = errno;
+out:
+	ws_put(n);
+	if (err)
+		ws_reply_err(req, err);
+	else if (size)
+		fuse_reply_buf(req, value, (size_t)len);
+	else
+		fuse_reply_xattr(req, (size_t)len);
+	free(value);
+}
+
+void ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	ws_xattr_read(req, ino, name, size);
+}
+
+void ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	ws_xattr_read(req, ino, NULL, size);
+}
