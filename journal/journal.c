@@ -35,6 +35,7 @@ struct journal {
 	int follow_fd;	    /* the provider follower's output, or -1 */
 	void *follower;	    /* the provider's follower handle */
 	bool final_pending; /* run over: fetch what is left, then end */
+	int final_failures; /* failed fetches of the remainder in a row */
 	int64_t next_poll_ms;
 };
 
@@ -50,6 +51,11 @@ static struct {
 
 #define TICK_MS 100
 #define REFRESH_IDLE_MS 250
+/* A run that is over never parks a reader for long: fetching the remainder
+ * of a mirrored journal gives up after this many failures in a row (one per
+ * poll interval), and at once when the provider says there is nothing left
+ * to fetch it from.  What the mirror holds is then the journal. */
+#define FINAL_TRIES 5
 
 static int64_t now_ms(void)
 {
@@ -342,6 +348,14 @@ static void plan_locked(struct journal *j, bool idle_pass, int64_t now, struct j
 	}
 }
 
+/* Errors after which fetching a finished run's remainder again is futile:
+ * the sandbox or the file is gone, or the provider cannot read it. */
+static bool permanent_error(ssize_t n)
+{
+	return n == -ENOENT || n == -ESRCH || n == -EOPNOTSUPP || n == -EINVAL || n == -EACCES ||
+	       n == -EPERM || n == -ENOMEM;
+}
+
 /* Applies the results of the unlocked work. */
 static void apply_locked(struct job *job)
 {
@@ -357,11 +371,20 @@ static void apply_locked(struct job *job)
 		if (job->n > 0) {
 			append_locked(j, job->buf, (size_t)job->n);
 			j->next_poll_ms = 0; /* more may be waiting */
+			j->final_failures = 0;
 		} else if (job->n == 0 && j->final_pending) {
 			j->ended = true;
-		} else if (job->n < 0 && j->final_pending &&
-			   !job->sb->provider->ops->journal_read) {
-			j->ended = true; /* nothing to fetch the rest with */
+		} else if (job->n < 0 && j->final_pending) {
+			/* nothing to fetch the rest with, or no hope of it */
+			if (!job->sb->provider->ops->journal_read || permanent_error(job->n) ||
+			    ++j->final_failures >= FINAL_TRIES) {
+				sfs_log(SFS_LOG_WARN,
+					"%s: run %d: journal ends at %lld bytes: the rest cannot "
+					"be fetched (%s)",
+					job->sb->name, job->run->n, (long long)j->size,
+					strerror((int)-job->n));
+				j->ended = true;
+			}
 		}
 		break;
 	case JOB_FOLLOW:

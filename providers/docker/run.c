@@ -367,8 +367,8 @@ ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 	}
 	char cid[DK_ID_MAX];
 	dk_current(sb, cid, sizeof(cid));
-	if (!cid[0])
-		return sfs_errf(err, -EIO, "docker: sandbox has no container");
+	if (!cid[0]) /* removed: there is nothing left to read from */
+		return sfs_errf(err, -ENOENT, "docker: sandbox has no container");
 	snprintf(first, sizeof(first), "%lld", (long long)off + 1);
 	snprintf(count, sizeof(count), "%zu", max);
 	const char *argv[] = {"/bin/sh", "-c",	DK_SCRIPT_READ, "sandboxfs",

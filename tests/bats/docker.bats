@@ -248,6 +248,29 @@ dk_new_missing() {
 	[ -d "$MNT/g2" ]
 }
 
+# issue 10 item 3: the final fetch of a lost run's journal must end even when
+# there is nothing left to fetch it from.
+@test "docker: a lost run's journal (container removed while the daemon was down) reads what exists, then EOF" {
+	sfs_mount -o docker.fs=archive
+	dk_new l1 >/dev/null
+	n=$(dk_exec l1 'echo before; sleep 300')
+	# a reader mirrors the bytes so far into the state dir
+	timeout 5 cat "$MNT/l1/runs/$n/journal" >"$BATS_TEST_TMPDIR/live" || true
+	grep -qx before "$BATS_TEST_TMPDIR/live"
+	kill -9 "$SFS_PID"
+	docker rm -f "$(docker ps -aq --filter "label=sandboxfs.state=$STATE")" >/dev/null
+	# the default mode after the restart: no container, so no local journal file
+	dk_restart_daemon
+	[ "$(timeout 10 cat "$MNT/l1/runs/$n/status")" = lost ]
+	[ "$(timeout 10 cat "$MNT/l1/runs/$n/wait")" = lost ]
+	run timeout 10 cat "$MNT/l1/runs/$n/journal"
+	[ "$status" -eq 0 ]
+	[ "$output" = before ]
+	run timeout 10 cat "$MNT/l1/journal"
+	[ "$status" -eq 0 ]
+	[ "$output" = before ]
+}
+
 # ---- workspace --------------------------------------------------------------
 
 @test "docker: workspace/ through the host fast path: ls, cat, echo >, mv, both ways" {
