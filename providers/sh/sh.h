@@ -1,0 +1,138 @@
+/*
+ * The in-sandbox shell kit: the POSIX sh scripts sandboxfs runs inside a
+ * sandbox (journal wrapper, group kill, bounded read, follow, status), one
+ * copy for every provider that has no host access to the sandbox's
+ * processes.  busybox sh is enough (sh, setsid, env, kill, tail, head, cat,
+ * mkdir, mv, rm, sleep, base64).
+ *
+ * A script is data (text with positional parameters $1..$n); the functions
+ * below build the exact command that runs it, with the caller's values as
+ * parameters, never spliced into the script:
+ *   argv form    {"/bin/sh", "-c", SCRIPT, NAME, ARG1, ...}  for transports
+ *                that take argv (docker exec, e2b, vercel, sprites);
+ *   string form  sh -c 'SCRIPT' NAME 'ARG1' ...  (single-quoted) for
+ *                transports that take one command line (daytona).
+ * A value with a NUL byte cannot cross either and is rejected (-EINVAL).
+ *
+ * A run's directory holds, like the local wrapper's:
+ *   journal   the command's stdout and stderr, merged, appended
+ *   cmd       the command line (written by the prep script)
+ *   pid       the command's pid, which is also its process group (setsid)
+ *   wpid      the wrapper's pid
+ *   status    "exit N" or "signal N", written atomically (temp + mv) when
+ *             the command ends
+ *   follow.T  the pid of a journal follower (tail -f), while it lives
+ * Temporary files are dot files in the same directory (.status.tmp ...).
+ * A run directory that is not absolute is taken below ${TMPDIR:-/tmp} in
+ * the sandbox (so runs stay out of the workspace without knowing its TMPDIR).
+ */
+#ifndef SFS_SH_H
+#define SFS_SH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "../err.h"
+#include "../kv.h"
+
+/* A command ready to run: argv[0..argc-1] and a NULL, every string owned. */
+struct sfs_sh_cmd {
+	char **argv;
+	size_t argc;
+};
+void sfs_sh_cmd_free(struct sfs_sh_cmd *c);
+
+/* The string form of c: each argument single-quoted for sh, joined by
+ * spaces (the leading "/bin/sh" is kept: it names the shell).  malloc'd. */
+int sfs_sh_cmd_string(const struct sfs_sh_cmd *c, char **out, struct sfs_err *err);
+
+/* Any script of the caller's own: sh -c SCRIPT NAME ARGS... (args is
+ * NULL-terminated, may be NULL). */
+int sfs_sh_script(struct sfs_sh_cmd *c, const char *script, const char *name,
+		  const char *const *args, struct sfs_err *err);
+
+/* s single-quoted for sh, appended to b: 'it'\''s'.  -EINVAL when s holds
+ * a NUL byte, -ENOMEM. */
+struct sfs_buf;
+int sfs_sh_quote(struct sfs_buf *b, const char *s, size_t len);
+
+/* ---- the scripts ---------------------------------------------------------- */
+
+/* A clean run directory (rm -rf, mkdir -p) with an empty journal and cmd.
+ * cmd_len 0 means strlen(cmd). */
+int sfs_sh_prep(struct sfs_sh_cmd *c, const char *rundir, const char *cmd, size_t cmd_len,
+		struct sfs_err *err);
+
+struct sfs_sh_run {
+	const char *dir;	      /* the run directory */
+	const char *workspace;	      /* the command's working directory */
+	const char *cmd;	      /* the command line, run with sh -c */
+	size_t cmd_len;		      /* 0: strlen(cmd) */
+	const struct sfs_kvlist *env; /* exported to the command, or NULL */
+	bool keep_stdin;	      /* false: the command's stdin is /dev/null */
+};
+/*
+ * The journal wrapper.  Run it detached (it returns when the command ends).
+ * It records its pid, enters the workspace (or records "exit 126" with a
+ * line in the journal), starts the command as a session and process group
+ * of its own (setsid, when the sandbox has it) with stdout and stderr
+ * appended to the journal, and records its end: a status of 129..192 as
+ * "signal N" (Linux signals are 1..64; a shell cannot tell `exit 130` from
+ * SIGINT, so neither can the wrapper), anything else as "exit N".  Then it
+ * stops the run's journal followers.  Environment names must not hold '='
+ * or start with '-' (-EINVAL).
+ */
+int sfs_sh_wrapper(struct sfs_sh_cmd *c, const struct sfs_sh_run *run, struct sfs_err *err);
+
+/* Signals the run's process group (or its pid, without setsid); with
+ * escalate, KILLs what is left after grace_ms and checks the group is gone.
+ * Prints one word, see sfs_sh_kill_answer. */
+int sfs_sh_kill(struct sfs_sh_cmd *c, const char *rundir, int sig, bool escalate, int grace_ms,
+		struct sfs_err *err);
+/* The kill script's answer as 0 or a negative errno with a message about
+ * run n: ok -> 0, gone/no-pid -> -ESRCH, survived -> -EIO. */
+int sfs_sh_kill_answer(const char *out, int n, struct sfs_err *err);
+
+/* Follows the journal from byte offset `from` (tail -f): first prints its
+ * pid on stderr and in RUNDIR/follow.TOKEN (token: letters, digits, '-' and
+ * '_'); ends at once when the run has ended. */
+int sfs_sh_follow(struct sfs_sh_cmd *c, const char *rundir, off_t from, const char *token,
+		  struct sfs_err *err);
+/* Stops a follower: pid (0: the one in the token file), only while its token
+ * file is there (the wrapper removes it when it stopped the follower, so a
+ * reused pid is never signalled). */
+int sfs_sh_unfollow(struct sfs_sh_cmd *c, const char *rundir, int pid, const char *token,
+		    struct sfs_err *err);
+/* Every follower under runsdir (RUNSDIR/x/follow.*): kill them (same
+ * sandbox life) or only forget them (their pids belong to an earlier life). */
+int sfs_sh_forget_followers(struct sfs_sh_cmd *c, const char *runsdir, bool kill,
+			    struct sfs_err *err);
+
+/* At most max bytes of file from byte offset off.  Exit status 3 when the
+ * file does not exist.  With base64 the bytes come after a "sfs-b64:" frame
+ * marker, base64-encoded (for transports that fold stderr into stdout or
+ * carry text only): decode with sfs_sh_read_decode. */
+int sfs_sh_read(struct sfs_sh_cmd *c, const char *file, off_t off, size_t max, bool base64,
+		struct sfs_err *err);
+/* The bytes of a base64 read's output, at most max into buf; the count or
+ * -EIO (no frame, bad base64). */
+long sfs_sh_read_decode(const char *out, void *buf, size_t max);
+
+/* One line: the status file's text, "running", "lost" (the wrapper is gone
+ * without a status) or "none" (no run directory yet). */
+int sfs_sh_status(struct sfs_sh_cmd *c, const char *rundir, struct sfs_err *err);
+/* "yes" while the wrapper's pid is alive, else "no". */
+int sfs_sh_alive(struct sfs_sh_cmd *c, const char *rundir, struct sfs_err *err);
+/* A status text ("exit N", "signal N"): true and *signal, *code when it is
+ * one. */
+bool sfs_sh_parse_status(const char *text, bool *signal, int *code);
+
+/* mkdir -p path. */
+int sfs_sh_mkdir(struct sfs_sh_cmd *c, const char *path, struct sfs_err *err);
+
+/* A container's main process: stays up, ends at once on TERM, and reaps
+ * orphans (its `wait`), so a killed process group really goes away. */
+extern const char sfs_sh_keepalive[];
+
+#endif
