@@ -1,15 +1,9 @@
 /*
- * workspace/ for providers whose files are not on this host: a caching layer
- * over the provider's fs_* ops (providers/provider.h), with close-to-open
- * consistency like NFS (SPEC §5), modelled on sshfs's cache.c.
- *
- * Nodes are path-keyed (per sandbox) with ids from their own 48-bit space
- * (fs/ino.h, kind SFS_K_RWS).  Attributes and listings are cached for a
- * short configurable time (remote.attr_timeout); file contents are fetched
- * on open into a local cache file under the sandbox's state dir and written
- * back on flush/fsync/close; a failed write-back fails close/fsync with EIO,
- * keeps the dirty data and retries later, so nothing is lost.  Caches for a
- * sandbox are dropped when one of its runs starts or ends.
+ * workspace/ for providers whose files are not on this host: the FUSE side
+ * of the remote workspace cache (fs/cache/remote_cache.h), which holds the
+ * node table, TTLs, cache files, write-back and retry.  This layer only
+ * translates: inode numbers (fs/ino.h, kind SFS_K_RWS) to cache node ids,
+ * cache results to replies, and symlink targets to what SPEC §5 shows.
  *
  * The handlers have the fuse_lowlevel_ops signatures; fs/ops.c calls
  * rws_ops.X whenever the inode (or parent) is a remote workspace node.
@@ -21,7 +15,12 @@
 
 extern const struct fuse_lowlevel_ops rws_ops;
 
+/* Reads the options and recovers unsaved files of an earlier daemon: no
+ * thread.  rws_start starts the write-back retry thread and must come after
+ * fuse_daemonize() (a thread does not survive its fork); rws_stop ends it. */
 int rws_init(void);
+int rws_start(void);
+void rws_stop(void);
 void rws_shutdown(void);
 
 /* Replies to LOOKUP of "workspace" inside sandbox `serial`. */

@@ -1,0 +1,477 @@
+/* The remote cache's attributes and listings: what is fresh (TTL, the
+ * sandbox's generation and write counter), lookups, directory walks. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool rc_attr_fresh_locked(struct rc_node *n, double now)
+{
+	return n->attr_ok && n->attr_gen == n->rs->gen && now < n->attr_until;
+}
+
+bool rc_dir_fresh_locked(struct rc_node *n, double now)
+{
+	return n->dir_ok && n->dir_gen == n->rs->gen && now < n->dir_until;
+}
+
+/* The workspace root's own attributes (the mount point of the listing
+ * below it) matter least and are asked for on every path walk: they live
+ * longer, so a warm `ls -l dir` costs only the listings. */
+double rc_ttl_of(const struct rc_node *n)
+{
+	return n->root ? R.opt.ttl * 10 : R.opt.ttl;
+}
+
+void rc_set_attr_locked(struct rc_node *n, const struct sfs_rstat *st, double now)
+{
+	if (rc_rstat_copy(&n->st, st) == 0) {
+		n->attr_ok = true;
+		n->attr_until = now + rc_ttl_of(n);
+		n->attr_gen = n->rs->gen;
+	} else {
+		n->attr_ok = false;
+	}
+}
+
+void rc_drop_dir_locked(struct rc_node *n)
+{
+	rc_ents_free(n->ents, n->nents);
+	n->ents = NULL;
+	n->nents = 0;
+	n->dir_ok = false;
+}
+
+struct rent *rc_dir_find_locked(struct rc_node *d, const char *name)
+{
+	for (size_t i = 0; i < d->nents; i++)
+		if (strcmp(d->ents[i].name, name) == 0)
+			return &d->ents[i];
+	return NULL;
+}
+
+/* Our own mutation changed parent/name: keep a fresh listing in step
+ * (st NULL: the name is gone). */
+void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_rstat *st)
+{
+	if (!d || !d->dir_ok)
+		return;
+	struct rent *e = rc_dir_find_locked(d, name);
+	if (!st) {
+		if (e) {
+			free(e->name);
+			free(e->st.link);
+			*e = d->ents[--d->nents];
+		}
+		return;
+	}
+	if (e) {
+		if (rc_rstat_copy(&e->st, st))
+			rc_drop_dir_locked(d);
+		return;
+	}
+	struct rent *grown = realloc(d->ents, (d->nents + 1) * sizeof(*grown));
+	char *nm = strdup(name);
+	if (!grown || !nm) {
+		free(nm);
+		if (grown)
+			d->ents = grown;
+		rc_drop_dir_locked(d);
+		return;
+	}
+	d->ents = grown;
+	memset(&d->ents[d->nents], 0, sizeof(d->ents[0]));
+	d->ents[d->nents].name = nm;
+	if (rc_rstat_copy(&d->ents[d->nents].st, st)) {
+		free(nm);
+		rc_drop_dir_locked(d);
+		return;
+	}
+	d->nents++;
+}
+
+/* ---- listings ----------------------------------------------------------- */
+
+/* Moves a provider listing's names and attributes into cache entries (v keeps
+ * empty shells for sfs_rdirents_free); NULL on ENOMEM, v untouched. */
+static struct rent *take_entries(struct sfs_rdirent *v, size_t n)
+{
+	struct rent *ents = calloc(n ? n : 1, sizeof(*ents));
+	if (!ents)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		ents[i].name = v[i].name;
+		ents[i].st = v[i].st;
+		v[i].name = NULL;
+		v[i].st.link = NULL;
+	}
+	return ents;
+}
+
+/* Makes ents d's listing.  One fetched while something changed (not
+ * cacheable) answers the caller that asked for it and is stale at once. */
+static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t n, bool cacheable,
+				   double now)
+{
+	rc_drop_dir_locked(d);
+	d->ents = ents;
+	d->nents = n;
+	d->dir_ok = d->listed = true;
+	d->dir_gen = d->rs->gen;
+	d->dir_until = cacheable ? now + R.opt.ttl : 0;
+	if (!cacheable)
+		return;
+	/* children we know get the listing's attributes too */
+	for (size_t i = 0; i < n; i++) {
+		char *p = rc_join_path(d->path, ents[i].name);
+		struct rc_node *c = p ? rc_find_path_locked(d->serial, p) : NULL;
+		free(p);
+		if (c && c->nopen == 0 && !c->dirty)
+			rc_set_attr_locked(c, &ents[i].st, now);
+	}
+}
+
+/* Makes d's listing fresh: 0 or -errno.  R.mu is not held. */
+static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&R.mu);
+	bool fresh = rc_dir_fresh_locked(d, rc_now());
+	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;
+	char *path = strdup(d->path);
+	pthread_mutex_unlock(&R.mu);
+	if (fresh) {
+		free(path);
+		return 0;
+	}
+	if (!path)
+		return -ENOMEM;
+	struct sfs_rdirent *v = NULL;
+	size_t n = 0;
+	int r = RC_CALL(d->rs, sb, "list", path, fs_list, path, &v, &n);
+	free(path);
+	if (r) {
+		sfs_rdirents_free(v, n);
+		return r;
+	}
+	struct rent *ents = take_entries(v, n);
+	sfs_rdirents_free(v, n);
+	if (!ents)
+		return -ENOMEM;
+	pthread_mutex_lock(&R.mu);
+	install_listing_locked(d, ents, n, d->rs->gen == gen && d->rs->wctr == wctr, rc_now());
+	pthread_mutex_unlock(&R.mu);
+	return 0;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+/* Fresh attributes of n into *st (caller frees st->link). */
+int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&R.mu);
+	double now = rc_now();
+	if (n->unlinked) {
+		/* its path names something else now: what we knew is all there is */
+		int r = n->attr_ok ? rc_rstat_copy(st, &n->st) : -ENOENT;
+		pthread_mutex_unlock(&R.mu);
+		return r;
+	}
+	/* unsaved local changes: the local copy answers, the remote may be away */
+	if (rc_attr_fresh_locked(n, now) || (n->dirty && n->attr_ok)) {
+		int r = rc_rstat_copy(st, &n->st);
+		pthread_mutex_unlock(&R.mu);
+		return r;
+	}
+	uint64_t gen = n->rs->gen, wctr = n->rs->wctr;
+	char *path = strdup(n->path);
+	struct rc_node *parent = NULL;
+	const char *name = NULL;
+	if (path && path[0]) {
+		/* a sibling of listed files: one listing answers them all */
+		char *slash = strrchr(path, '/');
+		if (slash)
+			*slash = '\0';
+		parent = rc_find_path_locked(n->serial, slash ? path : "");
+		if (slash)
+			*slash = '/';
+		name = slash ? slash + 1 : path;
+		if (parent && parent->listed)
+			parent->pins++;
+		else
+			parent = NULL;
+	}
+	pthread_mutex_unlock(&R.mu);
+	if (!path) {
+		rc_node_put(parent);
+		return -ENOMEM;
+	}
+	int r;
+	if (parent) {
+		r = ensure_listing(parent, sb);
+		if (!r) {
+			pthread_mutex_lock(&R.mu);
+			struct rent *e = rc_dir_find_locked(parent, name);
+			r = e ? rc_rstat_copy(st, &e->st) : -ENOENT;
+			if (!r && rc_dir_fresh_locked(parent, rc_now()))
+				rc_set_attr_locked(n, st, rc_now());
+			pthread_mutex_unlock(&R.mu);
+		}
+		rc_node_put(parent);
+		free(path);
+		return r;
+	}
+	r = rc_p_stat(n->rs, sb, path, st);
+	free(path);
+	if (r)
+		return r;
+	pthread_mutex_lock(&R.mu);
+	if (n->rs->gen == gen && n->rs->wctr == wctr)
+		rc_set_attr_locked(n, st, rc_now());
+	pthread_mutex_unlock(&R.mu);
+	return 0;
+}
+
+/* An open or unsaved file: the local copy is the truth for size and mtime. */
+void rc_present(struct rc_node *n, struct sfs_rstat *st)
+{
+	if (st->mode && !S_ISREG(st->mode))
+		return;
+	struct stat cst;
+	pthread_mutex_lock(&R.mu);
+	bool local = (n->nopen > 0 || n->dirty) && n->cfd >= 0 && fstat(n->cfd, &cst) == 0;
+	pthread_mutex_unlock(&R.mu);
+	if (!local)
+		return;
+	st->size = cst.st_size;
+	if (cst.st_mtime > st->mtime)
+		st->mtime = cst.st_mtime;
+}
+
+/* Finds or makes the node for path, counts one lookup, fills e. */
+int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, bool cache_attr,
+		 struct rc_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	pthread_mutex_lock(&R.mu);
+	struct rc_node *n = rc_find_path_locked(rs->serial, path);
+	if (!n)
+		n = rc_new_node_locked(rs, path);
+	if (!n) {
+		pthread_mutex_unlock(&R.mu);
+		return -ENOMEM;
+	}
+	if (cache_attr && n->nopen == 0 && !n->dirty)
+		rc_set_attr_locked(n, st, rc_now());
+	n->pins++;
+	int r = rc_rstat_copy(&e->st, st);
+	if (!r && S_ISLNK(st->mode) && !(e->path = strdup(path)))
+		r = -ENOMEM;
+	if (!r)
+		n->nlookup++;
+	pthread_mutex_unlock(&R.mu);
+	if (!r) {
+		e->id = n->id;
+		e->ttl = rc_ttl_of(n);
+		rc_present(n, &e->st);
+	}
+	rc_node_put(n);
+	if (r)
+		rc_entry_free(e);
+	return r;
+}
+
+int rc_getattr(struct rc_ref *ref, struct sfs_rstat *st)
+{
+	struct rc_node *n = ref->n;
+	int r = rc_node_attr(n, ref->sb, st);
+	if (r == -ENOENT) {
+		/* gone remotely but open here: the local copy answers */
+		pthread_mutex_lock(&R.mu);
+		if (n->nopen > 0 && n->attr_ok)
+			r = rc_rstat_copy(st, &n->st);
+		pthread_mutex_unlock(&R.mu);
+	}
+	if (!r)
+		rc_present(n, st);
+	return r;
+}
+
+int rc_readlink(struct rc_ref *ref, char **target)
+{
+	struct sfs_rstat st;
+	*target = NULL;
+	int r = rc_node_attr(ref->n, ref->sb, &st);
+	if (!r && S_ISLNK(st.mode) && !st.link) {
+		/* listings may not carry targets: ask for this one */
+		char *path = rc_node_path(ref->n);
+		rc_rstat_free(&st);
+		r = path ? rc_p_stat(ref->n->rs, ref->sb, path, &st) : -ENOMEM;
+		free(path);
+	}
+	if (!r && (!S_ISLNK(st.mode) || !st.link))
+		r = -EINVAL;
+	if (!r) {
+		*target = st.link;
+		st.link = NULL;
+	}
+	rc_rstat_free(&st);
+	return r;
+}
+
+/* ---- lookups ------------------------------------------------------------ */
+
+int rc_lookup_root(uint32_t serial, struct rc_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	struct rc_ref ref = {.sb = R.hooks.sandbox_get(serial)};
+	if (!ref.sb)
+		return -ENOENT;
+	pthread_mutex_lock(&R.mu);
+	struct rsb *rs = rc_rsb_find_locked(serial, true);
+	struct rc_node *n = rs ? rc_find_path_locked(serial, "") : NULL;
+	if (rs && !n)
+		n = rc_new_node_locked(rs, "");
+	if (n)
+		n->pins++;
+	pthread_mutex_unlock(&R.mu);
+	ref.n = n;
+	if (!n) {
+		rc_ref_put(&ref);
+		return -ENOMEM;
+	}
+	struct sfs_rstat st;
+	int r = rc_node_attr(n, ref.sb, &st);
+	if (!r && !S_ISDIR(st.mode))
+		r = -ENOTDIR;
+	if (!r)
+		r = rc_entry_for(rs, "", &st, false, e);
+	rc_rstat_free(&st);
+	rc_ref_put(&ref);
+	return r;
+}
+
+int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
+{
+	struct rc_node *d = dir->n;
+	memset(e, 0, sizeof(*e));
+	if (strlen(name) > 255)
+		return -ENAMETOOLONG;
+	if (!rc_name_ok(name))
+		return -ENOENT;
+	int r = 0;
+	struct sfs_rstat st = {0};
+	pthread_mutex_lock(&R.mu);
+	char *path = rc_join_path(d->path, name);
+	double now = rc_now();
+	struct rc_node *c = path ? rc_find_path_locked(d->serial, path) : NULL;
+	bool have = false;
+	if (c && (rc_attr_fresh_locked(c, now) || (c->dirty && c->attr_ok))) {
+		have = rc_rstat_copy(&st, &c->st) == 0;
+	} else if (rc_dir_fresh_locked(d, now)) {
+		struct rent *ent = rc_dir_find_locked(d, name);
+		if (!ent)
+			r = -ENOENT;
+		else
+			have = rc_rstat_copy(&st, &ent->st) == 0;
+	}
+	bool use_list = d->listed;
+	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;
+	pthread_mutex_unlock(&R.mu);
+	bool cacheable = true;
+	if (!path) {
+		r = -ENOMEM;
+	} else if (!r && !have && use_list) {
+		/* a listed directory: one listing answers this and its siblings */
+		r = ensure_listing(d, dir->sb);
+		if (!r) {
+			pthread_mutex_lock(&R.mu);
+			struct rent *ent = rc_dir_find_locked(d, name);
+			r = !ent ? -ENOENT : rc_rstat_copy(&st, &ent->st);
+			pthread_mutex_unlock(&R.mu);
+		}
+	} else if (!r && !have) {
+		r = rc_p_stat(d->rs, dir->sb, path, &st);
+		pthread_mutex_lock(&R.mu);
+		cacheable = d->rs->gen == gen && d->rs->wctr == wctr;
+		pthread_mutex_unlock(&R.mu);
+	}
+	if (!r)
+		r = rc_entry_for(d->rs, path, &st, cacheable, e);
+	rc_rstat_free(&st);
+	free(path);
+	return r;
+}
+
+/* ---- directory walks ---------------------------------------------------- */
+
+struct rc_listing {
+	struct rent *v;
+	size_t n;
+	char *path;
+};
+
+void rc_listing_free(struct rc_listing *l)
+{
+	if (!l)
+		return;
+	rc_ents_free(l->v, l->n);
+	free(l->path);
+	free(l);
+}
+
+int rc_opendir(struct rc_ref *dir, struct rc_listing **out)
+{
+	struct rc_node *d = dir->n;
+	*out = NULL;
+	int r = ensure_listing(d, dir->sb);
+	if (r)
+		return r;
+	struct rc_listing *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	/* the listing as it is now, for the whole walk */
+	pthread_mutex_lock(&R.mu);
+	l->v = calloc(d->nents ? d->nents : 1, sizeof(*l->v));
+	l->path = strdup(d->path);
+	if (!l->v || !l->path)
+		r = -ENOMEM;
+	for (size_t i = 0; !r && i < d->nents; i++) {
+		l->n = i + 1;
+		l->v[i].name = strdup(d->ents[i].name);
+		if (!l->v[i].name || rc_rstat_copy(&l->v[i].st, &d->ents[i].st))
+			r = -ENOMEM;
+	}
+	pthread_mutex_unlock(&R.mu);
+	if (r) {
+		rc_listing_free(l);
+		return r;
+	}
+	*out = l;
+	return 0;
+}
+
+size_t rc_listing_count(const struct rc_listing *l)
+{
+	return l->n;
+}
+
+const char *rc_listing_name(const struct rc_listing *l, size_t i)
+{
+	return l->v[i].name;
+}
+
+mode_t rc_listing_mode(const struct rc_listing *l, size_t i)
+{
+	return l->v[i].st.mode;
+}
+
+int rc_listing_entry(struct rc_ref *dir, const struct rc_listing *l, size_t i, struct rc_entry *e)
+{
+	char *path = rc_join_path(l->path, l->v[i].name);
+	int r = path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, true, e) : -ENOMEM;
+	free(path);
+	return r;
+}

@@ -1,0 +1,146 @@
+/*
+ * Shared inside fs/cache only: the node table and the state every part of
+ * the remote workspace cache reads.
+ *
+ * Lock order: n->io (fetches and write-backs of one node) before R.mu (the
+ * tables and every field marked R.mu).  No provider call is made with R.mu
+ * held; R.mu is never held across anything that can block for long.
+ */
+#ifndef SFS_CACHE_INTERNAL_H
+#define SFS_CACHE_INTERNAL_H
+
+#include "remote_cache.h"
+
+#include "../../providers/err.h"
+
+#include <pthread.h>
+
+#define RC_NBUCKETS 4096
+
+struct rsb {
+	struct rsb *next;
+	uint32_t serial;
+	unsigned long calls; /* atomic */
+	uint64_t gen;	     /* R.mu: bumped by rc_invalidate_sandbox */
+	uint64_t wctr;	     /* R.mu: bumped by every mutation */
+	bool gone;	     /* R.mu */
+	char *cachedir;	     /* R.mu: set once */
+};
+
+struct rent {
+	char *name;
+	struct sfs_rstat st;
+};
+
+struct rc_node {
+	struct rc_node *id_next, *path_next; /* R.mu */
+	uint64_t id;
+	uint32_t serial;
+	struct rsb *rs;
+	char *path;	  /* R.mu; "" is the root */
+	bool root;	  /* path is "" for good: readable without R.mu */
+	bool unlinked;	  /* R.mu: no longer reachable by its path */
+	uint64_t nlookup; /* R.mu */
+	int pins;	  /* R.mu: open handles and operations in flight */
+
+	bool attr_ok; /* R.mu */
+	struct sfs_rstat st;
+	double attr_until;
+	uint64_t attr_gen;
+
+	struct rent *ents; /* R.mu: the listing, for directories */
+	size_t nents;
+	bool dir_ok, listed;
+	double dir_until;
+	uint64_t dir_gen;
+
+	pthread_mutex_t io;
+	int cfd;     /* io to change (R.mu too), either to read: cache file or -1 */
+	bool cvalid; /* io: cfd holds the remote file as of (cmtime, csize) */
+	int64_t cmtime;
+	off_t csize;
+	bool dirty;	 /* io and R.mu (either is enough to read) */
+	uint64_t wseq;	 /* R.mu: bumped by every local write */
+	int nopen;	 /* R.mu */
+	double retry_at; /* R.mu */
+	bool failed;	 /* R.mu: the last write-back failed */
+};
+
+struct rc_file {
+	struct rc_node *n;
+	bool writable; /* close writes back only through handles that could write */
+};
+
+struct rc_state {
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* wakes the retry thread */
+	struct rc_node *by_id[RC_NBUCKETS], *by_path[RC_NBUCKETS];
+	struct rsb *sbs;
+	uint64_t next_id;
+	struct rc_options opt;
+	struct rc_hooks hooks;
+	pthread_t retry_thread;
+	bool running, stop;
+};
+extern struct rc_state R;
+
+/* nodes.c: helpers, sandboxes, the node table */
+double rc_now(void);
+char *rc_join_path(const char *dir, const char *name);
+void rc_rstat_free(struct sfs_rstat *st);
+int rc_rstat_copy(struct sfs_rstat *dst, const struct sfs_rstat *src);
+void rc_ents_free(struct rent *v, size_t n);
+bool rc_name_ok(const char *name);
+struct rsb *rc_rsb_find_locked(uint32_t serial, bool create);
+const char *rc_cachedir(struct rsb *rs, struct sfs_sandbox *sb);
+struct rc_node *rc_find_id_locked(uint64_t id);
+struct rc_node *rc_find_path_locked(uint32_t serial, const char *path);
+void rc_unhash_path_locked(struct rc_node *n);
+void rc_hash_path_locked(struct rc_node *n);
+struct rc_node *rc_new_node_locked(struct rsb *rs, const char *path);
+void rc_cache_file_name(struct rc_node *n, const char *suffix, char *buf, size_t len);
+void rc_maybe_free_locked(struct rc_node *n);
+void rc_free_node_locked(struct rc_node *n, bool keep_dirty_data);
+void rc_node_put(struct rc_node *n);
+char *rc_node_path(struct rc_node *n);
+struct sfs_sandbox *rc_sandbox_of(struct rc_node *n);
+void rc_sandbox_put(struct sfs_sandbox *sb);
+
+/* Provider calls: counted, logged, -EOPNOTSUPP when the provider lacks one. */
+int rc_log_err(struct sfs_sandbox *sb, const char *what, const char *path, int r,
+	       const struct sfs_err *err);
+#define RC_CALL(rs, sb, what, path, op, ...)                                                       \
+	({                                                                                         \
+		struct sfs_err err_ = {0};                                                         \
+		int r_ = -EOPNOTSUPP;                                                              \
+		if ((sb)->provider->ops->op) {                                                     \
+			__atomic_add_fetch(&(rs)->calls, 1, __ATOMIC_RELAXED);                     \
+			r_ = (sb)->provider->ops->op((sb), __VA_ARGS__, &err_);                    \
+		}                                                                                  \
+		rc_log_err((sb), (what), (path), r_, &err_);                                       \
+	})
+int rc_p_stat(struct rsb *rs, struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st);
+
+/* attrs.c: attributes, listings, TTLs */
+bool rc_attr_fresh_locked(struct rc_node *n, double now);
+bool rc_dir_fresh_locked(struct rc_node *n, double now);
+double rc_ttl_of(const struct rc_node *n);
+void rc_set_attr_locked(struct rc_node *n, const struct sfs_rstat *st, double now);
+void rc_drop_dir_locked(struct rc_node *n);
+struct rent *rc_dir_find_locked(struct rc_node *d, const char *name);
+void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_rstat *st);
+int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st);
+int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, bool cache_attr,
+		 struct rc_entry *e);
+void rc_present(struct rc_node *n, struct sfs_rstat *st);
+
+/* files.c: cache files, fetch, write-back */
+int rc_open_cache_file(struct rc_node *n, struct sfs_sandbox *sb);
+void rc_mark_pending(struct rc_node *n, bool pending, const char *path);
+int rc_fetch(struct rc_node *n, struct sfs_sandbox *sb, const char *path,
+	     const struct sfs_rstat *st);
+void rc_set_dirty(struct rc_node *n, bool dirty);
+int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb);
+int rc_file_new(struct rc_node *n, int flags, struct rc_file **f);
+
+#endif
