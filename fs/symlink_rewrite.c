@@ -76,6 +76,24 @@ static size_t sr_count(const char *p)
 	return n;
 }
 
+/* How many ".." components p has. */
+static size_t sr_dotdots(const char *p)
+{
+	size_t n = 0;
+
+	while (*p) {
+		const char *c = p;
+
+		while (*p && *p != '/')
+			p++;
+		n += p - c == 2 && c[0] == '.' && c[1] == '.';
+		while (*p == '/')
+			p++;
+	}
+	return n;
+}
+
+/* Where it lands: PREFIX and the absolute path in the sandbox. */
 static void sr_put_outside(struct sr_out *o, const struct sr_comp *s, size_t n)
 {
 	sr_put(o, SFS_SYMLINK_OUTSIDE_PREFIX, strlen(SFS_SYMLINK_OUTSIDE_PREFIX));
@@ -87,13 +105,33 @@ static void sr_put_outside(struct sr_out *o, const struct sr_comp *s, size_t n)
 	}
 }
 
+/* As written (SPEC §5: recognisable), below PREFIX and the pad components
+ * it is relative to (a NULL name shows as `*`: a directory whose name we do
+ * not know).  Callers make sure the target's ".." never climb above PREFIX,
+ * not even for a tool that resolves them lexically. */
+static void sr_put_as_written(struct sr_out *o, const struct sr_comp *pad, size_t npad,
+			      const char *target)
+{
+	sr_put(o, SFS_SYMLINK_OUTSIDE_PREFIX, strlen(SFS_SYMLINK_OUTSIDE_PREFIX));
+	for (size_t i = 0; i < npad; i++) {
+		sr_put(o, "/", 1);
+		if (pad[i].name)
+			sr_put(o, pad[i].name, pad[i].len);
+		else
+			sr_put(o, "*", 1);
+	}
+	if (target[0] != '/')
+		sr_put(o, "/", 1);
+	sr_put(o, target, strlen(target));
+}
+
 int sfs_symlink_rewrite(const char *target, const char *root, int depth, char *out, size_t outsz)
 {
 	struct sr_out o = {.buf = out, .size = outsz};
 	bool absolute = target[0] == '/', root_known = root && root[0] == '/';
-	bool climbed = false, dotdot_after_name, inside;
-	size_t rootn = 0, n = 0, k = 0, rcap, cap;
-	struct sr_comp *s, *r;
+	bool climbed = false, above = false, dotdot_after_name, inside;
+	size_t rootn = 0, n = 0, k = 0, rcap, cap, npad, m;
+	struct sr_comp *s, *r, *pad;
 	int ret;
 
 	if (outsz == 0)
@@ -103,21 +141,31 @@ int sfs_symlink_rewrite(const char *target, const char *root, int depth, char *o
 		depth = -1;
 	rcap = root_known ? sr_count(root) : 0;
 	cap = rcap + (depth > 0 ? (size_t)depth : 0) + sr_count(target);
-	s = calloc(cap + rcap + 1, sizeof(*s));
+	/* s: where the target lands; pad: the link's directory (the base of
+	 * a relative target), then scratch for checking its climb; r: the
+	 * root's own components, kept for comparing */
+	s = calloc(4 * cap + rcap + 1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	r = s + cap; /* the root's own components, kept for comparing */
+	pad = s + cap; /* 2 * cap: the directory, then the scratch walk */
+	r = s + 3 * cap;
 	if (root_known)
 		sr_walk(root, r, &rootn, 0, NULL);
 
 	if (absolute) {
-		sr_walk(target, s, &n, 0, NULL);
+		sr_walk(target, s, &n, 0, &above);
 		inside = root_known && depth >= 0 && n >= rootn;
+		npad = 0;
 	} else {
-		memcpy(s, r, rootn * sizeof(*s));
-		n = rootn;
-		for (int i = 0; i < depth; i++)
-			s[n++] = (struct sr_comp){NULL, 0};
+		npad = 0;
+		if (depth >= 0) {
+			memcpy(pad, r, rootn * sizeof(*s));
+			npad = rootn;
+			for (int i = 0; i < depth; i++)
+				pad[npad++] = (struct sr_comp){NULL, 0};
+		}
+		memcpy(s, pad, npad * sizeof(*s));
+		n = npad;
 		dotdot_after_name = sr_walk(target, s, &n, rootn, &climbed);
 		if (!climbed && !dotdot_after_name) {
 			/* No ".." at all, or only leading ones that stay inside: as is. */
@@ -125,19 +173,30 @@ int sfs_symlink_rewrite(const char *target, const char *root, int depth, char *o
 			goto done;
 		}
 		if (depth < 0 || (climbed && !root_known)) {
-			/* Where it lands is unknown: under the prefix, as written. */
-			sr_put(&o, SFS_SYMLINK_OUTSIDE_PREFIX "/",
-			       strlen(SFS_SYMLINK_OUTSIDE_PREFIX) + 1);
-			sr_put(&o, target, strlen(target));
+			/* Where it lands is unknown: as written, below one
+			 * unknown directory per "..". */
+			npad = sr_dotdots(target);
+			for (size_t i = 0; i < npad; i++)
+				pad[i] = (struct sr_comp){NULL, 0};
+			sr_put_as_written(&o, pad, npad, target);
 			goto done;
 		}
 		inside = n >= rootn;
+		m = npad;
+		memcpy(pad + npad, pad, npad * sizeof(*s));
+		sr_walk(target, pad + npad, &m, 0, &above);
 	}
 	for (size_t i = 0; inside && i < rootn; i++)
 		inside =
 		    s[i].name && s[i].len == r[i].len && !memcmp(s[i].name, r[i].name, r[i].len);
 	if (!inside) {
-		sr_put_outside(&o, s, n);
+		/* As written from its base, unless it climbs above the
+		 * sandbox's "/" (where ".." stays put, but a lexical resolver
+		 * would leave PREFIX): then only where it lands. */
+		if (above)
+			sr_put_outside(&o, s, n);
+		else
+			sr_put_as_written(&o, pad, npad, target);
 		goto done;
 	}
 	while (rootn + k < n && s[rootn + k].name == NULL)

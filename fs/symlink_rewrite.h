@@ -11,9 +11,13 @@
  *     normalised ("../" to climb out of the link's directory, then names), so
  *     no ".." ever follows a component that might itself be a symlink;
  *   - any other target (absolute elsewhere, or climbing above the root):
- *     SFS_SYMLINK_OUTSIDE_PREFIX followed by the absolute path the target
- *     names in the sandbox, which reaches nothing on the host and still shows
- *     the original.
+ *     SFS_SYMLINK_OUTSIDE_PREFIX followed by the target as written, which
+ *     reaches nothing on the host and still shows the original.  A relative
+ *     one comes after the directory it is relative to (the root's path, then
+ *     `*` per level below it, e.g. ".../workspace/<*>/../../etc/x"), so even
+ *     a tool that resolves ".." lexically stays below the prefix.  A target
+ *     that climbs above the sandbox's "/" (where ".." stays put) shows the
+ *     absolute path it lands on instead.
  */
 #ifndef SFS_SYMLINK_REWRITE_H
 #define SFS_SYMLINK_REWRITE_H

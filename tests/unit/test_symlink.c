@@ -39,10 +39,26 @@ static void test_outside_reaches_nothing(void)
 	CHECK_STREQ(rw("/etc/passwd", "/workspace", 0), OUT "/etc/passwd");
 	CHECK_STREQ(rw("/workspacex/y", "/workspace", 0), OUT "/workspacex/y");
 	CHECK_STREQ(rw("/", "/workspace", 0), OUT "/");
-	CHECK_STREQ(rw("/workspace/../etc/shadow", "/workspace", 1), OUT "/etc/shadow");
-	CHECK_STREQ(rw("../etc/passwd", "/workspace", 0), OUT "/etc/passwd");
+	CHECK_STREQ(rw("/workspace/../etc/shadow", "/workspace", 1),
+		    OUT "/workspace/../etc/shadow");
+	CHECK_STREQ(rw("../etc/passwd", "/workspace", 0), OUT "/workspace/../etc/passwd");
 	CHECK_STREQ(rw("../../../../x", "/workspace", 1), OUT "/x");
-	CHECK_STREQ(rw("a/../../b", "/workspace", 0), OUT "/b");
+	CHECK_STREQ(rw("a/../../b", "/workspace", 0), OUT "/workspace/a/../../b");
+}
+
+/* Issue 10 item 12: a ".." target that leaves the workspace keeps its
+ * original text, after the directory it is relative to (names unknown below
+ * the root show as `*`), so a tool that resolves ".." lexically still ends
+ * below PREFIX; one that climbs above the sandbox's "/" shows where it lands. */
+static void test_dotdot_outside_keeps_the_original(void)
+{
+	CHECK_STREQ(rw("../../etc/x", "/workspace", 1), OUT "/workspace/*/../../etc/x");
+	CHECK_STREQ(rw("../../../etc/x", "/home/u/proj", 2), OUT "/home/u/proj/*/*/../../../etc/x");
+	CHECK_STREQ(rw("../../../../x", "/workspace", 1), OUT "/x");
+	CHECK_STREQ(rw("..", "/workspace", 0), OUT "/workspace/..");
+	CHECK_STREQ(rw("/../../etc/x", "/workspace", 0), OUT "/etc/x");
+	CHECK_STREQ(rw("/etc//./passwd", "/workspace", 0), OUT "/etc//./passwd");
+	CHECK_STREQ(rw("../../../a", NULL, -1), OUT "/*/*/*/../../../a");
 }
 
 static void test_climbing_out_and_back_is_normalised(void)
@@ -61,10 +77,10 @@ static void test_unknown_root_or_depth(void)
 	CHECK_STREQ(rw("/workspace/a", NULL, 0), OUT "/workspace/a");
 	CHECK_STREQ(rw("/workspace/a", "/workspace", -1), OUT "/workspace/a");
 	CHECK_STREQ(rw("a/b", "/workspace", -1), "a/b");
-	CHECK_STREQ(rw("../a", "/workspace", -1), OUT "/../a");
-	CHECK_STREQ(rw("a/../b", "", -1), OUT "/a/../b");
+	CHECK_STREQ(rw("../a", "/workspace", -1), OUT "/*/../a");
+	CHECK_STREQ(rw("a/../b", "", -1), OUT "/*/a/../b");
 	CHECK_STREQ(rw("../a", NULL, 1), "../a");
-	CHECK_STREQ(rw("../../a", NULL, 1), OUT "/../../a");
+	CHECK_STREQ(rw("../../a", NULL, 1), OUT "/*/*/../../a");
 	CHECK_STREQ(rw("/", "/", 0), ".");
 	CHECK_STREQ(rw("/etc", "/", 2), "../../etc");
 }
@@ -84,5 +100,6 @@ static void test_too_long(void)
 CHECK_MAIN(CHECK_CASE(test_relative_inside_is_verbatim),
 	   CHECK_CASE(test_absolute_inside_becomes_relative),
 	   CHECK_CASE(test_outside_reaches_nothing),
+	   CHECK_CASE(test_dotdot_outside_keeps_the_original),
 	   CHECK_CASE(test_climbing_out_and_back_is_normalised),
 	   CHECK_CASE(test_unknown_root_or_depth), CHECK_CASE(test_too_long))
