@@ -87,6 +87,8 @@ void ws_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	res = fstatat(n->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 	err = errno;
+	if (res == 0)
+		ws_link_size(n->serial, n->parent_id, n->fd, &st);
 	ws_put(n);
 	if (res == -1) {
 		ws_reply_err(req, err);
@@ -178,6 +180,7 @@ void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	if (fstatat(n->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		goto fail;
 	ws_self_end(n, n->fd, &st);
+	ws_link_size(n->serial, n->parent_id, n->fd, &st);
 	ws_put(n);
 	fuse_reply_attr(req, &st, ws_attr_ttl());
 	return;
@@ -224,7 +227,7 @@ static int ws_dir_depth(const struct ws_node *dir, dev_t root_dev, ino_t root_in
 
 /* SPEC §5: the target as the host should see it (rewritten for sandboxes
  * whose filesystem is not the host's).  Returns 0 or an errno. */
-static int ws_symlink_show(const struct ws_node *n, char *buf, size_t size)
+static int ws_symlink_show(uint32_t serial, uint64_t parent_id, char *buf, size_t size)
 {
 	const struct ws_sandbox_info *info;
 	struct ws_node *dir = NULL;
@@ -236,13 +239,13 @@ static int ws_symlink_show(const struct ws_node *n, char *buf, size_t size)
 	char *raw;
 
 	pthread_mutex_lock(&ws.lock);
-	info = ws_sandbox_info_locked(n->serial);
+	info = ws_sandbox_info_locked(serial);
 	rewrite = info && info->rewrite_symlinks;
 	root_path = info ? info->root_path : NULL;
 	root_dev = info ? info->root_dev : 0;
 	root_ino = info ? info->root_ino : 0;
 	if (rewrite) {
-		dir = ws_find_id_locked(n->parent_id);
+		dir = ws_find_id_locked(parent_id);
 		if (dir && !dir->gone)
 			dir->users++;
 		else
@@ -263,6 +266,21 @@ static int ws_symlink_show(const struct ws_node *n, char *buf, size_t size)
 	return len < 0 ? -len : 0;
 }
 
+void ws_link_size(uint32_t serial, uint64_t parent_id, int fd, struct stat *st)
+{
+	char buf[PATH_MAX + 1];
+	ssize_t len;
+
+	if (!S_ISLNK(st->st_mode))
+		return;
+	len = readlinkat(fd, "", buf, sizeof(buf));
+	if (len < 0 || len == (ssize_t)sizeof(buf))
+		return;
+	buf[len] = '\0';
+	if (ws_symlink_show(serial, parent_id, buf, sizeof(buf)) == 0)
+		st->st_size = (off_t)strlen(buf);
+}
+
 void ws_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ws_node *n = ws_get(req, ino);
@@ -279,7 +297,7 @@ void ws_readlink(fuse_req_t req, fuse_ino_t ino)
 		err = ENAMETOOLONG;
 	else {
 		buf[len] = '\0';
-		err = ws_symlink_show(n, buf, sizeof(buf));
+		err = ws_symlink_show(n->serial, n->parent_id, buf, sizeof(buf));
 	}
 	ws_put(n);
 	if (err) {
@@ -473,6 +491,7 @@ void ws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *n
 		err = errno;
 		goto out;
 	}
+	ws_link_size(n->serial, np->id, n->fd, &e.attr);
 	pthread_mutex_lock(&ws.lock);
 	n->nlookup++; /* the new name is one more lookup of the same node */
 	pthread_mutex_unlock(&ws.lock);

@@ -206,6 +206,9 @@ void ws_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ws_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi);
 void ws_statfs(fuse_req_t req, fuse_ino_t ino);
+/* SPEC §5: a symlink's st_size is the length of the target readlink shows
+ * (rewritten); fd is its O_PATH fd, parent_id its directory's node. */
+void ws_link_size(uint32_t serial, uint64_t parent_id, int fd, struct stat *st);
 
 /* xattr.c */
 void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,

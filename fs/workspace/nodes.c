@@ -450,6 +450,7 @@ int ws_do_lookup(struct ws_node *parent, const char *name, struct fuse_entry_par
 		close(fd);
 		return err;
 	}
+	ws_link_size(parent->serial, parent->id, fd, &e->attr);
 	return ws_adopt(parent->serial, parent, fd, &e->attr, &e->ino, node);
 }
 

@@ -44,6 +44,37 @@ static int container(struct sfs_sandbox *sb, char *cid, size_t len, struct sfs_e
 
 /* ---- stat ---------------------------------------------------------------- */
 
+static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script,
+		     const char *const *args, struct dk_buf *out, struct sfs_err *err);
+
+/* The archive API's linkTarget is resolved (absolute, ".." gone), so the
+ * target as the link holds it (SPEC §5 shows that) is read with readlink. */
+static int raw_link_target(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
+			   struct sfs_err *err)
+{
+	char full[4096];
+	int r = full_path(sb, path, full, sizeof(full), err);
+	if (r)
+		return r;
+	const char *args[] = {full, NULL};
+	struct dk_buf out = {.max = 8192};
+	r = fs_script(sb, "readlink", "readlink -- \"$1\" || exit 2", args, &out, err);
+	if (!r) {
+		size_t l = out.len;
+		if (l && out.data[l - 1] == '\n')
+			l--;
+		char *link = strndup(out.data ? out.data : "", l);
+		if (!link)
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+		else {
+			free(st->link);
+			st->link = link;
+		}
+	}
+	dk_buf_free(&out);
+	return r;
+}
+
 /* The archive API's URL for a workspace path of sb's container. */
 static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
 		       struct sfs_err *err)
@@ -86,6 +117,13 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 	dk_resp_free(&resp);
 	if (r == -EIO)
 		r = sfs_errf(err, -EIO, "docker: stat %s: unreadable stat header", path);
+	if (!r && S_ISLNK(st->mode)) {
+		r = raw_link_target(sb, path, st, err);
+		if (r) {
+			free(st->link);
+			st->link = NULL;
+		}
+	}
 	return r;
 }
 

@@ -337,6 +337,41 @@ dk_new_missing() {
 	[ "$(cat "$MNT/z1/workspace/good")" = inner ]
 }
 
+# issue 10 item 12: ls -l of a symlink shows the length of what readlink
+# shows, and a ".." target that leaves the workspace keeps its original text.
+dk_check_links() {
+	local W=$1 l shown
+	for l in abs good up sub/up2 sub/in; do
+		shown=$(readlink "$W/$l")
+		[ "$(stat -c %s "$W/$l")" -eq "${#shown}" ] || {
+			echo "$l: size $(stat -c %s "$W/$l") but readlink shows ${#shown} bytes: $shown" >&2
+			return 1
+		}
+	done
+	[ "$(readlink "$W/abs")" = /nonexistent/sandboxfs-outside-workspace/etc/passwd ]
+	[ "$(readlink "$W/good")" = inside.txt ]
+	[ "$(readlink "$W/sub/in")" = ../inside.txt ]
+	[ "$(readlink "$W/up")" = /nonexistent/sandboxfs-outside-workspace/workspace/../etc/hostname ]
+	[[ "$(readlink "$W/sub/up2")" == /nonexistent/sandboxfs-outside-workspace/workspace/*/../../etc/hostname ]]
+	run cat "$W/up"
+	[ "$status" -ne 0 ]
+}
+
+@test "docker: a symlink's size is what readlink shows; a .. target outside keeps its original (SPEC §5)" {
+	sfs_mount
+	dk_new ln1 >/dev/null
+	docker exec "$(dk_id ln1)" sh -c 'cd /workspace && echo in >inside.txt && mkdir sub && ln -s /etc/passwd abs && ln -s /workspace/inside.txt good && ln -s ../etc/hostname up && ln -s ../../etc/hostname sub/up2 && ln -s /workspace/inside.txt sub/in'
+	dk_check_links "$MNT/ln1/workspace"
+	[ "$(cat "$MNT/ln1/workspace/sub/in")" = in ]
+}
+
+@test "docker: symlink sizes and .. targets through the archive API (docker.fs=archive)" {
+	sfs_mount -o docker.fs=archive
+	dk_new ln2 >/dev/null
+	docker exec "$(dk_id ln2)" sh -c 'cd /workspace && echo in >inside.txt && mkdir sub && ln -s /etc/passwd abs && ln -s /workspace/inside.txt good && ln -s ../etc/hostname up && ln -s ../../etc/hostname sub/up2 && ln -s /workspace/inside.txt sub/in'
+	dk_check_links "$MNT/ln2/workspace"
+}
+
 # ---- lifecycle --------------------------------------------------------------
 
 @test "docker: stop and start keep the container's files" {
