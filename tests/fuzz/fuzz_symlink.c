@@ -4,7 +4,8 @@
  * second how long the root is; the rest is the root path and the target.
  * The property checked is the security one: what readlink shows either
  * starts with the "outside" prefix or is a relative path that, followed from
- * the link's directory, never climbs above the workspace root.
+ * the link's directory, never climbs above the workspace root; after the
+ * prefix, no ".." climbs above the prefix.
  */
 #include "fs/symlink_rewrite.h"
 
@@ -58,6 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t plen = strlen(SFS_SYMLINK_OUTSIDE_PREFIX);
 		int outside = strncmp(out, SFS_SYMLINK_OUTSIDE_PREFIX, plen) == 0 &&
 			      (out[plen] == '/' || out[plen] == '\0');
+		/* outside: what follows the prefix never climbs above it, not
+		 * even for a tool that resolves ".." lexically */
+		if (outside && !stays_inside(out + plen + (out[plen] == '/'), 0))
+			abort();
 		if (!outside) {
 			if (out[0] == '/')
 				abort(); /* an absolute path that is not the prefix: a host path */
