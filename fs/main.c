@@ -5,6 +5,7 @@
 #include "../ctl/tree.h"
 #include "../providers/config.h"
 #include "../providers/http/http.h"
+#include "../providers/options.h"
 #include "../providers/provider.h"
 #include "../providers/util.h"
 
@@ -19,84 +20,114 @@
 
 static void usage(FILE *out)
 {
-	fprintf(
-	    out,
-	    "usage: sandboxfs [options] MOUNTPOINT\n"
-	    "\n"
-	    "Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
-	    "`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
-	    "\n"
-	    "options (each also as -o key=value, and as `key = value` in the config file):\n"
-	    "  --provider NAME     default provider for new sandboxes (default: local)\n"
-	    "  --state DIR         registry, journals, workspaces (default: /var/lib/sandboxfs\n"
-	    "                      for root, else $XDG_STATE_HOME/sandboxfs)\n"
-	    "  --config FILE       config file (default: /etc/sandboxfs.conf for root, else\n"
-	    "                      $XDG_CONFIG_HOME/sandboxfs/config)\n"
-	    "  --log-level N       0 errors .. 3 debug (default 1)\n"
-	    "  -o log=FILE         where a daemonized sandboxfs logs (default "
-	    "STATE/sandboxfs.log)\n"
-	    "  -o attr_timeout=S   workspace attribute cache, seconds (default 86400;\n"
-	    "                      changes made behind the mount are pushed within ms)\n"
-	    "  -o entry_timeout=S  workspace name cache, seconds (default 86400)\n"
-	    "  -o symlinks=raw     show sandbox symlink targets unrewritten (SPEC §5)\n"
-	    "  -o writeback        kernel writeback cache for the workspace\n"
-	    "  -o max_threads=N    FUSE worker threads (default 16)\n"
-	    "  -o local.scrub_env=A,B   env names removed from every local run\n"
-	    "  -o local.kill_grace=S    seconds between TERM and KILL (default 2)\n"
-	    "  -o allow_other      let other users in (permissions are then enforced)\n"
-	    "  -f                  stay in the foreground\n"
-	    "  -d                  debug: foreground, FUSE request log\n"
-	    "  -h, --help          this text\n"
-	    "  -V, --version       the version\n"
-	    "\n"
-	    "Unmount with `fusermount3 -u MOUNTPOINT`; sandboxes and runs go on.\n");
+	fprintf(out, "usage: sandboxfs [options] MOUNTPOINT\n"
+		     "\n"
+		     "Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
+		     "`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
+		     "\n"
+		     "  --provider NAME     same as -o provider=NAME\n"
+		     "  --state DIR         same as -o state=DIR\n"
+		     "  --config FILE       same as -o config=FILE\n"
+		     "  --log-level N       same as -o log_level=N\n"
+		     "  -o KEY[=VALUE],...  an option below; each is also a `KEY = VALUE` line of\n"
+		     "                      the config file (the command line wins)\n"
+		     "  -f                  stay in the foreground\n"
+		     "  -d                  debug: foreground, FUSE request log\n"
+		     "  -h, --help          this text\n"
+		     "  -V, --version       the version\n");
+	size_t n;
+	const struct sfs_opt_table *t = sfs_opt_tables(&n);
+	sfs_opt_print_help(out, t, n);
+	fprintf(out,
+		"\nlibfuse mount options, passed on to libfuse (-o only):\n"
+		"  allow_other (implies default_permissions: permissions are enforced),\n"
+		"  allow_root, auto_unmount, default_permissions, ro, rw, [no]suid, [no]dev,\n"
+		"  [no]exec, [no]atime, fsname=, subtype=, max_read=, ... (see mount.fuse3(8))\n"
+		"\n"
+		"Unmount with `fusermount3 -u MOUNTPOINT`; sandboxes and runs go on.\n");
 }
 
 struct cli {
 	bool foreground, debug;
 	const char *mountpoint;
-	const char *state, *config, *provider;
 	char fuse_opts[4096];
-	int max_threads;
 };
 
-/* Our own -o keys go to the config table; the rest goes to libfuse. */
-static int take_o(struct cli *c, char *opts)
+static int fuse_opt_append(struct cli *c, const char *opt, struct sfs_err *err)
 {
-	char *save = NULL;
-	for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(o, '=');
-		size_t klen = eq ? (size_t)(eq - o) : strlen(o);
-		char key[256];
-		if (klen >= sizeof(key))
-			return -EINVAL;
-		memcpy(key, o, klen);
-		key[klen] = '\0';
-		const char *val = eq ? eq + 1 : "true";
-		bool ours = strchr(key, '.') != NULL || !strcmp(key, "provider") ||
-			    !strcmp(key, "state") || !strcmp(key, "config") ||
-			    !strcmp(key, "log_level") || !strcmp(key, "log") ||
-			    !strcmp(key, "attr_timeout") || !strcmp(key, "entry_timeout") ||
-			    !strcmp(key, "writeback") || !strcmp(key, "max_threads") ||
-			    !strcmp(key, "symlinks");
-		if (ours) {
-			if (sfs_config_set(key, val))
-				return -ENOMEM;
-			continue;
-		}
-		if (!strcmp(key, "allow_other"))
-			strncat(c->fuse_opts, ",default_permissions",
-				sizeof(c->fuse_opts) - strlen(c->fuse_opts) - 1);
-		strncat(c->fuse_opts, ",", sizeof(c->fuse_opts) - strlen(c->fuse_opts) - 1);
-		strncat(c->fuse_opts, o, sizeof(c->fuse_opts) - strlen(c->fuse_opts) - 1);
-	}
+	size_t used = strlen(c->fuse_opts), len = strlen(opt);
+	if (used + 1 + len >= sizeof(c->fuse_opts))
+		return sfs_errf(err, -E2BIG, "too many libfuse mount options");
+	c->fuse_opts[used] = ',';
+	memcpy(c->fuse_opts + used + 1, opt, len + 1);
 	return 0;
+}
+
+/* One option: libfuse's own go to libfuse as written (raw, still escaped);
+ * every other key must be a row of the option tables. */
+static int take_one(struct cli *c, char *key, const char *val, const char *raw, struct sfs_err *err)
+{
+	if (sfs_opt_is_fuse(key)) {
+		/* the kernel's checks on top of ours once others may enter */
+		if (!strcmp(key, "allow_other") && fuse_opt_append(c, "default_permissions", err))
+			return err->code;
+		return fuse_opt_append(c, raw, err);
+	}
+	size_t n;
+	const struct sfs_opt_table *t = sfs_opt_tables(&n);
+	const char *canon;
+	int r = sfs_opt_check(t, n, key, val, &canon, err);
+	if (r)
+		return r;
+	if (sfs_config_set(key, canon))
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The argument of -o: options separated by commas; `\,` is a comma inside a
+ * value and `\\` a backslash, as libfuse reads it. */
+static int take_o(struct cli *c, const char *opts, struct sfs_err *err)
+{
+	size_t len = strlen(opts);
+	char *raw = malloc(len + 1), *key = malloc(len + 1);
+	if (!raw || !key) {
+		free(raw);
+		free(key);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	int r = 0;
+	for (const char *p = opts; !r;) {
+		size_t rl = 0, kl = 0;
+		while (*p && *p != ',') {
+			if (*p == '\\' && p[1]) {
+				raw[rl++] = *p++;
+				key[kl++] = *p;
+				raw[rl++] = *p++;
+				continue;
+			}
+			raw[rl++] = key[kl++] = *p++;
+		}
+		raw[rl] = key[kl] = '\0';
+		if (kl) {
+			char *eq = strchr(key, '=');
+			if (eq)
+				*eq = '\0';
+			r = take_one(c, key, eq ? eq + 1 : NULL, raw, err);
+		}
+		if (!*p)
+			break;
+		p++;
+	}
+	free(raw);
+	free(key);
+	return r;
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
 {
 	const char *positional[2];
 	int npos = 0;
+	struct sfs_err err = {0};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -111,27 +142,33 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 			c->foreground = true;
 		} else if (!strcmp(a, "-d")) {
 			c->debug = c->foreground = true;
-		} else if (!strcmp(a, "-o") && next) {
-			char *copy = strdup(next);
-			int r = copy ? take_o(c, copy) : -ENOMEM;
-			free(copy);
-			if (r) {
-				fprintf(stderr, "sandboxfs: bad -o %s\n", next);
+		} else if (!strncmp(a, "-o", 2)) {
+			/* `-o X` and `-oX` are one option, with one message when bad */
+			const char *opts = a[2] ? a + 2 : next;
+			if (!opts) {
+				fprintf(stderr, "sandboxfs: -o needs an argument (see --help)\n");
 				return -1;
 			}
-			i++;
-		} else if (!strncmp(a, "-o", 2) && a[2]) {
-			char *copy = strdup(a + 2);
-			int r = copy ? take_o(c, copy) : -ENOMEM;
-			free(copy);
-			if (r)
+			if (take_o(c, opts, &err)) {
+				fprintf(stderr, "sandboxfs: %s\n", err.msg);
 				return -1;
-		} else if ((!strcmp(a, "--provider") || !strcmp(a, "--state") ||
-			    !strcmp(a, "--config") || !strcmp(a, "--log-level")) &&
-			   next) {
-			const char *key = !strcmp(a, "--log-level") ? "log_level" : a + 2;
-			if (sfs_config_set(key, next))
+			}
+			if (!a[2])
+				i++;
+		} else if (!strcmp(a, "--provider") || !strcmp(a, "--state") ||
+			   !strcmp(a, "--config") || !strcmp(a, "--log-level")) {
+			if (!next) {
+				fprintf(stderr, "sandboxfs: %s needs an argument (see --help)\n",
+					a);
 				return -1;
+			}
+			char key[16];
+			snprintf(key, sizeof(key), "%s",
+				 !strcmp(a, "--log-level") ? "log_level" : a + 2);
+			if (take_one(c, key, next, NULL, &err)) {
+				fprintf(stderr, "sandboxfs: %s: %s\n", a, err.msg);
+				return -1;
+			}
 			i++;
 		} else if (a[0] == '-') {
 			fprintf(stderr, "sandboxfs: unknown option %s (see --help)\n", a);
@@ -197,7 +234,7 @@ int main(int argc, char **argv)
 	}
 	sfs_self_exe[n] = '\0';
 
-	struct cli c = {.max_threads = 16};
+	struct cli c = {0};
 	snprintf(c.fuse_opts, sizeof(c.fuse_opts), "fsname=sandboxfs,subtype=sandboxfs");
 	int r = parse_cli(argc, argv, &c);
 	if (r)
@@ -214,6 +251,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(config);
+	/* Every key the code reads now has its table default unless given. */
+	size_t ntables;
+	const struct sfs_opt_table *tables = sfs_opt_tables(&ntables);
+	if (sfs_opt_apply_defaults(tables, ntables) < 0) {
+		fprintf(stderr, "sandboxfs: out of memory\n");
+		return 1;
+	}
 	sfs_log_level = (int)sfs_config_get_double("log_level", c.debug ? 3 : 1);
 
 	const char *pname = sfs_config_get("provider", getenv("SANDBOXFS_PROVIDER"));
@@ -252,7 +296,7 @@ int main(int argc, char **argv)
 	if (sfs_fs_opts.ws.entry_timeout <= 0)
 		sfs_fs_opts.ws.entry_timeout = 0.001;
 	sfs_fs_opts.ws.writeback = !strcmp(sfs_config_get("writeback", "false"), "true");
-	c.max_threads = (int)sfs_config_get_double("max_threads", 16);
+	int max_threads = (int)sfs_config_get_double("max_threads", 16);
 
 	if (tree_init(statedir, provider, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.msg);
@@ -309,7 +353,7 @@ int main(int argc, char **argv)
 		sfs_fs_stop();
 		goto out_unmount;
 	}
-	fuse_loop_cfg_set_max_threads(lc, (unsigned)c.max_threads);
+	fuse_loop_cfg_set_max_threads(lc, (unsigned)max_threads);
 	rc = fuse_session_loop_mt(se, lc) != 0;
 	fuse_loop_cfg_destroy(lc);
 	sfs_fs_stop();

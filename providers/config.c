@@ -1,4 +1,5 @@
 #include "config.h"
+#include "options.h"
 #include "redact.h"
 
 #include <ctype.h>
@@ -29,6 +30,14 @@ int sfs_config_set(const char *key, const char *val)
 
 int sfs_config_load(const char *path, int must_exist, struct sfs_err *err)
 {
+	size_t n;
+	const struct sfs_opt_table *t = sfs_opt_tables(&n);
+	return sfs_config_load_with(path, must_exist, t, n, err);
+}
+
+int sfs_config_load_with(const char *path, int must_exist, const struct sfs_opt_table *tables,
+			 size_t ntables, struct sfs_err *err)
+{
 	FILE *f = fopen(path, "r");
 	if (!f) {
 		if (errno == ENOENT && !must_exist)
@@ -39,13 +48,18 @@ int sfs_config_load(const char *path, int must_exist, struct sfs_err *err)
 	int lineno = 0, rc = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
+		if (!strchr(line, '\n') && !feof(f)) {
+			rc = sfs_errf(err, -EINVAL, "config %s:%d: line longer than %zu bytes",
+				      path, lineno, sizeof(line) - 2);
+			break;
+		}
 		char *s = trim(line);
 		if (*s == '\0' || *s == '#')
 			continue;
 		char *eq = strchr(s, '=');
 		if (!eq) {
-			rc = sfs_errf(err, -EINVAL, "config %s:%d: expected key = value", path,
-				      lineno);
+			rc = sfs_errf(err, -EINVAL, "config %s:%d: expected a `name = value` line",
+				      path, lineno);
 			break;
 		}
 		*eq = '\0';
@@ -54,9 +68,22 @@ int sfs_config_load(const char *path, int must_exist, struct sfs_err *err)
 			rc = sfs_errf(err, -EINVAL, "config %s:%d: empty key", path, lineno);
 			break;
 		}
+		const char *canon;
+		struct sfs_err why = {0};
+		if (sfs_opt_is_fuse(k)) {
+			rc =
+			    sfs_errf(err, -EINVAL,
+				     "config %s:%d: %s is a libfuse mount option: give it as -o %s",
+				     path, lineno, k, k);
+			break;
+		}
+		if (sfs_opt_check(tables, ntables, k, v, &canon, &why)) {
+			rc = sfs_errf(err, why.code, "config %s:%d: %s", path, lineno, why.msg);
+			break;
+		}
 		if (sfs_kv_get(&sfs_config, k))
 			continue; /* command-line options were set first and win */
-		if (sfs_config_set(k, v)) {
+		if (sfs_config_set(k, canon)) {
 			rc = sfs_errf(err, -ENOMEM, "config: out of memory");
 			break;
 		}

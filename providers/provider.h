@@ -52,6 +52,7 @@ int sfs_sb_state_parse(const char *s);
 
 enum sfs_run_state { SFS_RUN_RUNNING, SFS_RUN_EXITED, SFS_RUN_KILLED, SFS_RUN_LOST };
 
+struct sfs_opt; /* options.h: one row of an option table */
 struct journal; /* journal/journal.h: readers, waiters, follow/poll state */
 
 struct sfs_run {
@@ -218,6 +219,8 @@ struct sfs_provider {
 	 * passed on to a local run (NULL-terminated, or NULL). */
 	const char *const *credential_env;
 	const struct sfs_provider_ops *ops;
+	/* Its -o NAME.KEY rows (providers/options.h), ended by a NULL key. */
+	const struct sfs_opt *options;
 };
 
 /* Guards the fields of every sandbox record and the list of them (which

@@ -441,4 +441,5 @@ const struct sfs_provider sfs_provider_daytona = {
     .host_fs = false,
     .credential_env = daytona_credential_env,
     .ops = &daytona_ops,
+    .options = sfs_daytona_options,
 };

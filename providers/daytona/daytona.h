@@ -13,6 +13,7 @@
 #define SFS_DAYTONA_H
 
 #include "../http/http.h"
+#include "../options.h"
 #include "../provider.h"
 
 #define DT_DEFAULT_API "https://app.daytona.io/api"
@@ -70,5 +71,8 @@ ssize_t dt_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 
 /* A toolbox FileInfo object to attributes (files.c); *st->link is malloc'd. */
 int dt_file_info_from_json(json_t *o, struct sfs_rstat *st);
+
+/* options.c: the -o daytona.KEY rows (providers/options.h). */
+extern const struct sfs_opt sfs_daytona_options[];
 
 #endif

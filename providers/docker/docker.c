@@ -682,4 +682,5 @@ const struct sfs_provider sfs_provider_docker = {
 	    [SFS_CAP_FORK] = true,
 	},
     .ops = &docker_ops,
+    .options = sfs_docker_options,
 };

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "../options.h"
 #include "../provider.h"
 
 #define DK_ID_MAX 80
@@ -163,5 +164,8 @@ int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 
 /* Decodes the archive API's X-Docker-Container-Path-Stat header (pathstat.c). */
 int dk_path_stat_decode(const char *header, struct sfs_rstat *st, struct sfs_err *err);
+
+/* options.c: the -o docker.KEY rows (providers/options.h). */
+extern const struct sfs_opt sfs_docker_options[];
 
 #endif

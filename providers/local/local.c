@@ -510,4 +510,5 @@ const struct sfs_provider sfs_provider_local = {
 	    [SFS_CAP_FORK] = true,
 	},
     .ops = &local_ops,
+    .options = sfs_local_options,
 };

@@ -32,6 +32,90 @@ run_cmd() {
 	[[ "$output" == *"no mountpoint"* ]]
 }
 
+# try_mount ARGS...: `run`s a second daemon in the foreground with ARGS on a
+# scratch mount point; a mount that wrongly succeeds ends after 20 s (libfuse
+# unmounts on TERM) and the mount point is cleared whatever happened.
+try_mount() {
+	local m="$BATS_TEST_TMPDIR/m2"
+	mkdir -p "$m" "$BATS_TEST_TMPDIR/s2"
+	run timeout -k 5 20 "$SFS_BIN" -f --state "$BATS_TEST_TMPDIR/s2" "$@" "$m" 3>&-
+	fusermount3 -uz "$m" 2>/dev/null || true
+}
+
+@test "--help lists the core's and every provider's options" {
+	run "$SFS_BIN" --help
+	[ "$status" -eq 0 ]
+	for key in attr_timeout writeback max_threads local.scrub_env local.kill_grace \
+		docker.host docker.fs docker.kill_grace daytona.api_url daytona.timeout; do
+		[[ "$output" == *"-o $key"* ]]
+	done
+	[[ "$output" == *"docker options:"* ]]
+	[[ "$output" == *"daytona options:"* ]]
+	[[ "$output" == *"allow_other"* ]]
+}
+
+@test "an unknown -o key fails the mount naming the nearest key, as -o X and as -oX" {
+	try_mount -o docker.fss=archive
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'unknown option "docker.fss" (did you mean docker.fs?)'* ]]
+	try_mount -odocker.fss=archive
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'unknown option "docker.fss" (did you mean docker.fs?)'* ]]
+	# a key with no dot, and one among others in a list
+	try_mount -o local.kill_grace=1,writebak
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'unknown option "writebak" (did you mean writeback?)'* ]]
+	try_mount -oallow_othr
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'did you mean allow_other?'* ]]
+}
+
+@test "a bad -o value fails the mount with a message naming the key" {
+	try_mount -o docker.fs=archiv
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'docker.fs: "archiv" is not one of auto|archive (did you mean archive?)'* ]]
+	try_mount -omax_threads=lots
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'max_threads: "lots" is not an integer'* ]]
+	try_mount -o writeback=maybe
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'writeback: "maybe" is not a boolean'* ]]
+	try_mount -o local.kill_grace=-1
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'local.kill_grace: -1 is out of range'* ]]
+	try_mount --log-level loud
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'log_level: "loud" is not an integer'* ]]
+}
+
+@test "a bad config file line fails the mount with its line number" {
+	printf '# comment\nlocal.kill_grace = 1\n\ndocker.fss = archive\n' >"$BATS_TEST_TMPDIR/conf"
+	try_mount --config "$BATS_TEST_TMPDIR/conf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'conf:4: unknown option "docker.fss" (did you mean docker.fs?)'* ]]
+	printf 'http.attempts = many\n' >"$BATS_TEST_TMPDIR/conf"
+	try_mount --config "$BATS_TEST_TMPDIR/conf"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'conf:1: option http.attempts: "many" is not an integer'* ]]
+}
+
+@test "libfuse's own mount options and escaped commas pass; config file keys apply" {
+	sfs_unmount
+	A_ONE=1 B_TWO=2 sfs_mount -o noatime,local.scrub_env=A_ONE\\,B_TWO
+	grep -q " $MNT fuse.sandboxfs [^ ]*noatime" /proc/mounts
+	mkdir "$MNT/d1"
+	n=$(ctl_write "$MNT/d1/ctl" 'exec echo "[$A_ONE$B_TWO]"')
+	cat "$MNT/d1/runs/$n/wait"
+	[ "$(cat "$MNT/d1/journal")" = "[]" ]
+	sfs_unmount
+	printf 'local.scrub_env = A_ONE,B_TWO\n' >"$BATS_TEST_TMPDIR/conf"
+	A_ONE=1 B_TWO=2 sfs_mount --config "$BATS_TEST_TMPDIR/conf"
+	mkdir "$MNT/d2"
+	n=$(ctl_write "$MNT/d2/ctl" 'exec echo "[$A_ONE$B_TWO]"')
+	cat "$MNT/d2/runs/$n/wait"
+	[ "$(cat "$MNT/d2/journal")" = "[]" ]
+}
+
 @test "the root lists ctl and providers; a provider has caps and status" {
 	run ls "$MNT"
 	[ "$output" = "$(printf 'ctl\nproviders')" ]
