@@ -42,7 +42,8 @@ static void usage(FILE *out)
 		"\nlibfuse mount options, passed on to libfuse (-o only):\n"
 		"  allow_other (implies default_permissions: permissions are enforced),\n"
 		"  allow_root, auto_unmount, default_permissions, ro, rw, [no]suid, [no]dev,\n"
-		"  [no]exec, [no]atime, fsname=, subtype=, max_read=, ... (see mount.fuse3(8))\n"
+		"  [no]exec, [no]atime, fsname=, subtype=, max_read=, ... (see mount.fuse3(8));\n"
+		"  fstab's x-* options are ignored\n"
 		"\n"
 		"Unmount with `fusermount3 -u MOUNTPOINT`; sandboxes and runs go on.\n");
 }
@@ -67,6 +68,9 @@ static int fuse_opt_append(struct cli *c, const char *opt, struct sfs_err *err)
  * every other key must be a row of the option tables. */
 static int take_one(struct cli *c, char *key, const char *val, const char *raw, struct sfs_err *err)
 {
+	/* fstab's userspace-only options (mount(8) "x-*"): nothing for us */
+	if (!strncmp(key, "x-", 2) || !strncmp(key, "X-", 2))
+		return 0;
 	if (sfs_opt_is_fuse(key)) {
 		/* the kernel's checks on top of ours once others may enter */
 		if (!strcmp(key, "allow_other") && fuse_opt_append(c, "default_permissions", err))

@@ -101,7 +101,8 @@ try_mount() {
 
 @test "libfuse's own mount options and escaped commas pass; config file keys apply" {
 	sfs_unmount
-	A_ONE=1 B_TWO=2 sfs_mount -o noatime,local.scrub_env=A_ONE\\,B_TWO
+	# x-* are fstab's userspace-only options (mount(8)): accepted, ignored
+	A_ONE=1 B_TWO=2 sfs_mount -o noatime,local.scrub_env=A_ONE\\,B_TWO,x-systemd.automount
 	grep -q " $MNT fuse.sandboxfs [^ ]*noatime" /proc/mounts
 	mkdir "$MNT/d1"
 	n=$(ctl_write "$MNT/d1/ctl" 'exec echo "[$A_ONE$B_TWO]"')
