@@ -14,9 +14,13 @@
  * it races with sandbox processes renaming things into place, and chown
  * clears S_ISUID.
  *
- * The kernel already applied the caller's umask to create modes; each worker
- * thread unshares its fs_struct once and sets its own umask to 0 so that the
- * daemon's umask is not applied a second time.
+ * Umask.  Each worker thread unshares its fs_struct once, so that its umask is
+ * its own.  With POSIX ACLs (FUSE_CAP_POSIX_ACL + FUSE_CAP_DONT_MASK) the
+ * kernel passes the caller's umask unapplied and the thread takes it before a
+ * creation: the host filesystem then applies it, or, in a directory with a
+ * default ACL, applies the ACL instead (POSIX.1e: the umask is ignored
+ * there).  Without them the kernel has already applied the umask and the
+ * thread's is 0, so that the daemon's is not applied a second time.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -52,24 +56,26 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-static _Thread_local bool ws_thread_umask_done;
+static _Thread_local bool ws_thread_umask_done, ws_thread_umask_own;
 
-void ws_thread_clear_umask(void)
+void ws_thread_set_umask(fuse_req_t req)
 {
 	static bool warned;
 
-	if (ws_thread_umask_done)
-		return;
-	ws_thread_umask_done = true;
-	if (unshare(CLONE_FS) == -1) {
-		if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
-			sfs_log(SFS_LOG_WARN,
-				"workspace: unshare(CLONE_FS): %s; new files get the daemon's "
-				"umask on top of the caller's",
-				strerror(errno));
-		return;
+	if (!ws_thread_umask_done) {
+		ws_thread_umask_done = true;
+		if (unshare(CLONE_FS) == -1) {
+			if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+				sfs_log(SFS_LOG_WARN,
+					"workspace: unshare(CLONE_FS): %s; new files get the "
+					"daemon's umask instead of the caller's",
+					strerror(errno));
+		} else {
+			ws_thread_umask_own = true;
+		}
 	}
-	umask(0);
+	if (ws_thread_umask_own)
+		umask(ws.dont_mask ? fuse_req_ctx(req)->umask & 0777 : 0);
 }
 
 /* Makes this thread create files as the request's caller; *switched tells

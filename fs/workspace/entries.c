@@ -324,7 +324,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 	p = ws_get(req, parent);
 	if (!p)
 		return;
-	ws_thread_clear_umask();
+	ws_thread_set_umask(req);
 	seq = ws_expect(p, name, WS_EV_CREATE);
 	err = ws_creds_begin(req, &switched);
 	if (!err) {

@@ -129,7 +129,7 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		err = ENOMEM;
 		goto fail;
 	}
-	ws_thread_clear_umask();
+	ws_thread_set_umask(req);
 	seq = ws_expect(p, name, WS_EV_CREATE);
 	err = ws_creds_begin(req, &switched);
 	if (!err) {

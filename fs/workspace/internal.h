@@ -103,6 +103,8 @@ struct ws_state {
 	int ifd, evfd;
 	bool watching, coherent, stop;
 	bool explicit_inval; /* the kernel leaves page invalidation to us */
+	bool posix_acl;	     /* the kernel enforces ACLs (FUSE_CAP_POSIX_ACL) */
+	bool dont_mask;	     /* the kernel leaves the caller's umask to us (FUSE_CAP_DONT_MASK) */
 	pthread_t watcher;
 	bool root; /* euid 0: creations take the caller's fsuid/fsgid */
 	uid_t fsuid;
@@ -159,7 +161,7 @@ void ws_self_begin(struct ws_node *n);
 void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
 
 /* creds.c */
-void ws_thread_clear_umask(void);
+void ws_thread_set_umask(fuse_req_t req);
 int ws_creds_begin(fuse_req_t req, bool *switched);
 void ws_creds_end(bool switched);
 

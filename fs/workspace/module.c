@@ -144,8 +144,22 @@ void ws_conn_init(struct fuse_conn_info *conn)
 		conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 		ws.explicit_inval = (conn->capable & FUSE_CAP_EXPLICIT_INVAL_DATA) != 0;
 	}
+	/* POSIX ACLs: the kernel reads them (getxattr system.posix_acl_*),
+	 * caches them and enforces them; it drops its cached mode and ACLs
+	 * when one is set through the mount, and the watcher's inval_inode
+	 * drops both when one is set behind it.  This implies
+	 * default_permissions on every mount: without allow_other only the
+	 * owner can reach it, and the kernel's checks for the owner are the
+	 * host's (root passes them as on the host).  DONT_MASK leaves the
+	 * caller's umask to the host filesystem, which ignores it under a
+	 * default ACL (creds.c). */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+		want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+		ws.posix_acl = ws.dont_mask = true;
+	}
 	conn->want |= want & conn->capable;
 }
+
 void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd, bool rewrite_symlinks,
 		    const char *root_in_sandbox)
 {

@@ -106,6 +106,11 @@ static void ws_xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size
 	len = name ? getxattr(path, name, value, size) : listxattr(path, value, size);
 	if (len == -1)
 		err = errno;
+	/* The kernel asks for the ACL of every inode it checks (POSIX ACLs are
+	 * on): on a host filesystem without ACLs, that is "no ACL", not an
+	 * error that would fail the permission check. */
+	if (err == EOPNOTSUPP && name && strncmp(name, "system.posix_acl_", 17) == 0)
+		err = ENODATA;
 out:
 	ws_put(n);
 	if (err)

@@ -378,6 +378,81 @@ os.waitpid(pid, 0); print(os.read(r, 10).decode())"
 	cat "$W/private" >/dev/null
 }
 
+@test "POSIX ACLs: enforced for other users, mode changes seen at once" {
+	ws_mount_allow_other
+	echo open >"$W/open"
+	chmod 644 "$W/open"
+	as_nobody cat "$W/open" >/dev/null # nobody could, and the kernel cached that
+	setfacl -m u:nobody:--- "$W/open"
+	run as_nobody cat "$W/open"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Permission denied"* ]]
+	echo secret >"$W/closed"
+	chmod 600 "$W/closed"
+	run as_nobody cat "$W/closed"
+	[ "$status" -ne 0 ]
+	setfacl -m u:nobody:r "$W/closed"
+	run as_nobody cat "$W/closed"
+	[ "$status" -eq 0 ]
+	[ "$output" = secret ]
+	setfacl -x u:nobody "$W/closed"
+	run as_nobody cat "$W/closed"
+	[ "$status" -ne 0 ]
+	# the mode an ACL change implies is seen through the mount at once
+	echo m >"$W/m"
+	chmod 644 "$W/m"
+	[ "$(stat -c %a "$W/m")" = 644 ]
+	setfacl -m o::--- "$W/m"
+	[ "$(stat -c %a "$H/m")" = 640 ]
+	[ "$(stat -c %a "$W/m")" = 640 ]
+	run as_nobody cat "$W/m"
+	[ "$status" -ne 0 ]
+	# an ACL set behind the mount (a run, the host) is enforced too
+	echo host >"$W/h"
+	chmod 644 "$W/h"
+	as_nobody cat "$W/h" >/dev/null
+	setfacl -m u:nobody:--- "$H/h"
+	sleep 0.2 # the watcher's bound is ms (docs/architecture.md)
+	run as_nobody cat "$W/h"
+	[ "$status" -ne 0 ]
+	# nobody may not change root's ACL
+	run as_nobody setfacl -m u:nobody:rw "$W/m"
+	[ "$status" -ne 0 ]
+	[ "$(getfacl -cp "$H/m" | grep -c nobody)" -eq 0 ]
+}
+
+@test "POSIX ACLs: a directory's default ACL is applied to what is created in it" {
+	ws_mount_allow_other
+	mkdir "$W/d"
+	chmod 755 "$W/d"
+	setfacl -d -m u:nobody:rw "$W/d"
+	# POSIX: under a default ACL the umask is not applied, the ACL's mask is
+	(umask 022 && echo x >"$W/d/f" && mkdir "$W/d/sub")
+	getfacl -cp "$H/d/f" | grep -qx 'user:nobody:rw-'
+	getfacl -cp "$H/d/f" | grep -qx 'mask::rw-'
+	[ "$(stat -c %a "$W/d/f")" = 664 ]
+	as_nobody sh -c "echo y >> '$W/d/f'"
+	[ "$(cat "$H/d/f")" = "$(printf 'x\ny')" ]
+	getfacl -cpd "$H/d/sub" | grep -qx 'user:nobody:rw-'
+	# no default ACL: the caller's umask applies, once
+	(umask 027 && echo z >"$W/plain" && mkdir "$W/plaind")
+	[ "$(stat -c %a "$H/plain")" = 640 ]
+	[ "$(stat -c %a "$H/plaind")" = 750 ]
+	[ "$(stat -c %a "$W/plain")" = 640 ]
+}
+
+@test "POSIX ACLs: a mount without allow_other still serves its owner" {
+	ws_mount
+	echo mine >"$W/f"
+	chmod 000 "$W/f"
+	[ "$(cat "$W/f")" = mine ] # root, like on the host
+	setfacl -m u:nobody:r "$W/f"
+	getfacl -cp "$W/f" | grep -qx 'user:nobody:r--'
+	[ "$(stat -c %a "$W/f")" = 40 ]
+	[ "$(cat "$MNT/demo/status" | wc -l)" -gt 0 ]
+	echo 'exec true' >"$MNT/demo/ctl"
+}
+
 # ---- editors, git, make ----------------------------------------------------
 
 @test "vim saves with a backup, a swap file and rename; :w through a symlink keeps it" {
