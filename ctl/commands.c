@@ -270,7 +270,7 @@ static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *
 	pthread_mutex_lock(&sb->op_mutex);
 	r = sb->provider->ops->destroy(sb, err);
 	if (!r) {
-		sb->state = SFS_SB_DESTROYED;
+		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
 		tree_set_error(sb, "cancelled: the provider cannot kill a process, so the "
 				   "sandbox was destroyed");
 	}
@@ -290,6 +290,8 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 		return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
 	if (set && c->opts.n == 0)
 		return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
+	/* provider ops read sb->env holding op_mutex (provider.h's rule) */
+	pthread_mutex_lock(&sb->op_mutex);
 	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_kvlist next = {0};
 	r = sfs_kv_copy(&next, &sb->env);
@@ -317,6 +319,7 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 		sfs_errf(err, r, "out of memory");
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
+	pthread_mutex_unlock(&sb->op_mutex);
 	return r;
 }
 
@@ -466,7 +469,8 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		pthread_mutex_lock(&sb->op_mutex);
 		r = op(sb, err);
 		if (!r)
-			sb->state = c->verb->id == V_STOP ? SFS_SB_STOPPED : SFS_SB_RUNNING;
+			sfs_sb_set_state(sb,
+					 c->verb->id == V_STOP ? SFS_SB_STOPPED : SFS_SB_RUNNING);
 		pthread_mutex_unlock(&sb->op_mutex);
 		if (!r && c->verb->id == V_START && tree_sandbox_reset_hook)
 			tree_sandbox_reset_hook(sb);

@@ -25,11 +25,14 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	for (size_t i = 0; ports && i < sb->nports; i++)
 		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
 						       "url", sb->ports[i].url));
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:O?, s:o, s:o}",
+	/* providers with their own state hand it over; the others keep pdata */
+	json_t *pdata = sb->provider->ops->state_save ? sb->provider->ops->state_save(sb)
+						      : json_incref(sb->pdata);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:o?, s:o, s:o}",
 			      "name", sb->name, "local_id", sb->key, "provider", sb->provider->name,
 			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
 			      sb->created, "image", sb->image, "workspace", sb->workspace, "env",
-			      env, "pdata", sb->pdata, "snapshots", snaps, "ports", ports);
+			      env, "pdata", pdata, "snapshots", snaps, "ports", ports);
 	return o;
 }
 
@@ -131,8 +134,15 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
 	}
 	json_t *pd = json_object_get(o, "pdata");
-	if (json_is_object(pd))
+	if (p->ops->state_load) {
+		struct sfs_err lerr = {0};
+		if (p->ops->state_load(sb, json_is_object(pd) ? pd : NULL, &lerr) < 0) {
+			sfs_log(SFS_LOG_ERR, "registry: %s: %s", name, lerr.msg);
+			r = -EINVAL;
+		}
+	} else if (json_is_object(pd)) {
 		sb->pdata = json_deep_copy(pd);
+	}
 	size_t i;
 	json_t *s;
 	json_array_foreach(json_object_get(o, "snapshots"), i, s)

@@ -180,13 +180,16 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			sandbox_free(sb);
 			continue;
 		}
-		if (sb->state == SFS_SB_RUNNING || sb->state == SFS_SB_STOPPED) {
+		enum sfs_sb_state st = sfs_sb_get_state(sb);
+		if (st == SFS_SB_RUNNING || st == SFS_SB_STOPPED) {
 			struct sfs_err rerr = {0};
+			pthread_mutex_lock(&sb->op_mutex);
 			if (sb->provider->ops->resume(sb, &rerr) < 0) {
 				sfs_log(SFS_LOG_ERR, "%s: resume: %s", sb->name, rerr.msg);
 				tree_set_error(sb, rerr.msg);
-				sb->state = SFS_SB_ERROR;
+				sfs_sb_set_state(sb, SFS_SB_ERROR);
 			}
+			pthread_mutex_unlock(&sb->op_mutex);
 		}
 		registry_load_runs(sb);
 	}
@@ -392,12 +395,13 @@ int tree_destroy(const char *name, struct sfs_err *err)
 		return -ENOENT;
 	pthread_mutex_lock(&sb->op_mutex);
 	int r = 0;
-	if (sb->state == SFS_SB_CREATING)
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	if (st == SFS_SB_CREATING)
 		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
-	else if (sb->state != SFS_SB_DESTROYED)
+	else if (st != SFS_SB_DESTROYED)
 		r = sb->provider->ops->destroy(sb, err);
 	if (!r) {
-		sb->state = SFS_SB_DESTROYED;
+		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
 		r = drop(sb, err);
 		if (!r)
 			sfs_rm_rf(sb->statedir);
@@ -416,7 +420,7 @@ int tree_forget(const char *name, struct sfs_err *err)
 		return -ENOENT;
 	pthread_mutex_lock(&sb->op_mutex);
 	int r = 0;
-	if (sb->state == SFS_SB_CREATING)
+	if (sfs_sb_get_state(sb) == SFS_SB_CREATING)
 		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
 	else
 		r = drop(sb, err);
@@ -491,9 +495,10 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 	if (r)
 		return r;
 	pthread_mutex_lock(&sb->op_mutex);
-	if (sb->state != SFS_SB_RUNNING) {
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	if (st != SFS_SB_RUNNING) {
 		r = sfs_errf(err, -EIO, "sandbox \"%s\" is %s, not running", sb->name,
-			     sfs_sb_state_name(sb->state));
+			     sfs_sb_state_name(st));
 		pthread_mutex_unlock(&sb->op_mutex);
 		return r;
 	}

@@ -551,8 +551,17 @@ static void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		n = h->outlen - pos < size ? h->outlen - pos : size;
 	if (is_ctl)
 		h->rpos += n;
-	fuse_reply_buf(req, h->out ? h->out + pos : NULL, n);
+	/* reply only after unlocking: once the reply is out, the reader may
+	 * close the file and release() free h on another worker */
+	char *copy = n ? malloc(n) : NULL;
+	if (copy)
+		memcpy(copy, h->out + pos, n);
 	pthread_mutex_unlock(&h->mu);
+	if (n && !copy)
+		fuse_reply_err(req, ENOMEM);
+	else
+		fuse_reply_buf(req, copy, n);
+	free(copy);
 }
 
 static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t len)

@@ -112,6 +112,94 @@ void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 	pthread_mutex_unlock(&sfs_records_mu);
 }
 
+/* Copies the non-NULL arguments first so that the swap under the lock
+ * cannot fail half-way. */
+int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, const char *workspace,
+		   struct sfs_err *err)
+{
+	char *idc = id ? strdup(id) : NULL;
+	char *imgc = image ? strdup(image) : NULL;
+	char *wsc = workspace ? strdup(workspace) : NULL;
+	if ((id && !idc) || (image && !imgc) || (workspace && !wsc)) {
+		free(idc);
+		free(imgc);
+		free(wsc);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&sfs_records_mu);
+	char *old[3] = {NULL, NULL, NULL};
+	if (idc) {
+		old[0] = sb->id;
+		sb->id = idc;
+	}
+	if (imgc) {
+		old[1] = sb->image;
+		sb->image = imgc;
+	}
+	if (wsc) {
+		old[2] = sb->workspace;
+		sb->workspace = wsc;
+	}
+	pthread_mutex_unlock(&sfs_records_mu);
+	for (int i = 0; i < 3; i++)
+		free(old[i]);
+	return 0;
+}
+
+void sfs_sb_set_pdata(struct sfs_sandbox *sb, json_t *pdata)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	json_t *old = sb->pdata;
+	sb->pdata = pdata;
+	pthread_mutex_unlock(&sfs_records_mu);
+	json_decref(old);
+}
+
+void sfs_sb_set_progress(struct sfs_sandbox *sb, const char *text)
+{
+	char *copy = text ? strdup(text) : NULL;
+	if (text && !copy)
+		return; /* progress is only a courtesy */
+	pthread_mutex_lock(&sfs_records_mu);
+	char *old = sb->progress;
+	sb->progress = copy;
+	pthread_mutex_unlock(&sfs_records_mu);
+	free(old);
+}
+
+void sfs_sb_set_state(struct sfs_sandbox *sb, enum sfs_sb_state state)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	sb->state = state;
+	pthread_mutex_unlock(&sfs_records_mu);
+}
+
+enum sfs_sb_state sfs_sb_get_state(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	enum sfs_sb_state s = sb->state;
+	pthread_mutex_unlock(&sfs_records_mu);
+	return s;
+}
+
+static char *dup_locked_field(char *const *field)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	char *copy = *field ? strdup(*field) : NULL;
+	pthread_mutex_unlock(&sfs_records_mu);
+	return copy;
+}
+
+char *sfs_sb_dup_id(struct sfs_sandbox *sb)
+{
+	return dup_locked_field(&sb->id);
+}
+
+char *sfs_sb_dup_workspace(struct sfs_sandbox *sb)
+{
+	return dup_locked_field(&sb->workspace);
+}
+
 static bool (*sandbox_lookup)(const struct sfs_provider *p, const char *key);
 
 void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char *key))

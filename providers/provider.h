@@ -96,6 +96,14 @@ struct sfs_port {
 	char *url;
 };
 
+/*
+ * A sandbox record.  Its one owner is ctl/ (ctl/sandbox.c builds and frees
+ * it); the fields a reader can see (status, the registry, readdir) change
+ * only through the owner functions below, under sfs_records_mu, and only by
+ * the thread that holds sb->op_mutex (or before the record is listed).  So
+ * the op holder may read them bare; every other thread reads them under
+ * sfs_records_mu or through a copying accessor (sfs_sb_dup_*).
+ */
 struct sfs_sandbox {
 	/* Persisted in the registry. */
 	char name[64]; /* the local name; `mv` changes only this */
@@ -107,7 +115,8 @@ struct sfs_sandbox {
 	char *image;
 	char *workspace;       /* workspace root inside the sandbox */
 	struct sfs_kvlist env; /* environment for later runs */
-	json_t *pdata;	       /* provider-private state, persisted as is */
+	json_t *pdata;	       /* provider-private state of providers without state_save;
+				  replaced only through sfs_sb_set_pdata */
 	struct sfs_snapshot *snapshots;
 	size_t nsnapshots;
 	struct sfs_port *ports;
@@ -123,6 +132,8 @@ struct sfs_sandbox {
 	struct sfs_run **runs;	  /* runs[i]->n == i + 1; guarded by the tree lock */
 	size_t nruns;
 	char *last_result; /* result of the last ctl command */
+	void *priv;	   /* the provider's own state (state_load/state_free), under its
+			      own leaf lock */
 };
 
 struct sfs_provider_ops {
@@ -205,6 +216,17 @@ struct sfs_provider_ops {
 	 * connections and cached fds (sandboxes and runs go on). */
 	void (*shutdown)(void);
 
+	/* Optional: provider state kept behind the provider's own lock in
+	 * sb->priv instead of the shared sb->pdata.  state_save returns a new
+	 * JSON object for the registry (or NULL for none); it is called with
+	 * sfs_records_mu held, so it may take only a leaf lock of its own and
+	 * must not block.  state_load gets the registry's saved object (NULL
+	 * when there is none) once, before any other op on sb.  state_free
+	 * releases sb->priv when the record is freed. */
+	json_t *(*state_save)(const struct sfs_sandbox *sb);
+	int (*state_load)(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err);
+	void (*state_free)(struct sfs_sandbox *sb);
+
 	/* Whether the provider can be used here; writes why not. */
 	bool (*configured)(char *why, size_t len);
 };
@@ -223,13 +245,43 @@ struct sfs_provider {
 	const struct sfs_opt *options;
 };
 
-/* Guards the fields of every sandbox record and the list of them (which
- * ctl/tree.c keeps); short, never held across a provider call. */
+/*
+ * Guards the fields of every sandbox record and the list of them (which
+ * ctl/tree.c keeps); short, never held across a provider call.
+ *
+ * Lock order (docs/architecture.md), outermost first:
+ *   1. sb->op_mutex          one sandbox's provider ops (long; never two at once,
+ *                            except a fork's source while its new record is
+ *                            not yet listed)
+ *   2. fs/ and journal/ locks (node tables, handles, the journal engine)
+ *   3. sfs_records_mu        records and the list (short)
+ *   4. leaves: a provider's private state lock (daytona's dt_state_mu,
+ *      docker's dk_mu), the redactor's secrets lock, the HTTP handle pool.
+ * A thread holding a lock never takes one of a lower number; a leaf takes
+ * nothing.  Provider calls happen only under op_mutex, never under 3 or 4.
+ */
 extern pthread_mutex_t sfs_records_mu;
 /* The state directory (STATE), set once at startup. */
 extern const char *sfs_state_dir;
+
+/* ---- the record's owner functions (each takes sfs_records_mu) ---------- */
+
 /* Records sb's last error (redacted) for its status file; NULL clears it. */
 void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg);
+/* Publishes the provider's id, image and workspace root: each non-NULL
+ * argument replaces its field, all or none (-ENOMEM changes nothing). */
+int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, const char *workspace,
+		   struct sfs_err *err);
+/* Replaces sb->pdata with pdata (the reference is taken over). */
+void sfs_sb_set_pdata(struct sfs_sandbox *sb, json_t *pdata);
+/* Long work in progress for the status file ("pulling image..."); NULL clears. */
+void sfs_sb_set_progress(struct sfs_sandbox *sb, const char *text);
+void sfs_sb_set_state(struct sfs_sandbox *sb, enum sfs_sb_state state);
+enum sfs_sb_state sfs_sb_get_state(struct sfs_sandbox *sb);
+/* Copies of sb->id / sb->workspace for threads that do not hold
+ * sb->op_mutex (NULL when unset or on ENOMEM); free() them. */
+char *sfs_sb_dup_id(struct sfs_sandbox *sb);
+char *sfs_sb_dup_workspace(struct sfs_sandbox *sb);
 /* Whether a sandbox of provider p with local key `key` is in the tree (its
  * owner, ctl/tree.c, installs the lookup at startup). */
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);

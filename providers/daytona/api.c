@@ -11,9 +11,72 @@
 #include <string.h>
 #include <time.h>
 
-/* Guards sb->pdata of Daytona sandboxes: ops on one sandbox may run on
- * several threads at once (FUSE workers, the journal engine). */
-static pthread_mutex_t pdata_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Daytona's own state of a sandbox (sb->priv): its toolbox base URL, read by
+ * FUSE workers and the journal engine while an op may replace it.  Guarded
+ * by dt_state_mu, a leaf lock (provider.h's lock order): nothing else is
+ * taken while it is held. */
+struct dt_state {
+	char *toolbox;
+};
+static pthread_mutex_t dt_state_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Replaces sb's toolbox URL with tb (taken over). */
+static int set_toolbox(struct sfs_sandbox *sb, char *tb)
+{
+	pthread_mutex_lock(&dt_state_mu);
+	struct dt_state *st = sb->priv;
+	if (!st && !(st = sb->priv = calloc(1, sizeof(*st)))) {
+		pthread_mutex_unlock(&dt_state_mu);
+		free(tb);
+		return -ENOMEM;
+	}
+	char *old = st->toolbox;
+	st->toolbox = tb;
+	pthread_mutex_unlock(&dt_state_mu);
+	free(old);
+	return 0;
+}
+
+json_t *dt_state_save(const struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&dt_state_mu);
+	struct dt_state *st = sb->priv;
+	json_t *o = st && st->toolbox ? json_pack("{s:s}", "toolbox", st->toolbox) : NULL;
+	pthread_mutex_unlock(&dt_state_mu);
+	return o;
+}
+
+int dt_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
+{
+	const char *tb = json_string_value(json_object_get(saved, "toolbox"));
+	if (!tb)
+		return 0; /* resume finds it again */
+	char *copy = strdup(tb);
+	if (!copy || set_toolbox(sb, copy))
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return 0;
+}
+
+void dt_state_free(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&dt_state_mu);
+	struct dt_state *st = sb->priv;
+	sb->priv = NULL;
+	pthread_mutex_unlock(&dt_state_mu);
+	if (st)
+		free(st->toolbox);
+	free(st);
+}
+
+void dt_state_take(struct sfs_sandbox *dst, struct sfs_sandbox *src)
+{
+	pthread_mutex_lock(&dt_state_mu);
+	void *old = dst->priv;
+	dst->priv = src->priv;
+	src->priv = old;
+	pthread_mutex_unlock(&dt_state_mu);
+	dt_state_free(src);
+}
 
 /* The toolbox API changes its answers on this header (provider-apis.md §1.1). */
 static const char *const dt_headers[] = {
@@ -74,10 +137,10 @@ int dt_api(const char *method, const char *path, json_t *body, json_t **out, lon
 
 static char *toolbox_url(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&pdata_mu);
-	const char *t = sb->pdata ? json_string_value(json_object_get(sb->pdata, "toolbox")) : NULL;
-	char *copy = t ? strdup(t) : NULL;
-	pthread_mutex_unlock(&pdata_mu);
+	pthread_mutex_lock(&dt_state_mu);
+	struct dt_state *st = sb->priv;
+	char *copy = st && st->toolbox ? strdup(st->toolbox) : NULL;
+	pthread_mutex_unlock(&dt_state_mu);
 	return copy;
 }
 
@@ -157,29 +220,11 @@ int dt_adopt(struct sfs_sandbox *sb, json_t *o, struct sfs_err *err)
 			tb = NULL;
 		free(base);
 	}
-	char *idc = strdup(id);
-	if (!tb || !idc) {
-		free(tb);
-		free(idc);
+	if (!tb || set_toolbox(sb, tb))
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	pthread_mutex_lock(&pdata_mu);
-	json_t *pd =
-	    sb->pdata && json_is_object(sb->pdata) ? json_incref(sb->pdata) : json_object();
-	int r = pd ? json_object_set_new(pd, "toolbox", json_string(tb)) : -1;
-	if (r == 0) {
-		json_decref(sb->pdata);
-		sb->pdata = pd;
-		free(sb->id);
-		sb->id = idc;
-		idc = NULL;
-	} else {
-		json_decref(pd);
-	}
-	pthread_mutex_unlock(&pdata_mu);
-	free(tb);
-	free(idc);
-	return r ? sfs_errf(err, -ENOMEM, "out of memory") : 0;
+	/* the id is shown in status and saved in the registry: its owner
+	 * publishes it */
+	return sfs_sb_publish(sb, id, NULL, NULL, err);
 }
 
 int dt_wait_state(struct sfs_sandbox *sb, const char *want, struct sfs_err *err)
@@ -246,9 +291,9 @@ int dt_fetch_workdir(struct sfs_sandbox *sb, struct sfs_err *err)
 	size_t n = strlen(ws);
 	while (n > 1 && ws[n - 1] == '/')
 		ws[--n] = '\0';
-	free(sb->workspace);
-	sb->workspace = ws;
-	return 0;
+	int r = sfs_sb_publish(sb, NULL, NULL, ws, err);
+	free(ws);
+	return r;
 }
 
 int dt_shq(char **buf, size_t *len, const char *s)
@@ -276,9 +321,14 @@ int dt_shq(char **buf, size_t *len, const char *s)
 
 char *dt_abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
 {
-	const char *ws = sb->workspace ? sb->workspace : "/home/daytona";
+	/* called without sb->op_mutex (FUSE workers): a restore may replace
+	 * the workspace meanwhile, so read a copy */
+	char *wsc = sfs_sb_dup_workspace(sb);
+	const char *ws = wsc ? wsc : "/home/daytona";
 	char *abs = NULL;
-	if (asprintf(&abs, "%s%s%s", ws, rel[0] && strcmp(ws, "/") ? "/" : "", rel) < 0)
+	int n = asprintf(&abs, "%s%s%s", ws, rel[0] && strcmp(ws, "/") ? "/" : "", rel);
+	free(wsc);
+	if (n < 0)
 		return NULL;
 	if (!escape)
 		return abs;

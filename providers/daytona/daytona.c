@@ -157,15 +157,8 @@ static int make_sandbox(struct sfs_sandbox *sb, const char *path, json_t *body, 
 		r = dt_wait_state(sb, "started", err);
 	if (!r)
 		r = dt_fetch_workdir(sb, err);
-	if (!r) {
-		char *img = strdup(image);
-		if (!img) {
-			r = sfs_errf(err, -ENOMEM, "out of memory");
-		} else {
-			free(sb->image);
-			sb->image = img;
-		}
-	}
+	if (!r)
+		r = sfs_sb_publish(sb, NULL, image, NULL, err);
 	if (r && sb->id)
 		delete_remote(sb->id);
 	return r;
@@ -214,8 +207,8 @@ static int dt_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		r = dt_wait_state(sb, "started", err);
 	if (!r && !sb->workspace)
 		r = dt_fetch_workdir(sb, err);
-	if (!r && !sb->image && !(sb->image = strdup("default")))
-		r = sfs_errf(err, -ENOMEM, "out of memory");
+	if (!r && !sb->image)
+		r = sfs_sb_publish(sb, NULL, "default", NULL, err);
 	return r;
 }
 
@@ -301,26 +294,28 @@ static int dt_restore(struct sfs_sandbox *sb, const char *snapshot_id, struct sf
 	if (!r)
 		r = make_sandbox(&fresh, "/sandbox", body, snapshot_id, err);
 	json_decref(body);
+	bool made = !r; /* make_sandbox deletes what it made when it fails */
+	/* we hold sb->op_mutex: sb->id cannot change under us */
+	char *old = r ? NULL : (sb->id ? strdup(sb->id) : NULL);
+	if (!r && sb->id && !old)
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	if (!r)
+		r = sfs_sb_publish(sb, fresh.id, fresh.image, fresh.workspace, err);
 	if (r) {
-		free(fresh.id);
-		json_decref(fresh.pdata);
-		free(fresh.workspace);
-		free(fresh.image);
-		return r;
+		if (made && fresh.id)
+			delete_remote(fresh.id);
+	} else {
+		/* the new sandbox's toolbox goes with its id */
+		dt_state_take(sb, &fresh);
 	}
-	char *old = sb->id;
-	sb->id = fresh.id;
-	json_t *pd = sb->pdata;
-	sb->pdata = fresh.pdata;
-	json_decref(pd);
-	free(sb->workspace);
-	sb->workspace = fresh.workspace;
-	free(sb->image);
-	sb->image = fresh.image;
+	free(fresh.id);
+	free(fresh.workspace);
+	free(fresh.image);
+	dt_state_free(&fresh);
 	if (old)
 		delete_remote(old);
 	free(old);
-	return 0;
+	return r;
 }
 
 static int dt_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
@@ -405,6 +400,9 @@ static const struct sfs_provider_ops daytona_ops = {
     .fs_symlink = dt_fs_symlink,
     .snapshot = dt_snapshot,
     .restore = dt_restore,
+    .state_save = dt_state_save,
+    .state_load = dt_state_load,
+    .state_free = dt_state_free,
     .snapshot_delete = dt_snapshot_delete,
     .fork = dt_fork,
     .expose = dt_expose,

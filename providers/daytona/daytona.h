@@ -1,8 +1,9 @@
 /*
  * The Daytona provider (provider-apis.md §1) over the HTTP kit.
  *
- * A sandbox is a Daytona sandbox; sb->id is its id, pdata.toolbox its
- * toolbox base URL ({toolboxProxyUrl}/{id}), sb->workspace its work dir.
+ * A sandbox is a Daytona sandbox; sb->id is its id, its private state
+ * (sb->priv, saved as pdata.toolbox) its toolbox base URL
+ * ({toolboxProxyUrl}/{id}), sb->workspace its work dir.
  * Files go through the toolbox file API; runs are detached session
  * commands under a small sh wrapper that writes the journal and status
  * into a directory in the sandbox; the journal is read back in bounded,
@@ -30,7 +31,14 @@ int dt_toolbox(struct sfs_sandbox *sb, const char *method, const char *path, jso
  * req->url and auth are filled in here. */
 int dt_toolbox_req(struct sfs_sandbox *sb, const char *path, struct sfs_http_req *req,
 		   struct sfs_http_resp *resp, struct sfs_err *err);
-/* Records a sandbox object's id and toolbox URL in sb (id, pdata). */
+/* Daytona's private state hooks (provider.h state_save/load/free). */
+json_t *dt_state_save(const struct sfs_sandbox *sb);
+int dt_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err);
+void dt_state_free(struct sfs_sandbox *sb);
+/* Moves src's private state into dst (restore: the new sandbox takes the
+ * old one's place) and frees what dst had. */
+void dt_state_take(struct sfs_sandbox *dst, struct sfs_sandbox *src);
+/* Records a sandbox object's id (published) and toolbox URL (private). */
 int dt_adopt(struct sfs_sandbox *sb, json_t *sandbox, struct sfs_err *err);
 /* Polls the sandbox until its state is `want` (fails on error states). */
 int dt_wait_state(struct sfs_sandbox *sb, const char *want, struct sfs_err *err);

@@ -137,31 +137,13 @@ void dk_forget(struct sfs_sandbox *sb)
 int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
 	       json_t *pdata, struct sfs_err *err)
 {
-	char *id = strdup(cid), *img = image ? strdup(image) : NULL;
-	char *ws = workdir ? strdup(workdir) : NULL;
-	if (!id || (image && !img) || (workdir && !ws)) {
-		free(id);
-		free(img);
-		free(ws);
+	int r = sfs_sb_publish(sb, cid, image, workdir, err);
+	if (r) {
 		json_decref(pdata);
-		return sfs_errf(err, -ENOMEM, "out of memory");
+		return r;
 	}
-	pthread_mutex_lock(&sfs_records_mu);
-	free(sb->id);
-	sb->id = id;
-	if (img) {
-		free(sb->image);
-		sb->image = img;
-	}
-	if (ws) {
-		free(sb->workspace);
-		sb->workspace = ws;
-	}
-	if (pdata) {
-		json_decref(sb->pdata);
-		sb->pdata = pdata;
-	}
-	pthread_mutex_unlock(&sfs_records_mu);
+	if (pdata)
+		sfs_sb_set_pdata(sb, pdata);
 	return 0;
 }
 
@@ -177,10 +159,8 @@ void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)
 		if (!text)
 			return; /* progress is only a courtesy */
 	}
-	pthread_mutex_lock(&sfs_records_mu);
-	free(sb->progress);
-	sb->progress = text;
-	pthread_mutex_unlock(&sfs_records_mu);
+	sfs_sb_set_progress(sb, text);
+	free(text);
 }
 
 static int dup_fd(int fd)

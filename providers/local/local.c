@@ -56,22 +56,15 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
 	}
 	json_t *pd = json_pack("{s:s, s:b}", "dir", dir, "owned", owned);
-	char *id = strdup(dir), *ws = strdup(dir), *img = strdup("host");
-	if (!pd || !id || !ws || !img) {
-		json_decref(pd);
-		free(id);
-		free(ws);
-		free(img);
+	if (!pd)
 		return sfs_errf(err, -ENOMEM, "out of memory");
+	/* the record is listed (creating) and status reads it: publish */
+	int r = sfs_sb_publish(sb, dir, "host", dir, err);
+	if (r) {
+		json_decref(pd);
+		return r;
 	}
-	json_decref(sb->pdata);
-	sb->pdata = pd;
-	free(sb->id);
-	sb->id = id;
-	free(sb->workspace);
-	sb->workspace = ws;
-	free(sb->image);
-	sb->image = img;
+	sfs_sb_set_pdata(sb, pd);
 	return 0;
 }
 
@@ -83,15 +76,13 @@ static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		json_t *pd = json_pack("{s:s, s:b}", "dir", sb->id, "owned", 0);
 		if (!pd)
 			return sfs_errf(err, -ENOMEM, "out of memory");
-		json_decref(sb->pdata);
-		sb->pdata = pd;
+		int r = sfs_sb_publish(sb, NULL, sb->image ? NULL : "host", sb->id, err);
+		if (r) {
+			json_decref(pd);
+			return r;
+		}
+		sfs_sb_set_pdata(sb, pd);
 		dir = sb->id;
-		free(sb->workspace);
-		sb->workspace = strdup(dir);
-		if (!sb->image)
-			sb->image = strdup("host");
-		if (!sb->workspace || !sb->image)
-			return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	struct stat st;
 	if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
