@@ -36,7 +36,7 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	return o;
 }
 
-int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n,
+int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,
 		  struct sfs_err *err)
 {
 	json_t *arr = json_array();
@@ -51,18 +51,18 @@ int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n
 			return sfs_errf(err, -ENOMEM, "out of memory");
 		}
 	}
+	if (kept && json_array_extend(arr, kept)) {
+		json_decref(arr);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
 	json_t *root = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
 	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
 	json_decref(root);
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	size_t cap = strlen(text) + 1;
-	/* the registry holds provider state: hide secrets before it hits disk */
-	char *red = malloc(cap + 4096);
-	if (red) {
-		memcpy(red, text, cap);
-		sfs_redact(red, cap + 4096);
-	}
+	/* the registry holds provider state: hide secrets before it hits disk;
+	 * markers may be longer than what they hide, so the text grows */
+	char *red = sfs_redact_dup(text);
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
 	int r = red ? sfs_write_file_atomic(path, red, strlen(red), err)
@@ -110,7 +110,10 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	const char *pname = json_string_value(json_object_get(o, "provider"));
 	const struct sfs_provider *p = pname ? sfs_provider_find(pname) : NULL;
 	if (!name || !key || !p) {
-		sfs_log(SFS_LOG_ERR, "registry: skipping an entry without name/local_id/provider");
+		sfs_log(SFS_LOG_ERR,
+			"registry: keeping aside an entry without name, local_id or a known "
+			"provider (%s)",
+			pname ? pname : "none");
 		return NULL;
 	}
 	struct sfs_sandbox *sb = sandbox_new(statedir, name, key, p);
@@ -180,35 +183,53 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	return sb;
 }
 
-int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, struct sfs_err *err)
+int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, json_t **kept,
+		  struct sfs_err *err)
 {
 	*out = NULL;
 	*n = 0;
+	*kept = NULL;
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
 	json_error_t jerr;
 	json_t *root = json_load_file(path, 0, &jerr);
-	if (!root) {
-		if (access(path, F_OK) == 0)
-			return sfs_errf(err, -EINVAL, "registry %s: %s (line %d)", path, jerr.text,
-					jerr.line);
+	if (!root && access(path, F_OK) != 0 && errno == ENOENT)
 		return 0; /* first start */
+	json_t *arr = root ? json_object_get(root, "sandboxes") : NULL;
+	if (!json_is_array(arr)) {
+		/* refuse rather than start empty: the next save would overwrite
+		 * the only list of the sandboxes */
+		if (root)
+			snprintf(jerr.text, sizeof(jerr.text), "no \"sandboxes\" array");
+		int r = sfs_errf(err, -EINVAL,
+				 "registry %s is not readable (line %d: %s): nothing was loaded "
+				 "and the file is left as it is; repair it, or move it away to "
+				 "start with no sandboxes",
+				 path, root ? 1 : jerr.line, jerr.text);
+		json_decref(root);
+		return r;
 	}
-	json_t *arr = json_object_get(root, "sandboxes");
-	size_t i;
-	json_t *o;
 	struct sfs_sandbox **sbs = calloc(json_array_size(arr) + 1, sizeof(*sbs));
-	if (!sbs) {
+	json_t *skipped = json_array();
+	if (!sbs || !skipped) {
+		free(sbs);
+		json_decref(skipped);
 		json_decref(root);
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
+	size_t i;
+	json_t *o;
 	json_array_foreach(arr, i, o)
 	{
 		struct sfs_sandbox *sb = sandbox_from_json(statedir, o);
 		if (sb)
 			sbs[(*n)++] = sb;
+		else if (json_array_append(skipped, o))
+			sfs_log(SFS_LOG_ERR, "registry: out of memory: entry %zu will be dropped",
+				i);
 	}
 	json_decref(root);
 	*out = sbs;
+	*kept = skipped;
 	return 0;
 }

@@ -98,7 +98,7 @@ int tree_nruns(struct sfs_sandbox *sb)
 /* Callers hold sfs_records_mu so the list cannot change under the dump. */
 static int save_locked(struct sfs_err *err)
 {
-	return registry_save(tree.statedir, tree.sbs, tree.nsbs, err);
+	return registry_save(tree.statedir, tree.sbs, tree.nsbs, tree.kept, err);
 }
 
 int tree_save(struct sfs_err *err)
@@ -167,7 +167,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
 	struct sfs_sandbox **sbs;
 	size_t nsbs;
-	r = registry_load(statedir, &sbs, &nsbs, err);
+	r = registry_load(statedir, &sbs, &nsbs, &tree.kept, err);
 	if (r)
 		return r;
 	for (size_t i = 0; i < nsbs; i++) {
@@ -205,6 +205,8 @@ void tree_shutdown(void)
 		sandbox_free(tree.graveyard[i]);
 	free(tree.sbs);
 	free(tree.graveyard);
+	json_decref(tree.kept);
+	tree.kept = NULL;
 	sfs_set_sandbox_lookup(NULL);
 	sfs_state_dir = NULL;
 	free(tree.statedir);

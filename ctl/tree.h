@@ -28,6 +28,7 @@ struct sfs_tree {
 	char *statedir;
 	const struct sfs_provider *default_provider;
 	uint32_t next_serial;
+	json_t *kept; /* registry entries that could not be loaded: saved back as they were */
 };
 
 extern struct sfs_tree tree;

@@ -343,9 +343,13 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 		if (!t.buf)
 			return -ENOMEM;
 	}
-	sfs_redact(t.buf, t.cap ? t.cap : 1);
-	*out = t.buf;
-	*len = strlen(t.buf);
+	/* never cut short: a marker may be longer than what it hides */
+	char *red = sfs_redact_dup(t.buf);
+	free(t.buf);
+	if (!red)
+		return -ENOMEM;
+	*out = red;
+	*len = strlen(red);
 	return 0;
 }
 

@@ -1,8 +1,10 @@
 #include "redact.h"
+#include "strbuf.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -59,27 +61,14 @@ static int ends_value(int c, int quoted)
 	       c == '"' || c == '\'';
 }
 
-/* Appends src[0..n) to out (capacity cap), keeping it NUL-terminated. */
-static void put(char *out, size_t cap, size_t *len, const char *src, size_t n)
-{
-	if (*len + 1 >= cap)
-		return;
-	if (n > cap - 1 - *len)
-		n = cap - 1 - *len;
-	memcpy(out + *len, src, n);
-	*len += n;
-	out[*len] = '\0';
-}
-
 /* Pass 1: values of secret-looking keys. */
-static void redact_keys(const char *in, char *out, size_t cap)
+static int redact_keys(const char *in, struct sfs_buf *out)
 {
-	size_t len = 0;
 	const char *p = in;
-	out[0] = '\0';
-	while (*p) {
+	int r = sfs_buf_reserve(out, strlen(in));
+	while (*p && !r) {
 		if (!is_key_char((unsigned char)*p)) {
-			put(out, cap, &len, p, 1);
+			r = sfs_buf_add(out, p, 1);
 			p++;
 			continue;
 		}
@@ -87,7 +76,7 @@ static void redact_keys(const char *in, char *out, size_t cap)
 		while (is_key_char((unsigned char)*p))
 			p++;
 		size_t klen = (size_t)(p - k);
-		put(out, cap, &len, k, klen);
+		r = sfs_buf_add(out, k, klen);
 		char key[128];
 		if (klen >= sizeof(key))
 			continue;
@@ -123,48 +112,71 @@ static void redact_keys(const char *in, char *out, size_t cap)
 			s++;
 		if (s == v)
 			continue;
-		put(out, cap, &len, p, (size_t)(v - p));
-		put(out, cap, &len, SFS_REDACTED, strlen(SFS_REDACTED));
+		r = sfs_buf_add(out, p, (size_t)(v - p));
+		if (!r)
+			r = sfs_buf_adds(out, SFS_REDACTED);
 		p = s;
 	}
+	return r;
 }
 
-/* Pass 2: every registered credential value, wherever it appears. */
-static void redact_values(char *buf, size_t cap)
+/* Pass 2: every registered credential value, wherever it appears.  Builds
+ * the result in out from in. */
+static int redact_values(const char *in, struct sfs_buf *out)
 {
+	int r = sfs_buf_reserve(out, strlen(in));
 	pthread_mutex_lock(&secrets_lock);
-	for (size_t i = 0; i < nsecrets; i++) {
-		size_t slen = strlen(secrets[i]);
-		char *hit, *from = buf;
-		/* scan on past each replacement: the marker may contain the secret */
-		while ((hit = strstr(from, secrets[i])) != NULL) {
-			size_t rlen = strlen(SFS_REDACTED);
-			size_t tail = strlen(hit + slen);
-			size_t pos = (size_t)(hit - buf);
-			if (pos + rlen + tail + 1 > cap)
-				tail = cap > pos + rlen + 1 ? cap - pos - rlen - 1 : 0;
-			if (pos + rlen + 1 > cap) {
-				hit[0] = '\0';
-				break;
+	const char *p = in;
+	while (*p && !r) {
+		/* the earliest, then longest, registered secret at or after p */
+		const char *best = NULL;
+		size_t blen = 0;
+		for (size_t i = 0; i < nsecrets; i++) {
+			const char *hit = strstr(p, secrets[i]);
+			size_t l = strlen(secrets[i]);
+			if (hit && (!best || hit < best || (hit == best && l > blen))) {
+				best = hit;
+				blen = l;
 			}
-			memmove(hit + rlen, hit + slen, tail);
-			memcpy(hit, SFS_REDACTED, rlen);
-			hit[rlen + tail] = '\0';
-			from = hit + rlen;
 		}
+		if (!best) {
+			r = sfs_buf_adds(out, p);
+			break;
+		}
+		r = sfs_buf_add(out, p, (size_t)(best - p));
+		if (!r)
+			r = sfs_buf_adds(out, SFS_REDACTED);
+		p = best + blen;
 	}
 	pthread_mutex_unlock(&secrets_lock);
+	return r;
 }
 
-void sfs_redact(char *buf, size_t cap)
+char *sfs_redact_dup(const char *in)
+{
+	struct sfs_buf keys = {0}, all = {0};
+	int r = redact_keys(in ? in : "", &keys);
+	if (!r)
+		r = redact_values(keys.buf ? keys.buf : "", &all);
+	sfs_buf_free(&keys);
+	char *text = r ? NULL : sfs_buf_take(&all);
+	sfs_buf_free(&all);
+	return text;
+}
+
+int sfs_redact(char *buf, size_t cap)
 {
 	if (!buf || cap == 0)
-		return;
-	char *out = malloc(cap);
-	if (out) {
-		redact_keys(buf, out, cap);
-		memcpy(buf, out, strlen(out) + 1);
-		free(out);
+		return 0;
+	char *red = sfs_redact_dup(buf);
+	if (!red) {
+		/* never leave a secret behind: hide the whole text */
+		snprintf(buf, cap, "%s", SFS_REDACTED);
+		return -ENOMEM;
 	}
-	redact_values(buf, cap);
+	size_t len = strlen(red);
+	/* a prefix of the redacted text: it may be cut, it never leaks */
+	snprintf(buf, cap, "%s", red);
+	free(red);
+	return len < cap ? 0 : -ENOSPC;
 }

@@ -12,8 +12,14 @@
 
 #define SFS_REDACTED "[redacted]"
 
-/* Rewrites buf (NUL-terminated, capacity cap) in place. */
-void sfs_redact(char *buf, size_t cap);
+/* The redacted copy of s, never cut short (a marker may be longer than the
+ * value it hides); NULL on ENOMEM.  free() it. */
+char *sfs_redact_dup(const char *s);
+/* Rewrites buf (NUL-terminated, capacity cap) in place.  0, or -ENOSPC when
+ * the redacted text did not fit and buf holds a prefix of it (cut, never
+ * leaking), or -ENOMEM when buf was replaced by the marker alone.  Callers
+ * that must not lose text use sfs_redact_dup. */
+int sfs_redact(char *buf, size_t cap);
 /* Registers a credential value to hide everywhere (values shorter than 4 bytes are ignored). */
 int sfs_redact_add_secret(const char *value);
 /* True when a key name is secret-looking. */
