@@ -3,6 +3,7 @@
 
 #include "../config.h"
 #include "../redact.h"
+#include "../sh/sh.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -296,29 +297,6 @@ int dt_fetch_workdir(struct sfs_sandbox *sb, struct sfs_err *err)
 	return r;
 }
 
-int dt_shq(char **buf, size_t *len, const char *s)
-{
-	size_t need = *len + 2 * strlen(s) * 2 + 3;
-	char *grown = realloc(*buf, need + 1);
-	if (!grown)
-		return -ENOMEM;
-	*buf = grown;
-	char *o = grown + *len;
-	*o++ = '\'';
-	for (; *s; s++) {
-		if (*s == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *s;
-		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	*len = (size_t)(o - grown);
-	return 0;
-}
-
 char *dt_abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
 {
 	/* called without sb->op_mutex (FUSE workers): a restore may replace
@@ -337,15 +315,25 @@ char *dt_abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
 	return e;
 }
 
-int dt_exec(struct sfs_sandbox *sb, const char *script, long timeout, int *exit, char **out,
-	    struct sfs_err *err)
+int dt_exec(struct sfs_sandbox *sb, const char *script, const char *const *args, long timeout,
+	    int *exit, char **out, struct sfs_err *err)
 {
-	char *cmd = strdup("sh -c ");
-	size_t len = cmd ? strlen(cmd) : 0;
-	if (!cmd || dt_shq(&cmd, &len, script)) {
-		free(cmd);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs", args, err);
+	if (r)
+		return r;
+	r = dt_exec_cmd(sb, &c, timeout, exit, out, err);
+	sfs_sh_cmd_free(&c);
+	return r;
+}
+
+int dt_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *sh, long timeout, int *exit,
+		char **out, struct sfs_err *err)
+{
+	char *cmd = NULL;
+	int r = sfs_sh_cmd_string(sh, &cmd, err);
+	if (r)
+		return r;
 	json_t *body = json_pack("{s:s}", "command", cmd);
 	free(cmd);
 	if (!body)
@@ -356,7 +344,7 @@ int dt_exec(struct sfs_sandbox *sb, const char *script, long timeout, int *exit,
 	if (timeout)
 		req.max_attempts = 2;
 	struct sfs_http_resp resp;
-	int r = dt_toolbox_req(sb, "/process/execute", &req, &resp, err);
+	r = dt_toolbox_req(sb, "/process/execute", &req, &resp, err);
 	json_decref(body);
 	if (r)
 		return r;

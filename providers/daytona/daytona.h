@@ -47,12 +47,15 @@ int dt_fetch_workdir(struct sfs_sandbox *sb, struct sfs_err *err);
 /* The API key, or NULL (and why in `why`). */
 const char *dt_api_key(void);
 
-/* sh -c with the command quoted for the toolbox; *out (may be NULL) gets
- * the merged output.  exit is the command's status. */
-int dt_exec(struct sfs_sandbox *sb, const char *script, long timeout_ms, int *exit, char **out,
-	    struct sfs_err *err);
-/* Appends s single-quoted for sh; 0 or -ENOMEM. */
-int dt_shq(char **buf, size_t *len, const char *s);
+/* A command of the shell kit (providers/sh), sent as one quoted command
+ * line; *out (may be NULL) gets the merged output, *exit its status. */
+struct sfs_sh_cmd;
+int dt_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *cmd, long timeout_ms, int *exit,
+		char **out, struct sfs_err *err);
+/* sh -c SCRIPT sandboxfs ARGS... (args NULL-terminated, may be NULL): the
+ * values travel as positional parameters, never inside the script. */
+int dt_exec(struct sfs_sandbox *sb, const char *script, const char *const *args, long timeout_ms,
+	    int *exit, char **out, struct sfs_err *err);
 /* workspace + "/" + rel, malloc'd and query-escaped when escape. */
 char *dt_abs_path(struct sfs_sandbox *sb, const char *rel, bool escape);
 

@@ -82,18 +82,13 @@ static int read_target(struct sfs_sandbox *sb, const char *rel, struct sfs_rstat
 		       struct sfs_err *err)
 {
 	char *abs = dt_abs_path(sb, rel, false);
-	char *script = strdup("readlink -- ");
-	size_t len = script ? strlen(script) : 0;
-	if (!abs || !script || dt_shq(&script, &len, abs)) {
-		free(abs);
-		free(script);
+	if (!abs)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(abs);
 	int code = 0;
 	char *out = NULL;
-	int r = dt_exec(sb, script, 0, &code, &out, err);
-	free(script);
+	const char *args[] = {abs, NULL};
+	int r = dt_exec(sb, "readlink -- \"$1\"", args, 0, &code, &out, err);
+	free(abs);
 	if (!r && code != 0)
 		r = sfs_errf(err, -EIO, "daytona: readlink %s failed", rel);
 	if (!r) {
@@ -339,22 +334,13 @@ int dt_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 {
 	/* the file API has no symlink call */
 	char *abs = dt_abs_path(sb, path, false);
-	char *qt = NULL, *qa = NULL, *script = NULL;
-	size_t lt = 0, la = 0;
-	int r = 0;
-	if (!abs || dt_shq(&qt, &lt, target) || dt_shq(&qa, &la, abs) ||
-	    asprintf(&script, "ln -s -- %s %s", qt, qa) < 0) {
-		script = NULL;
-		r = sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(abs);
-	free(qt);
-	free(qa);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
 	int code = 0;
 	char *out = NULL;
-	if (!r)
-		r = dt_exec(sb, script, 0, &code, &out, err);
-	free(script);
+	const char *args[] = {target, abs, NULL};
+	int r = dt_exec(sb, "ln -s -- \"$1\" \"$2\"", args, 0, &code, &out, err);
+	free(abs);
 	if (!r && code != 0)
 		r = sfs_errf(err, out && strstr(out, "exists") ? -EEXIST : -EIO,
 			     "daytona: symlink %s: %s", path, out ? out : "failed");

@@ -8,6 +8,7 @@
 #include "daytona.h"
 
 #include "../config.h"
+#include "../sh/sh.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -18,84 +19,15 @@
 
 #define READ_MAX (512 * 1024)
 
-static char *run_dir_expr(struct sfs_sandbox *sb, struct sfs_run *run)
+/* Relative: the shell kit puts it below ${TMPDIR:-/tmp} in the sandbox. */
+static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
 {
-	char *d = NULL;
-	if (asprintf(&d, "\"${TMPDIR:-/tmp}/sandboxfs-runs/%s-%d\"", sb->key, run->n) < 0)
-		return NULL;
-	return d;
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
 }
 
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_config_get_double("daytona.poll_timeout", 10.0) * 1000);
-}
-
-/* The wrapper, as one sh script. */
-static char *wrapper_script(struct sfs_sandbox *sb, struct sfs_run *run)
-{
-	char *d = run_dir_expr(sb, run);
-	char *env = NULL, *ws = NULL, *cmd = NULL;
-	size_t el = 0, wl = 0, cl = 0;
-	int r = d ? 0 : -ENOMEM;
-	if (!r && !(env = strdup("")))
-		r = -ENOMEM;
-	for (size_t i = 0; !r && i < sb->env.n; i++) {
-		const char *k = sb->env.v[i].key;
-		bool ok = k[0] && !(k[0] >= '0' && k[0] <= '9');
-		for (const char *p = k; *p && ok; p++)
-			ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-			     (*p >= '0' && *p <= '9') || *p == '_';
-		if (!ok)
-			continue; /* not a shell name: cannot be exported */
-		char *line = NULL;
-		size_t ll = 0;
-		if (asprintf(&line, "export %s=", k) < 0) {
-			r = -ENOMEM;
-			break;
-		}
-		ll = strlen(line);
-		if (dt_shq(&line, &ll, sb->env.v[i].val)) {
-			free(line);
-			r = -ENOMEM;
-			break;
-		}
-		char *grown = realloc(env, el + ll + 2);
-		if (!grown) {
-			free(line);
-			r = -ENOMEM;
-			break;
-		}
-		env = grown;
-		memcpy(env + el, line, ll);
-		el += ll;
-		env[el++] = '\n';
-		env[el] = '\0';
-		free(line);
-	}
-	if (!r &&
-	    (dt_shq(&ws, &wl, sb->workspace ? sb->workspace : "/") || dt_shq(&cmd, &cl, run->cmd)))
-		r = -ENOMEM;
-	char *script = NULL;
-	if (!r && asprintf(&script,
-			   "D=%s\n"
-			   "mkdir -p \"$D\" || exit 1\n"
-			   "echo $$ > \"$D/wpid.tmp\" && mv -f \"$D/wpid.tmp\" \"$D/wpid\"\n"
-			   "done_with() { echo \"$1\" > \"$D/status.tmp\" && "
-			   "mv -f \"$D/status.tmp\" \"$D/status\"; }\n"
-			   "cd %s 2>>\"$D/journal\" || { done_with 'exit 126'; exit 126; }\n"
-			   "%s"
-			   "( exec sh -c %s ) </dev/null >>\"$D/journal\" 2>&1\n"
-			   "s=$?\n"
-			   "if [ \"$s\" -gt 128 ] && [ \"$s\" -lt 160 ]; then "
-			   "done_with \"signal $((s - 128))\"; else done_with \"exit $s\"; fi\n",
-			   d, ws, env, cmd) < 0)
-		script = NULL;
-	free(d);
-	free(env);
-	free(ws);
-	free(cmd);
-	return script;
 }
 
 int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
@@ -111,15 +43,22 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		r = 0; /* a session left by an earlier daemon for this run number */
 	if (r)
 		return r;
-	char *script = wrapper_script(sb, run);
-	char *cmd = strdup("sh -c ");
-	size_t len = cmd ? strlen(cmd) : 0;
-	if (!script || !cmd || dt_shq(&cmd, &len, script)) {
-		free(script);
-		free(cmd);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(script);
+	/* the environment rides along as arguments of the wrapper */
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_run wrap = {.dir = dir,
+				  .workspace = sb->workspace ? sb->workspace : "/",
+				  .cmd = run->cmd,
+				  .env = &sb->env};
+	struct sfs_sh_cmd c;
+	char *cmd = NULL;
+	r = sfs_sh_wrapper(&c, &wrap, err);
+	if (r)
+		return r;
+	r = sfs_sh_cmd_string(&c, &cmd, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
 	body = json_pack("{s:s, s:b}", "command", cmd, "runAsync", 1);
 	free(cmd);
 	if (!body)
@@ -144,26 +83,16 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 
 int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char *d = run_dir_expr(sb, run);
-	char *script = NULL;
-	if (!d || asprintf(&script,
-			   "D=%s\n"
-			   "if [ -f \"$D/status\" ]; then cat \"$D/status\"\n"
-			   "elif [ -f \"$D/wpid\" ] && kill -0 \"$(cat \"$D/wpid\")\" 2>/dev/null; "
-			   "then echo running\n"
-			   "elif [ -f \"$D/status\" ]; then cat \"$D/status\"\n"
-			   "elif [ -d \"$D\" ] && [ ! -f \"$D/wpid\" ]; then echo running\n"
-			   "elif [ -d \"$D\" ]; then echo lost\n"
-			   "else echo none; fi\n",
-			   d) < 0) {
-		free(d);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(d);
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, dir, err);
+	if (r)
+		return r;
 	int code = 0;
 	char *out = NULL;
-	int r = dt_exec(sb, script, poll_timeout_ms(), &code, &out, err);
-	free(script);
+	r = dt_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, err);
+	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
 	/* the answer is the last line: anything before it is stray stderr */
@@ -197,42 +126,28 @@ ssize_t dt_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 {
 	if (max > READ_MAX)
 		max = READ_MAX;
-	char *d = run_dir_expr(sb, run);
-	char *script = NULL;
+	char file[300];
+	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
 	/* base64 keeps stderr the API folds into the output out of the bytes */
-	if (!d || asprintf(&script,
-			   "printf 'sfs-b64:'; tail -c +%lld %s/journal 2>/dev/null | "
-			   "head -c %zu | base64",
-			   (long long)off + 1, d, max) < 0) {
-		free(d);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(d);
-	int code = 0;
-	char *out = NULL;
-	int r = dt_exec(sb, script, poll_timeout_ms(), &code, &out, err);
-	free(script);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, file, off, max, true, err);
 	if (r)
 		return r;
-	char *frame = strstr(out, "sfs-b64:");
-	ssize_t n;
-	if (!frame) {
-		n = sfs_errf(err, -EIO, "daytona: journal read of run %d: no frame in the answer",
-			     run->n);
-	} else {
-		frame += 8;
-		size_t fl = strlen(frame);
-		unsigned char *tmp = malloc(fl / 4 * 3 + 4);
-		long got = tmp ? sfs_base64_decode(frame, fl, tmp) : -ENOMEM;
-		if (got < 0) {
-			n = sfs_errf(err, got == -ENOMEM ? -ENOMEM : -EIO,
-				     "daytona: journal read of run %d: bad frame", run->n);
-		} else {
-			n = (size_t)got > max ? (ssize_t)max : got;
-			memcpy(buf, tmp, (size_t)n);
-		}
-		free(tmp);
+	int code = 0;
+	char *out = NULL;
+	r = dt_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	if (code == 3) {
+		free(out);
+		return 0; /* no journal (yet) */
 	}
+	long n = sfs_sh_read_decode(out, buf, max);
 	free(out);
+	if (n == -ENOMEM)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (n < 0)
+		return sfs_errf(err, -EIO, "daytona: journal read of run %d: bad answer", run->n);
 	return n;
 }

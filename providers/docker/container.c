@@ -2,7 +2,7 @@
 #include "docker.h"
 #include "engine.h"
 #include "exec.h"
-#include "scripts.h"
+#include "../sh/sh.h"
 
 #include "../config.h"
 #include "../util.h"
@@ -382,12 +382,20 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run)
 int dk_sh(const char *cid, const char *script, const char *const *args, char *out, size_t outlen,
 	  struct sfs_err *err)
 {
-	const char *argv[12] = {"/bin/sh", "-c", script, "sandboxfs"};
-	size_t n = 4;
-	for (; args && *args && n < 11; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/", .user = "0"};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs", args, err);
+	if (r)
+		return r;
+	r = dk_sh_cmd(cid, &c, out, outlen, err);
+	sfs_sh_cmd_free(&c);
+	return r;
+}
+
+int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t outlen,
+	      struct sfs_err *err)
+{
+	struct dk_exec x = {
+	    .cid = cid, .argv = (const char *const *)cmd->argv, .workdir = "/", .user = "0"};
 	struct dk_buf o = {.max = outlen ? outlen - 1 : 1}, e = {.max = 512};
 	int code = 0;
 	int r = dk_exec_run(&x, &o, &e, &code, err);
@@ -437,9 +445,9 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 	    json_pack("{s:s, s:s, s:s, s:s}", "sandboxfs.managed", "1", "sandboxfs.name", sb->name,
 		      "sandboxfs.local_id", sb->key, "sandboxfs.state", state);
 	json_t *host = json_object(), *exposed = json_object(), *bindings = json_object();
-	json_t *body =
-	    json_pack("{s:s, s:[sss], s:s, s:o, s:b}", "Image", image, "Entrypoint", "/bin/sh",
-		      "-c", DK_KEEPALIVE, "WorkingDir", spec->workdir, "Labels", labels, "Tty", 0);
+	json_t *body = json_pack("{s:s, s:[sss], s:s, s:o, s:b}", "Image", image, "Entrypoint",
+				 "/bin/sh", "-c", sfs_sh_keepalive, "WorkingDir", spec->workdir,
+				 "Labels", labels, "Tty", 0);
 	if (!body || !host || !exposed || !bindings) {
 		json_decref(body);
 		json_decref(host);

@@ -1,7 +1,7 @@
 /* The docker provider: sandbox lifecycle ops and the provider table entry. */
 #include "docker.h"
 #include "engine.h"
-#include "scripts.h"
+#include "../sh/sh.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -110,9 +110,13 @@ static int docker_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, 
  * earlier daemon left (same container life), or just forget stale files. */
 static void forget_followers(const char *cid, bool kill_them)
 {
-	const char *args[] = {kill_them ? "1" : "0", NULL};
+	struct sfs_sh_cmd c;
 	struct sfs_err err = {0};
-	if (dk_sh(cid, DK_SCRIPT_FORGET_FOLLOWERS, args, NULL, 0, &err))
+	int r = sfs_sh_forget_followers(&c, DK_RUNS_DIR, kill_them, &err);
+	if (!r)
+		r = dk_sh_cmd(cid, &c, NULL, 0, &err);
+	sfs_sh_cmd_free(&c);
+	if (r)
 		sfs_log(SFS_LOG_WARN, "docker: container %.12s: cleaning followers: %s", cid,
 			err.msg);
 }

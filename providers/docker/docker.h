@@ -2,7 +2,7 @@
  * The docker provider's shared declarations.
  *
  * A sandbox is a container kept alive by a tiny sh loop; runs are detached
- * execs of a wrapper script (scripts.h) that keeps its files in the
+ * execs of the shell kit's wrapper script (providers/sh) that keeps its files in the
  * container, so nothing is lost when the daemon restarts.  When the
  * container's overlay merged directory is reachable from here (a local
  * engine, overlay2, root), workspace/ and journals are plain host files
@@ -24,6 +24,10 @@
 #include "../provider.h"
 
 #define DK_ID_MAX 80
+
+/* Where runs keep their files inside the container (see providers/sh/sh.h). */
+#define DK_DIR "/.sandboxfs"
+#define DK_RUNS_DIR DK_DIR "/runs"
 
 /* What a container is made from: kept in pdata "spec" for restore and fork. */
 #define DK_MAX_PORTS 16
@@ -71,6 +75,11 @@ int dk_commit(const char *cid, const char *repo, const char *tag, char *image_id
 /* Runs a short script in the container as root: `sh -c SCRIPT sandboxfs ARGS`. */
 int dk_sh(const char *cid, const char *script, const char *const *args, char *out, size_t outlen,
 	  struct sfs_err *err);
+/* Runs a command of the shell kit the same way; out gets its stdout without
+ * trailing white space, a non-zero exit is -EIO with its stderr. */
+struct sfs_sh_cmd;
+int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t outlen,
+	      struct sfs_err *err);
 /* The sandbox's exec environment: PATH, HOME, then sb->env. */
 json_t *dk_exec_env(struct sfs_sandbox *sb, int run);
 

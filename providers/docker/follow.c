@@ -8,7 +8,7 @@
  */
 #include "docker.h"
 #include "exec.h"
-#include "scripts.h"
+#include "../sh/sh.h"
 
 #include "../util.h"
 
@@ -114,9 +114,13 @@ static void follower_stop(struct dk_follower *f)
 		char pidtext[16] = "";
 		if (pid > 0)
 			snprintf(pidtext, sizeof(pidtext), "%d", pid);
-		const char *args[] = {f->dir, pidtext, f->token, NULL};
+		struct sfs_sh_cmd c;
 		struct sfs_err err = {0};
-		if (dk_sh(f->cid, DK_SCRIPT_UNFOLLOW, args, NULL, 0, &err))
+		int r = sfs_sh_unfollow(&c, f->dir, pid, f->token, &err);
+		if (!r)
+			r = dk_sh_cmd(f->cid, &c, NULL, 0, &err);
+		sfs_sh_cmd_free(&c);
+		if (r)
 			sfs_log(SFS_LOG_WARN, "docker: stopping journal follower %s: %s", f->token,
 				err.msg);
 	}
@@ -152,12 +156,16 @@ int dk_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, i
 		free(f);
 		return sfs_errf(err, -EIO, "docker: no container to follow run %d in", run->n);
 	}
-	char first[32];
-	snprintf(first, sizeof(first), "%lld", (long long)from + 1);
-	const char *argv[] = {"/bin/sh", "-c",	DK_SCRIPT_FOLLOW, "sandboxfs-follow",
-			      f->dir,	 first, f->token,	  NULL};
-	struct dk_exec x = {.cid = f->cid, .argv = argv, .workdir = "/", .user = "0"};
+	struct sfs_sh_cmd c;
+	r = sfs_sh_follow(&c, f->dir, from, f->token, err);
+	if (r) {
+		free(f);
+		return r;
+	}
+	struct dk_exec x = {
+	    .cid = f->cid, .argv = (const char *const *)c.argv, .workdir = "/", .user = "0"};
 	r = dk_exec_create(&x, true, f->eid, sizeof(f->eid), err);
+	sfs_sh_cmd_free(&c);
 	if (r) {
 		free(f);
 		return r;

@@ -2,7 +2,7 @@
 #include "docker.h"
 #include "engine.h"
 #include "exec.h"
-#include "scripts.h"
+#include "../sh/sh.h"
 
 #include "../config.h"
 #include "../util.h"
@@ -118,24 +118,35 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	int r = 0;
 	if (host_prep(sb, run->n, run->cmd) != 0) {
 		/* a clean run dir made by the container's own user */
-		const char *argv[] = {"/bin/sh", "-c", DK_SCRIPT_PREP, "sandboxfs", dir,
-				      run->cmd,	 NULL};
-		struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/"};
+		struct sfs_sh_cmd prep;
+		r = sfs_sh_prep(&prep, dir, run->cmd, 0, err);
+		if (r) {
+			json_decref(env);
+			return r;
+		}
+		struct dk_exec x = {
+		    .cid = cid, .argv = (const char *const *)prep.argv, .workdir = "/"};
 		struct dk_buf e = {.max = 512};
 		int code = 0;
 		r = dk_exec_run(&x, NULL, &e, &code, err);
+		sfs_sh_cmd_free(&prep);
 		if (!r && code)
 			r = sfs_errf(err, -EIO, "docker: preparing %s in the container: %s", dir,
 				     e.len ? e.data : "failed");
 		dk_buf_free(&e);
 	}
-	const char *workdir = sb->workspace ? sb->workspace : "/";
-	const char *argv[] = {"/bin/sh", "-c",	  DK_SCRIPT_WRAPPER, "sandboxfs-run",
-			      dir,	 workdir, run->cmd,	     NULL};
-	struct dk_exec x = {.cid = cid, .argv = argv, .env = env, .workdir = "/"};
+	/* the environment goes through the exec API, not the wrapper */
+	struct sfs_sh_run wrap = {
+	    .dir = dir, .workspace = sb->workspace ? sb->workspace : "/", .cmd = run->cmd};
+	struct sfs_sh_cmd c = {0};
+	if (!r)
+		r = sfs_sh_wrapper(&c, &wrap, err);
+	struct dk_exec x = {
+	    .cid = cid, .argv = (const char *const *)c.argv, .env = env, .workdir = "/"};
 	char eid[DK_ID_MAX];
 	if (!r)
 		r = dk_exec_create(&x, false, eid, sizeof(eid), err);
+	sfs_sh_cmd_free(&c);
 	json_decref(env);
 	if (!r)
 		r = dk_exec_start_detached(eid, err);
@@ -247,9 +258,11 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 		return 0;
 	char dir[64], out[32];
 	dk_run_dir(rec->n, dir, sizeof(dir));
-	const char *args[] = {dir, NULL};
-	r = dk_sh(cid, "kill -0 \"$(cat \"$1/wpid\")\" 2>/dev/null && echo yes || echo no", args,
-		  out, sizeof(out), NULL);
+	struct sfs_sh_cmd c;
+	r = sfs_sh_alive(&c, dir, NULL);
+	if (!r)
+		r = dk_sh_cmd(cid, &c, out, sizeof(out), NULL);
+	sfs_sh_cmd_free(&c);
 	return r ? r : strcmp(out, "yes") == 0;
 }
 
@@ -294,26 +307,18 @@ int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escal
 	dk_current(sb, cid, sizeof(cid));
 	if (!run_record(sb, run, &rec) || strcmp(rec.cid, cid) != 0)
 		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
-	char dir[64], signum[16], esc[4], grace[32], out[32];
+	char dir[64], out[32];
 	dk_run_dir(run->n, dir, sizeof(dir));
-	snprintf(signum, sizeof(signum), "%d", sig);
-	snprintf(esc, sizeof(esc), "%d", escalate ? 1 : 0);
 	double g = sfs_config_get_double("docker.kill_grace", 2.0);
-	snprintf(grace, sizeof(grace), "%d", (int)(g < 0 ? 0 : g * 1000));
-	const char *args[] = {dir, signum, esc, grace, NULL};
-	int r = dk_sh(cid, DK_SCRIPT_KILL, args, out, sizeof(out), err);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
+	if (!r)
+		r = dk_sh_cmd(cid, &c, out, sizeof(out), err);
+	sfs_sh_cmd_free(&c);
 	set_next_check(sb, run->n, 0); /* look at the run again at once */
 	if (r)
 		return r;
-	if (strcmp(out, "ok") == 0)
-		return 0;
-	if (strcmp(out, "gone") == 0)
-		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
-	if (strcmp(out, "no-pid") == 0)
-		return sfs_errf(err, -ESRCH, "run %d: no process group recorded", run->n);
-	if (strcmp(out, "survived") == 0)
-		return sfs_errf(err, -EIO, "run %d: its process group survived SIGKILL", run->n);
-	return sfs_errf(err, -EIO, "run %d: kill: unexpected answer \"%s\"", run->n, out);
+	return sfs_sh_kill_answer(out, run->n, err);
 }
 
 int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
@@ -355,7 +360,7 @@ int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf
 ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	char path[96], first[32], count[32];
+	char path[96];
 	snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
 	int fd;
 	if (dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL) == 0) {
@@ -369,14 +374,16 @@ ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 	dk_current(sb, cid, sizeof(cid));
 	if (!cid[0]) /* removed: there is nothing left to read from */
 		return sfs_errf(err, -ENOENT, "docker: sandbox has no container");
-	snprintf(first, sizeof(first), "%lld", (long long)off + 1);
-	snprintf(count, sizeof(count), "%zu", max);
-	const char *argv[] = {"/bin/sh", "-c",	DK_SCRIPT_READ, "sandboxfs",
-			      path,	 first, count,		NULL};
-	struct dk_exec x = {.cid = cid, .argv = argv, .workdir = "/", .user = "0"};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, path, off, max, false, err);
+	if (r)
+		return r;
+	struct dk_exec x = {
+	    .cid = cid, .argv = (const char *const *)c.argv, .workdir = "/", .user = "0"};
 	struct dk_buf o = {.max = max};
 	int code = 0;
-	int r = dk_exec_run(&x, &o, NULL, &code, err);
+	r = dk_exec_run(&x, &o, NULL, &code, err);
+	sfs_sh_cmd_free(&c);
 	if (r == -EIO) {
 		/* a stopped container still answers the archive API */
 		char *data = NULL;
