@@ -2,25 +2,41 @@
 #include "docker.h"
 #include "engine.h"
 
+#include "../tar.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define TAR_BLOCK 512
 #define ARCHIVE_MAX (64 << 20)
 
-static uint64_t octal(const char *p, size_t n)
+/* The first entry of the archive, which must be a regular file. */
+struct first_file {
+	const char *data; /* inside the archive buffer */
+	uint64_t size;
+	bool whole;
+};
+
+static int first_entry(void *ctx, const struct sfs_tar_entry *e)
 {
-	uint64_t v = 0;
-	for (size_t i = 0; i < n && p[i]; i++) {
-		if (p[i] == ' ')
-			continue;
-		if (p[i] < '0' || p[i] > '7')
-			break;
-		v = v * 8 + (uint64_t)(p[i] - '0');
-	}
-	return v;
+	return e->type == '0' ? 0 : SFS_TAR_STOP;
+}
+
+static int first_data(void *ctx, const struct sfs_tar_entry *e, const void *p, size_t n)
+{
+	/* in memory the reader hands the whole entry over in one piece */
+	struct first_file *f = ctx;
+	f->data = p;
+	return 0;
+}
+
+static int first_end(void *ctx, const struct sfs_tar_entry *e)
+{
+	struct first_file *f = ctx;
+	f->size = e->size;
+	f->whole = true;
+	return SFS_TAR_STOP;
 }
 
 int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
@@ -43,36 +59,30 @@ int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 		dk_resp_free(&resp);
 		return r;
 	}
-	/* the first regular entry; long-name entries ('L', 'x') come first */
-	size_t off = 0;
-	r = sfs_errf(err, -EIO, "docker: reading %s: not a regular file", path);
-	while (off + TAR_BLOCK <= resp.len) {
-		const char *h = resp.body + off;
-		if (h[0] == '\0')
-			break;
-		uint64_t size = octal(h + 124, 12);
-		char type = h[156];
-		off += TAR_BLOCK;
-		if (size > resp.len - off || size > ARCHIVE_MAX) {
-			r = sfs_errf(err, -EIO, "docker: reading %s: truncated archive", path);
-			break;
-		}
-		if (type == '0' || type == '\0') {
-			char *copy = malloc(size + 1);
-			if (!copy) {
-				r = sfs_errf(err, -ENOMEM, "out of memory");
-				break;
-			}
-			memcpy(copy, resp.body + off, size);
+	/* the first entry; long-name and pax entries before it are the reader's */
+	struct first_file f = {0};
+	const struct sfs_tar_ops ops = {
+	    .entry = first_entry, .data = first_data, .end = first_end, .max_size = ARCHIVE_MAX};
+	struct sfs_err terr = {0};
+	r = sfs_tar_walk(resp.body, resp.len, &ops, &f, &terr);
+	if (r < 0) {
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "docker: reading %s: %s", path,
+			     terr.msg);
+	} else if (!f.whole) {
+		r = sfs_errf(err, -EIO, "docker: reading %s: not a regular file", path);
+	} else {
+		size_t size = (size_t)f.size;
+		char *copy = malloc(size + 1);
+		if (!copy) {
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+		} else {
+			if (size)
+				memcpy(copy, f.data, size);
 			copy[size] = '\0';
 			*data = copy;
 			*len = size;
 			r = 0;
-			break;
 		}
-		if (type != 'L' && type != 'x' && type != 'g')
-			break;
-		off += (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
 	}
 	dk_resp_free(&resp);
 	return r;

@@ -9,6 +9,8 @@
 #include "engine.h"
 #include "exec.h"
 
+#include "../tar.h"
+
 #include <curl/curl.h>
 
 #include <errno.h>
@@ -19,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TAR_BLOCK 512
+#define TAR_BLOCK SFS_TAR_BLOCK
 
 /* The container path of a workspace-relative path. */
 static int full_path(struct sfs_sandbox *sb, const char *path, char *buf, size_t len,
@@ -327,86 +329,60 @@ int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 
 /* ---- read: GET archive, the first entry's bytes into fd ------------------ */
 
+/* The first entry streamed into fd; it must be a regular file. */
 struct untar {
 	int fd;
 	off_t written;
-	unsigned char hdr[TAR_BLOCK];
-	size_t hlen;
-	uint64_t left, pad;
-	bool in_file, done;
+	bool done;
 	int error; /* negative errno */
+	struct sfs_tar_reader tar;
+	struct sfs_err terr;
 };
 
-static uint64_t octal(const unsigned char *p, size_t n)
+static int untar_entry(void *arg, const struct sfs_tar_entry *e)
 {
-	uint64_t v = 0;
-	for (size_t i = 0; i < n && p[i]; i++) {
-		if (p[i] == ' ')
-			continue;
-		if (p[i] < '0' || p[i] > '7')
-			break;
-		v = v * 8 + (uint64_t)(p[i] - '0');
+	struct untar *u = arg;
+	if (e->type != '0') {
+		u->error = e->type == '5' ? -EISDIR : -EINVAL;
+		return SFS_TAR_STOP;
 	}
-	return v;
+	return 0;
 }
+
+static int untar_data(void *arg, const struct sfs_tar_entry *e, const void *p, size_t n)
+{
+	struct untar *u = arg;
+	while (n) {
+		ssize_t w = pwrite(u->fd, p, n, u->written);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			u->error = -errno;
+			return SFS_TAR_STOP;
+		}
+		u->written += w;
+		p = (const char *)p + w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int untar_end(void *arg, const struct sfs_tar_entry *e)
+{
+	((struct untar *)arg)->done = true;
+	return SFS_TAR_STOP;
+}
+
+static const struct sfs_tar_ops untar_ops = {
+    .entry = untar_entry, .data = untar_data, .end = untar_end};
 
 static bool untar_sink(void *arg, const char *data, size_t len)
 {
 	struct untar *u = arg;
-	while (len && !u->done) {
-		if (u->left) {
-			size_t take = u->left < len ? (size_t)u->left : len;
-			if (u->in_file) {
-				ssize_t w = pwrite(u->fd, data, take, u->written);
-				if (w < 0) {
-					u->error = -errno;
-					return false;
-				}
-				take = (size_t)w;
-				u->written += w;
-			}
-			u->left -= take;
-			data += take;
-			len -= take;
-			if (!u->left && u->in_file)
-				u->done = true;
-			continue;
-		}
-		if (u->pad) {
-			size_t take = u->pad < len ? (size_t)u->pad : len;
-			u->pad -= take;
-			data += take;
-			len -= take;
-			continue;
-		}
-		size_t take = TAR_BLOCK - u->hlen < len ? TAR_BLOCK - u->hlen : len;
-		memcpy(u->hdr + u->hlen, data, take);
-		u->hlen += take;
-		data += take;
-		len -= take;
-		if (u->hlen < TAR_BLOCK)
-			continue;
-		u->hlen = 0;
-		if (!u->hdr[0]) {
-			u->error = -EIO; /* the end, and no file */
-			return false;
-		}
-		uint64_t size = octal(u->hdr + 124, 12);
-		char type = (char)u->hdr[156];
-		if (type == '0' || type == '\0') {
-			u->in_file = true;
-			u->left = size;
-			if (!size)
-				u->done = true;
-		} else if (type == 'L' || type == 'x' || type == 'g') {
-			u->left = size; /* long names and pax headers come first */
-			u->pad = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
-		} else {
-			u->error = type == '5' ? -EISDIR : -EINVAL;
-			return false;
-		}
-	}
-	return !u->done;
+	int r = sfs_tar_feed(&u->tar, data, len, &u->terr);
+	if (r < 0 && !u->error)
+		u->error = r == -ENOMEM ? -ENOMEM : -EIO;
+	return r == 0; /* 1: the file is whole (or refused): stop the download */
 }
 
 int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
@@ -416,13 +392,18 @@ int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err 
 	if (r)
 		return r;
 	struct untar u = {.fd = fd};
+	sfs_tar_init(&u.tar, &untar_ops, &u);
 	r = dk_stream("GET", url, NULL, untar_sink, &u, NULL, err);
+	if (r >= 0 && !u.done && !u.error && sfs_tar_finish(&u.tar, &u.terr) == 0)
+		u.error = -EIO; /* the archive ended, and no file */
+	sfs_tar_free(&u.tar);
 	if (r == -ENOENT)
 		return sfs_errf(err, -ENOENT, "docker: read %s: no such file", path);
 	if (r < 0)
 		return r;
 	if (u.error)
-		return sfs_errf(err, u.error, "docker: read %s: %s", path, strerror(-u.error));
+		return sfs_errf(err, u.error, "docker: read %s: %s", path,
+				u.terr.msg[0] ? u.terr.msg : strerror(-u.error));
 	if (!u.done)
 		return sfs_errf(err, -EIO, "docker: read %s: the archive ended early", path);
 	return 0;
@@ -437,28 +418,6 @@ struct tarball {
 	off_t size;
 	int error;
 };
-
-static void tar_header(unsigned char *h, const char *name, char type, off_t size, mode_t mode)
-{
-	memset(h, 0, TAR_BLOCK);
-	snprintf((char *)h, 100, "%s", name);
-	snprintf((char *)h + 100, 8, "%07o", (unsigned)(mode & 07777));
-	snprintf((char *)h + 108, 8, "%07o", 0);
-	snprintf((char *)h + 116, 8, "%07o", 0);
-	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-	snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)time(NULL));
-	memset(h + 148, ' ', 8);
-	h[156] = (unsigned char)type;
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	snprintf((char *)h + 265, 32, "root");
-	snprintf((char *)h + 297, 32, "root");
-	unsigned sum = 0;
-	for (int i = 0; i < TAR_BLOCK; i++)
-		sum += h[i];
-	snprintf((char *)h + 148, 8, "%06o", sum);
-	h[155] = ' ';
-}
 
 static size_t tarball_read(char *buf, size_t size, size_t nmemb, void *arg)
 {
@@ -513,16 +472,12 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	if (!*name || strlen(name) > 255)
 		return sfs_errf(err, -EINVAL, "docker: write %s: bad file name", full);
 	struct tarball t = {.fd = fd, .size = st.st_size};
-	if (strlen(name) < 100) {
-		tar_header(t.head, name, '0', st.st_size, mode);
-		t.head_len = TAR_BLOCK;
-	} else {
-		/* GNU long name: an 'L' entry whose data is the name */
-		tar_header(t.head, "././@LongLink", 'L', (off_t)strlen(name) + 1, 0644);
-		memcpy(t.head + TAR_BLOCK, name, strlen(name));
-		tar_header(t.head + 2 * TAR_BLOCK, name, '0', st.st_size, mode);
-		t.head_len = 3 * TAR_BLOCK;
-	}
+	/* a GNU long name ('L' entry whose data is the name) when it needs one */
+	long ln = sfs_tar_long_name(t.head, sizeof(t.head) - TAR_BLOCK, name);
+	if (ln < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: write %s: name too long", full);
+	sfs_tar_header(t.head + ln, name, '0', (uint64_t)st.st_size, mode, time(NULL));
+	t.head_len = (size_t)ln + TAR_BLOCK;
 	char *edir = dk_urlencode(dir);
 	if (!edir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
