@@ -1,28 +1,14 @@
 #include "engine.h"
 
 #include "../config.h"
+#include "../http/http.h"
 
-#include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-
-#define POOL_MAX 8
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static CURLcode init_rc = CURLE_FAILED_INIT;
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL *pool[POOL_MAX];
-static int npool;
-
-static void global_init(void)
-{
-	init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 /* The endpoint, from -o docker.host=, DOCKER_HOST, or the default socket. */
 static const char *host_setting(void)
@@ -70,131 +56,51 @@ static int get_target(struct target *t, struct sfs_err *err)
 			"docker: DOCKER_HOST=%s: expected unix:///PATH or tcp://HOST:PORT", h);
 }
 
-static CURL *borrow(void)
-{
-	pthread_once(&init_once, global_init);
-	if (init_rc != CURLE_OK)
-		return NULL;
-	pthread_mutex_lock(&pool_mu);
-	CURL *c = npool ? pool[--npool] : NULL;
-	pthread_mutex_unlock(&pool_mu);
-	if (c)
-		curl_easy_reset(c); /* keeps its open connection */
-	else
-		c = curl_easy_init();
-	return c;
-}
+#define PATH_STAT_HEADER "X-Docker-Container-Path-Stat"
 
-static void give_back(CURL *c)
-{
-	pthread_mutex_lock(&pool_mu);
-	if (npool < POOL_MAX) {
-		pool[npool++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&pool_mu);
-	if (c)
-		curl_easy_cleanup(c);
-}
-
-struct body_buf {
-	char *data;
-	size_t len, cap;
-	bool oom;
+/* A request as the HTTP kit takes it (whose pool keeps the connection to
+ * the engine open between calls): the URL below the API version, the
+ * socket or TLS files of the target, in buffers that live as long as it. */
+struct call {
+	struct sfs_http_req req;
+	char url[2048];
+	char ca[1024], cert[1024], key[1024];
+	char ctype[256];
 };
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *arg)
+static int prepare(struct call *k, const struct target *t, const char *method, const char *path,
+		   const char *ctype, long timeout_s, struct sfs_err *err)
 {
-	struct body_buf *b = arg;
-	size_t n = size * nmemb;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = realloc(b->data, cap);
-		if (!grown) {
-			b->oom = true;
-			return 0;
-		}
-		b->data = grown;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, ptr, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return n;
-}
-
-#define PATH_STAT_HEADER "X-Docker-Container-Path-Stat:"
-
-static size_t on_header(char *line, size_t size, size_t nmemb, void *arg)
-{
-	struct dk_resp *resp = arg;
-	size_t n = size * nmemb, hl = strlen(PATH_STAT_HEADER);
-	if (n > hl && strncasecmp(line, PATH_STAT_HEADER, hl) == 0 && !resp->path_stat) {
-		const char *v = line + hl;
-		size_t vl = n - hl;
-		while (vl && (*v == ' ' || *v == '\t'))
-			v++, vl--;
-		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-			vl--;
-		resp->path_stat = strndup(v, vl);
-		if (!resp->path_stat)
-			return 0;
-	}
-	return n;
-}
-
-static int setup(CURL *c, const struct target *t, const char *method, const char *path,
-		 struct curl_slist **hdrs, const char *ctype, char *errbuf, struct sfs_err *err)
-{
-	char url[2048];
-	if (snprintf(url, sizeof(url), "%s%s%s", t->url_base, DK_API, path) >= (int)sizeof(url))
+	memset(k, 0, sizeof(*k));
+	if (snprintf(k->url, sizeof(k->url), "%s%s%s", t->url_base, DK_API, path) >=
+	    (int)sizeof(k->url))
 		return sfs_errf(err, -ENAMETOOLONG, "docker: request path too long");
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (strcmp(method, "HEAD") == 0)
-		curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	k->req.method = method;
+	k->req.url = k->url;
+	k->req.what = "docker";
+	k->req.max_attempts = 1; /* the engine is local: a failure is not transient */
+	k->req.timeout_ms = timeout_s > 0 ? timeout_s * 1000 : -1;
+	k->req.capture_header = PATH_STAT_HEADER;
 	if (t->socket[0])
-		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, t->socket);
-	if (t->tls) {
-		const char *dir = getenv("DOCKER_CERT_PATH");
-		char p[1024];
-		if (dir && *dir) {
-			snprintf(p, sizeof(p), "%s/ca.pem", dir);
-			curl_easy_setopt(c, CURLOPT_CAINFO, p);
-			snprintf(p, sizeof(p), "%s/cert.pem", dir);
-			curl_easy_setopt(c, CURLOPT_SSLCERT, p);
-			snprintf(p, sizeof(p), "%s/key.pem", dir);
-			curl_easy_setopt(c, CURLOPT_SSLKEY, p);
-		}
+		k->req.unix_socket = t->socket;
+	const char *dir = getenv("DOCKER_CERT_PATH");
+	if (t->tls && dir && *dir) {
+		snprintf(k->ca, sizeof(k->ca), "%s/ca.pem", dir);
+		snprintf(k->cert, sizeof(k->cert), "%s/cert.pem", dir);
+		snprintf(k->key, sizeof(k->key), "%s/key.pem", dir);
+		k->req.tls_ca = k->ca;
+		k->req.tls_cert = k->cert;
+		k->req.tls_key = k->key;
 	}
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-	*hdrs = NULL;
 	if (ctype) {
-		char h[256];
-		snprintf(h, sizeof(h), "Content-Type: %s", ctype);
-		*hdrs = curl_slist_append(NULL, h);
-		if (!*hdrs)
-			return sfs_errf(err, -ENOMEM, "out of memory");
+		snprintf(k->ctype, sizeof(k->ctype), "%s", ctype);
+		k->req.content_type = k->ctype;
 	}
-	/* no "Expect: 100-continue" round trip for bodies */
-	struct curl_slist *more = curl_slist_append(*hdrs, "Expect:");
-	if (!more) {
-		curl_slist_free_all(*hdrs);
-		*hdrs = NULL;
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	*hdrs = more;
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, *hdrs);
 	return 0;
 }
 
 /* A transport failure, said so that a user knows what to fix. */
-static int transport_error(const struct target *t, CURLcode rc, const char *errbuf,
-			   struct sfs_err *err)
+static int transport_error(const struct target *t, const char *why, struct sfs_err *err)
 {
 	struct stat st;
 	if (t->socket[0] && stat(t->socket, &st) < 0)
@@ -202,8 +108,7 @@ static int transport_error(const struct target *t, CURLcode rc, const char *errb
 				"docker: cannot reach %s: %s (is dockerd running? set DOCKER_HOST "
 				"or -o docker.host=)",
 				t->socket, strerror(errno));
-	return sfs_errf(err, -EIO, "docker: cannot reach %s: %s", dk_where(),
-			errbuf[0] ? errbuf : curl_easy_strerror(rc));
+	return sfs_errf(err, -EIO, "docker: cannot reach %s: %s", dk_where(), why);
 }
 
 /* The shared body of dk_request and dk_upload. */
@@ -216,50 +121,30 @@ static int perform(const char *method, const char *path, const char *ctype, cons
 	int r = get_target(&t, err);
 	if (r)
 		return r;
-	CURL *c = borrow();
-	if (!c)
-		return sfs_errf(err, -ENOMEM, "docker: cannot initialise libcurl");
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	r = setup(c, &t, method, path, &hdrs, ctype, errbuf, err);
-	if (r) {
-		give_back(c);
+	struct call k;
+	r = prepare(&k, &t, method, path, ctype, timeout_s, err);
+	if (r)
 		return r;
-	}
-	struct body_buf b = {0};
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
 	if (read) {
-		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-		curl_easy_setopt(c, CURLOPT_READFUNCTION, read);
-		curl_easy_setopt(c, CURLOPT_READDATA, read_arg);
-		curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)len);
-	} else if (body || strcmp(method, "POST") == 0) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(body ? len : 0));
+		k.req.read = read;
+		k.req.read_arg = read_arg;
+		k.req.read_len = len;
+	} else if (body) {
+		k.req.body = body;
+		k.req.body_len = len;
+		if (!ctype)
+			k.req.content_type = "application/octet-stream";
 	}
-	if (timeout_s > 0)
-		curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-	CURLcode rc = curl_easy_perform(c);
-	curl_slist_free_all(hdrs);
-	if (rc != CURLE_OK) {
-		free(b.data);
-		dk_resp_free(resp);
-		r = b.oom ? sfs_errf(err, -ENOMEM, "out of memory")
-			  : transport_error(&t, rc, errbuf, err);
-		curl_easy_cleanup(c); /* its connection is in an unknown state */
-		return r;
-	}
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
-	give_back(c);
-	if (!b.data && !(b.data = calloc(1, 1))) {
-		dk_resp_free(resp);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	resp->body = b.data;
-	resp->len = b.len;
+	struct sfs_http_resp hr;
+	struct sfs_err herr = {0};
+	r = sfs_http_do(&k.req, &hr, &herr);
+	if (r)
+		return r == -ENOMEM ? sfs_errf(err, r, "out of memory")
+				    : transport_error(&t, herr.msg, err);
+	resp->status = hr.status;
+	resp->body = hr.body;
+	resp->len = hr.len;
+	resp->path_stat = hr.header;
 	return 0;
 }
 
@@ -354,34 +239,12 @@ int dk_json(const char *method, const char *path, json_t *body, long timeout_s, 
 struct stream_ctx {
 	dk_sink sink;
 	void *arg;
-	const int *stop;
-	struct body_buf errbody; /* the body of an error status, for its message */
-	CURL *c;
 };
 
-/* *stop is set by another thread: read it atomically. */
-static bool stop_requested(const int *stop)
-{
-	return stop && __atomic_load_n(stop, __ATOMIC_ACQUIRE);
-}
-
-static size_t on_stream(char *ptr, size_t size, size_t nmemb, void *arg)
+static int to_sink(const void *data, size_t len, void *arg)
 {
 	struct stream_ctx *s = arg;
-	size_t n = size * nmemb;
-	long status = 0;
-	curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &status);
-	if (status >= 400)
-		return on_body(ptr, size, nmemb, &s->errbody);
-	if (stop_requested(s->stop))
-		return 0;
-	return s->sink(s->arg, ptr, n) ? n : 0;
-}
-
-static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-	const struct stream_ctx *s = arg;
-	return stop_requested(s->stop) ? 1 : 0;
+	return s->sink(s->arg, data, len) ? 0 : 1; /* 1: stop, no error */
 }
 
 int dk_stream(const char *method, const char *path, json_t *body, dk_sink sink, void *arg,
@@ -391,63 +254,35 @@ int dk_stream(const char *method, const char *path, json_t *body, dk_sink sink, 
 	int r = get_target(&t, err);
 	if (r)
 		return r;
-	char *text = NULL;
-	if (body && !(text = json_dumps(body, JSON_COMPACT)))
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	/* its own handle: the connection is hijacked and cannot be reused */
-	pthread_once(&init_once, global_init);
-	CURL *c = init_rc == CURLE_OK ? curl_easy_init() : NULL;
-	if (!c) {
-		free(text);
-		return sfs_errf(err, -ENOMEM, "docker: cannot initialise libcurl");
-	}
-	char errbuf[CURL_ERROR_SIZE] = "";
-	struct curl_slist *hdrs = NULL;
-	r = setup(c, &t, method, path, &hdrs, text ? "application/json" : NULL, errbuf, err);
-	if (r) {
-		curl_easy_cleanup(c);
-		free(text);
+	struct call k;
+	r = prepare(&k, &t, method, path, NULL, 0, err);
+	if (r)
 		return r;
-	}
-	struct stream_ctx s = {.sink = sink, .arg = arg, .stop = stop, .c = c};
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, &s);
-	curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
-	if (text) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
-	} else if (strcmp(method, "POST") == 0) {
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-	}
-	CURLcode rc = curl_easy_perform(c);
-	long status = 0;
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(c);
-	free(text);
-	bool stopped =
-	    stop_requested(stop) || rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK;
-	if (rc != CURLE_OK && !(stopped && status > 0 && status < 400)) {
-		free(s.errbody.data);
-		if (s.errbody.oom)
-			return sfs_errf(err, -ENOMEM, "out of memory");
-		if (stopped && status == 0)
-			return sfs_errf(err, -ECANCELED, "docker: stream stopped");
-		return transport_error(&t, rc, errbuf, err);
-	}
-	if (status >= 400) {
-		struct dk_resp resp = {
-		    .status = status, .body = s.errbody.data, .len = s.errbody.len};
+	struct stream_ctx s = {.sink = sink, .arg = arg};
+	k.req.json = body;
+	k.req.sink = to_sink;
+	k.req.sink_arg = &s;
+	k.req.stop = stop;
+	k.req.capture_header = NULL;
+	/* its own connection: an attached exec takes it over for good */
+	k.req.forbid_reuse = true;
+	struct sfs_http_resp hr;
+	struct sfs_err herr = {0};
+	r = sfs_http_do(&k.req, &hr, &herr);
+	if (r == -ECANCELED)
+		return sfs_errf(err, -ECANCELED, "docker: stream stopped");
+	if (r)
+		return r == -ENOMEM ? sfs_errf(err, r, "out of memory")
+				    : transport_error(&t, herr.msg, err);
+	if (hr.status >= 400) {
+		struct dk_resp resp = {.status = hr.status, .body = hr.body, .len = hr.len};
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
-		free(s.errbody.data);
-		return sfs_errf(err, dk_errno(status), "docker: %s", msg);
+		sfs_http_resp_free(&hr);
+		return sfs_errf(err, dk_errno(hr.status), "docker: %s", msg);
 	}
-	free(s.errbody.data);
-	return (int)status;
+	sfs_http_resp_free(&hr);
+	return (int)hr.status;
 }
 
 char *dk_urlencode(const char *s)
@@ -472,8 +307,5 @@ char *dk_urlencode(const char *s)
 
 void dk_engine_shutdown(void)
 {
-	pthread_mutex_lock(&pool_mu);
-	while (npool)
-		curl_easy_cleanup(pool[--npool]);
-	pthread_mutex_unlock(&pool_mu);
+	sfs_http_close_idle(); /* the kit's pool holds the engine connections */
 }

@@ -1,8 +1,9 @@
 /*
  * A small Docker Engine API client (v1.41) on libcurl: the unix socket of
  * DOCKER_HOST (default /var/run/docker.sock) or tcp://, with client
- * certificates when DOCKER_TLS_VERIFY is set.  Requests reuse pooled easy
- * handles so the connection to the daemon stays open between calls.
+ * certificates when DOCKER_TLS_VERIFY is set.  Requests go through the HTTP
+ * kit (providers/http), whose pool of easy handles keeps the connection to
+ * the daemon open between calls.
  */
 #ifndef SFS_DOCKER_ENGINE_H
 #define SFS_DOCKER_ENGINE_H

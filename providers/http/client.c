@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include "../config.h"
+#include "../strbuf.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,66 +18,66 @@
 #define ERROR_BODY_MAX (1 << 20)
 #define BODY_MAX (256 << 20)
 
+/* Idle handles kept for reuse; a handle keeps its connections open, so a
+ * pool (not one handle per thread) lets any thread reuse them: FUSE worker
+ * threads come and go, and a sink that makes a call of its own gets another
+ * handle instead of re-entering the busy one. */
+#define POOL_MAX 8
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_key_t handle_key;
 static bool global_ok;
 static unsigned long total_calls;
 
-/* Every live handle, so shutdown can free those of threads that are gone. */
-static pthread_mutex_t handles_mu = PTHREAD_MUTEX_INITIALIZER;
-static CURL **handles;
-static size_t nhandles;
-
-static void forget_handle(CURL *h)
-{
-	pthread_mutex_lock(&handles_mu);
-	for (size_t i = 0; i < nhandles; i++) {
-		if (handles[i] == h) {
-			handles[i] = handles[--nhandles];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&handles_mu);
-}
-
-static void thread_gone(void *h)
-{
-	forget_handle(h);
-	curl_easy_cleanup(h);
-}
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static CURL *pool[POOL_MAX];
+static int npool;
 
 static void init_once(void)
 {
-	global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK &&
-		    pthread_key_create(&handle_key, thread_gone) == 0;
+	global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
 }
 
-static CURL *thread_handle(void)
+static CURL *borrow(bool fresh)
 {
 	pthread_once(&once, init_once);
 	if (!global_ok)
 		return NULL;
-	CURL *h = pthread_getspecific(handle_key);
+	CURL *h = NULL;
+	if (!fresh) {
+		pthread_mutex_lock(&pool_mu);
+		if (npool)
+			h = pool[--npool];
+		pthread_mutex_unlock(&pool_mu);
+	}
 	if (h) {
 		curl_easy_reset(h); /* options go, connections stay */
 		return h;
 	}
-	h = curl_easy_init();
-	if (!h)
-		return NULL;
-	pthread_mutex_lock(&handles_mu);
-	CURL **grown = realloc(handles, (nhandles + 1) * sizeof(*grown));
-	if (grown) {
-		handles = grown;
-		handles[nhandles++] = h;
+	return curl_easy_init();
+}
+
+/* Back to the pool, unless it is full or the handle's connection is in an
+ * unknown state (a failed or taken-over transfer). */
+static void give_back(CURL *h, bool keep)
+{
+	if (keep) {
+		pthread_mutex_lock(&pool_mu);
+		if (npool < POOL_MAX) {
+			pool[npool++] = h;
+			h = NULL;
+		}
+		pthread_mutex_unlock(&pool_mu);
 	}
-	pthread_mutex_unlock(&handles_mu);
-	if (!grown || pthread_setspecific(handle_key, h) != 0) {
-		forget_handle(h);
+	if (h)
 		curl_easy_cleanup(h);
-		return NULL;
-	}
-	return h;
+}
+
+void sfs_http_close_idle(void)
+{
+	pthread_mutex_lock(&pool_mu);
+	while (npool)
+		curl_easy_cleanup(pool[--npool]);
+	pthread_mutex_unlock(&pool_mu);
 }
 
 void sfs_http_shutdown(void)
@@ -83,15 +85,7 @@ void sfs_http_shutdown(void)
 	pthread_once(&once, init_once);
 	if (!global_ok)
 		return;
-	pthread_setspecific(handle_key, NULL);
-	pthread_mutex_lock(&handles_mu);
-	for (size_t i = 0; i < nhandles; i++)
-		curl_easy_cleanup(handles[i]);
-	free(handles);
-	handles = NULL;
-	nhandles = 0;
-	pthread_mutex_unlock(&handles_mu);
-	pthread_key_delete(handle_key);
+	sfs_http_close_idle();
 	curl_global_cleanup();
 	global_ok = false;
 }
@@ -106,7 +100,8 @@ void sfs_http_resp_free(struct sfs_http_resp *resp)
 	if (!resp)
 		return;
 	free(resp->body);
-	resp->body = NULL;
+	free(resp->header);
+	resp->body = resp->header = NULL;
 	resp->len = 0;
 }
 
@@ -116,25 +111,28 @@ struct xfer {
 	const struct sfs_http_req *req;
 	CURL *h;
 	struct sfs_http_resp *resp;
+	struct sfs_buf body;
 	size_t delivered;
-	bool sink_failed, too_big;
+	bool sink_failed, sink_stopped, too_big, oom;
 	long retry_after_ms;
 };
 
+/* *stop is set by another thread: read it atomically. */
+static bool stop_requested(const struct sfs_http_req *req)
+{
+	return req->stop && __atomic_load_n(req->stop, __ATOMIC_ACQUIRE);
+}
+
 static int body_append(struct xfer *x, const char *p, size_t n, size_t max)
 {
-	struct sfs_http_resp *r = x->resp;
-	if (r->len + n > max) {
+	if (x->body.len + n > max) {
 		x->too_big = true;
 		return -1;
 	}
-	char *grown = realloc(r->body, r->len + n + 1);
-	if (!grown)
+	if (sfs_buf_add(&x->body, p, n)) {
+		x->oom = true;
 		return -1;
-	r->body = grown;
-	memcpy(r->body + r->len, p, n);
-	r->len += n;
-	r->body[r->len] = '\0';
+	}
 	return 0;
 }
 
@@ -145,8 +143,16 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 	long code = 0;
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
 	if (x->req->sink && code >= 200 && code < 300) {
-		if (x->req->sink(p, n, x->req->sink_arg)) {
-			x->sink_failed = true;
+		if (stop_requested(x->req)) {
+			x->sink_stopped = true;
+			return 0;
+		}
+		int r = x->req->sink(p, n, x->req->sink_arg);
+		if (r) {
+			if (r > 0)
+				x->sink_stopped = true;
+			else
+				x->sink_failed = true;
 			return 0;
 		}
 		x->delivered += n;
@@ -156,10 +162,30 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *arg)
 	return body_append(x, p, n, max) ? 0 : n;
 }
 
+static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+	const struct xfer *x = arg;
+	return stop_requested(x->req) ? 1 : 0;
+}
+
 static size_t on_header(char *p, size_t size, size_t nmemb, void *arg)
 {
 	struct xfer *x = arg;
 	size_t n = size * nmemb;
+	const char *want = x->req->capture_header;
+	size_t wl = want ? strlen(want) : 0;
+	if (want && !x->resp->header && n > wl && p[wl] == ':' && !strncasecmp(p, want, wl)) {
+		const char *v = p + wl + 1;
+		size_t vl = n - wl - 1;
+		while (vl && (*v == ' ' || *v == '\t'))
+			v++, vl--;
+		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		if (!(x->resp->header = strndup(v, vl))) {
+			x->oom = true;
+			return 0;
+		}
+	}
 	if (n > 12 && strncasecmp(p, "Retry-After:", 12) == 0) {
 		char v[128];
 		size_t vl = n - 12 < sizeof(v) - 1 ? n - 12 : sizeof(v) - 1;
@@ -257,8 +283,26 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 				       : (long)(sfs_config_get_double("http.timeout", 60.0) * 1000);
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout < 10000 ? timeout : 10000L);
+	if (timeout > 0)
+		curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 timeout > 0 && timeout < 10000 ? timeout : 10000L);
+	if (req->unix_socket)
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, req->unix_socket);
+	if (req->tls_ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, req->tls_ca);
+	if (req->tls_cert)
+		curl_easy_setopt(h, CURLOPT_SSLCERT, req->tls_cert);
+	if (req->tls_key)
+		curl_easy_setopt(h, CURLOPT_SSLKEY, req->tls_key);
+	if (req->forbid_reuse)
+		curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+	if (req->stop) {
+		/* the progress callback runs about once a second even when idle */
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+	}
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -292,6 +336,18 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, json_body ? json_body : req->body);
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 				 (curl_off_t)(json_body ? strlen(json_body) : req->body_len));
+	} else if (req->read) {
+		if (req->content_type) {
+			char ct[256];
+			snprintf(ct, sizeof(ct), "Content-Type: %s", req->content_type);
+			if (!(l = curl_slist_append(hdrs, ct)))
+				goto out;
+			hdrs = l;
+		}
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, req->read);
+		curl_easy_setopt(h, CURLOPT_READDATA, req->read_arg);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->read_len);
 	} else if (req->upload_field) {
 		struct stat st;
 		if (fstat(req->upload_fd, &st) < 0) {
@@ -317,10 +373,14 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 	if (!(l = curl_slist_append(hdrs, "Expect:")))
 		goto out;
 	hdrs = l;
-	if (strcmp(method, "GET") && strcmp(method, "POST"))
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	else if (strcmp(method, "GET") && strcmp(method, "POST"))
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	else if (!strcmp(method, "GET"))
+	else if (!strcmp(method, "GET") && !req->read)
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	else if (!strcmp(method, "POST") && req->read)
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "POST");
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	c = curl_easy_perform(h);
 out:
@@ -353,9 +413,6 @@ int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, stru
 	char where[512];
 	url_for_msg(req->url, where, sizeof(where));
 	memset(resp, 0, sizeof(*resp));
-	CURL *h = thread_handle();
-	if (!h)
-		return sfs_errf(err, -ENOMEM, "%s: cannot set up libcurl", what);
 	char *json_body = NULL;
 	if (req->json && !(json_body = json_dumps(req->json, JSON_COMPACT)))
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -363,10 +420,15 @@ int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, stru
 			  !strcmp(method, "PUT") || !strcmp(method, "DELETE");
 	int max =
 	    req->max_attempts ? req->max_attempts : (int)sfs_config_get_double("http.attempts", 4);
-	if (max < 1)
-		max = 1;
+	if (max < 1 || req->read)
+		max = 1; /* a streamed body cannot be sent twice */
 	int rc = 0;
 	for (int n = 1;; n++) {
+		CURL *h = borrow(req->forbid_reuse);
+		if (!h) {
+			rc = sfs_errf(err, -ENOMEM, "%s: cannot set up libcurl", what);
+			break;
+		}
 		struct xfer x = {.req = req, .h = h, .resp = resp, .retry_after_ms = -1};
 		char errbuf[CURL_ERROR_SIZE] = "";
 		sfs_http_resp_free(resp);
@@ -379,10 +441,19 @@ int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, stru
 		CURLcode c = attempt(h, &x, json_body, errbuf);
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-		if (c == CURLE_OK)
-			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+		bool stopped = x.sink_stopped || stop_requested(req);
+		/* a handle whose transfer failed or was cut off may hold a
+		 * connection in an unknown state: it is not pooled */
+		give_back(h, c == CURLE_OK && !req->forbid_reuse);
 		sfs_log(SFS_LOG_DEBUG, "%s: %s %s -> %ld%s%s (%ld ms, attempt %d)", what, method,
 			where, resp->status, c ? " " : "", c ? curl_easy_strerror(c) : "", ms, n);
+		resp->len = x.body.len;
+		resp->body = sfs_buf_take(&x.body); /* "" when there was none */
+		if (x.oom || !resp->body) {
+			rc = sfs_errf(err, -ENOMEM, "out of memory");
+			break;
+		}
 		if (x.sink_failed) {
 			rc = sfs_errf(err, -EIO, "%s: %s %s: the response could not be stored",
 				      what, method, where);
@@ -391,6 +462,14 @@ int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, stru
 		if (x.too_big) {
 			rc = sfs_errf(err, -EFBIG, "%s: %s %s: response too large", what, method,
 				      where);
+			break;
+		}
+		if (stopped && c != CURLE_OK) {
+			/* ended on purpose: fine once a response had begun */
+			resp->stopped = true;
+			if (resp->status <= 0)
+				rc = sfs_errf(err, -ECANCELED, "%s: %s %s: stopped", what, method,
+					      where);
 			break;
 		}
 		enum sfs_http_failure f = classify(c);

@@ -1,6 +1,8 @@
 /*
- * The shared HTTP kit for remote providers: libcurl with one reused easy
- * handle per thread (so connections stay open), timeouts, retries with
+ * The shared HTTP kit for providers: libcurl with a pool of reused easy
+ * handles (so connections stay open between calls, whichever thread makes
+ * them), unix sockets and client certificates (the Docker Engine API),
+ * timeouts, retries with
  * exponential backoff and jitter on 429/5xx/connection failures (honouring
  * Retry-After), JSON bodies via jansson, multipart upload, streamed bodies,
  * line parsers for NDJSON and SSE, base64, and credential lookup.
@@ -33,14 +35,27 @@ struct sfs_http_req {
 	const char *upload_field;
 	int upload_fd;
 	const char *upload_name;
-	/* A 2xx body goes to sink instead of resp->body; a non-zero return
-	 * aborts.  sink_reset (may be NULL) rewinds the sink before a retry;
-	 * without it nothing is retried once bytes were delivered. */
+	/* A 2xx body goes to sink instead of resp->body; a negative return
+	 * aborts with an error, a positive one ends the transfer quietly (the
+	 * call returns 0 with resp->status).  sink_reset (may be NULL) rewinds
+	 * the sink before a retry; without it nothing is retried once bytes
+	 * were delivered. */
 	int (*sink)(const void *data, size_t len, void *arg);
 	int (*sink_reset)(void *arg);
 	void *sink_arg;
+	/* A streamed request body of read_len bytes, by curl's
+	 * CURLOPT_READFUNCTION contract; such a request is made once. */
+	size_t (*read)(char *buf, size_t size, size_t nmemb, void *arg);
+	void *read_arg;
+	uint64_t read_len;
+	const char *unix_socket;		 /* connect here instead of the URL's host */
+	const char *tls_ca, *tls_cert, *tls_key; /* PEM files, or NULL */
+	const char *capture_header;		 /* its value goes to resp->header */
+	const int *stop;      /* read atomically: once set, the transfer ends (resp->stopped;
+				 -ECANCELED when no response had begun) */
+	bool forbid_reuse;    /* a connection the server takes over (attach, hijack) */
 	bool retry_unsafe;    /* repeating this POST is harmless */
-	long timeout_ms;      /* whole request; 0: config http.timeout (60 s) */
+	long timeout_ms;      /* whole request; 0: config http.timeout (60 s); -1: none */
 	int max_attempts;     /* 0: config http.attempts (4) */
 	const char *what;     /* message prefix, e.g. "daytona" */
 	unsigned long *calls; /* incremented once per attempt, or NULL */
@@ -50,6 +65,8 @@ struct sfs_http_resp {
 	long status; /* HTTP status of the last attempt */
 	char *body;  /* NUL-terminated; error bodies always land here */
 	size_t len;
+	char *header; /* the value of req->capture_header, or NULL */
+	bool stopped; /* the sink or req->stop ended the transfer early */
 };
 
 /*
@@ -73,7 +90,10 @@ void sfs_http_error_text(const char *body, size_t len, char *buf, size_t cap);
 /* Total attempts made by this process (debugging, tests). */
 unsigned long sfs_http_total_calls(void);
 
-/* Frees every thread's handle; call once at exit, after other threads stopped. */
+/* Closes the pooled handles (and their connections) that nobody uses now;
+ * the pool fills again on the next call. */
+void sfs_http_close_idle(void);
+/* Frees the pool and libcurl; call once at exit, after other threads stopped. */
 void sfs_http_shutdown(void);
 
 /* ---- retry policy (retry.c): pure functions -------------------------- */

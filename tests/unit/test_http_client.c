@@ -10,26 +10,30 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* One scripted answer per request: raw HTTP, or NULL to drop the connection;
  * a leading '!' closes the connection after the answer. */
 static const char *script[16];
-static int nscript, served;
+static int nscript, served, accepted;
 static char last_request[8192];
 static int listen_fd, port;
 static pthread_t server;
 
 static void *serve(void *arg)
 {
-	(void)arg;
+	int lfd = (int)(intptr_t)arg;
 	for (;;) {
-		int c = accept(listen_fd, NULL, NULL);
+		int c = accept(lfd, NULL, NULL);
 		if (c < 0)
 			return NULL;
+		__atomic_add_fetch(&accepted, 1, __ATOMIC_SEQ_CST);
 		for (;;) {
 			char buf[8192];
 			size_t got = 0;
@@ -78,7 +82,7 @@ static void start_server(void)
 	socklen_t al = sizeof(a);
 	getsockname(listen_fd, (struct sockaddr *)&a, &al);
 	port = ntohs(a.sin_port);
-	pthread_create(&server, NULL, serve, NULL);
+	pthread_create(&server, NULL, serve, (void *)(intptr_t)listen_fd);
 }
 
 static void use(int n, const char **answers)
@@ -287,6 +291,173 @@ static void test_connection_refused(void)
 	CHECK_INT(calls, 3); /* nothing was sent, so even a POST is repeated */
 }
 
+static void *get_ok(void *arg)
+{
+	struct sfs_http_req req = {.method = "GET", .url = arg};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	sfs_http_resp_free(&resp);
+	return NULL;
+}
+
+/* The pool: calls made one after another, from any thread, share one
+ * connection (a handle per thread would open one per thread). */
+static void test_connection_reuse(void)
+{
+	sfs_http_close_idle();
+	const char *a[] = {ROK, ROK, ROK, ROK};
+	use(4, a);
+	int before = __atomic_load_n(&accepted, __ATOMIC_SEQ_CST);
+	char u[256];
+	snprintf(u, sizeof(u), "%s", at("/reuse"));
+	get_ok(u);
+	get_ok(u);
+	for (int i = 0; i < 2; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, get_ok, u);
+		pthread_join(t, NULL);
+	}
+	CHECK_INT(served, 4);
+	CHECK_INT(__atomic_load_n(&accepted, __ATOMIC_SEQ_CST) - before, 1);
+	/* a connection the server takes over is never pooled (the scripted
+	 * server serves one connection at a time: close the idle one first) */
+	sfs_http_close_idle();
+	use(2, a);
+	before = __atomic_load_n(&accepted, __ATOMIC_SEQ_CST);
+	struct sfs_http_req req = {.method = "GET", .url = u, .forbid_reuse = true};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	sfs_http_resp_free(&resp);
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	sfs_http_resp_free(&resp);
+	CHECK_INT(__atomic_load_n(&accepted, __ATOMIC_SEQ_CST) - before, 2);
+}
+
+static void test_unix_socket_and_header(void)
+{
+	char path[108];
+	snprintf(path, sizeof(path), "/tmp/sfs-http-test-%d.sock", (int)getpid());
+	unlink(path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	CHECK_INT(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	listen(fd, 4);
+	pthread_t t;
+	pthread_create(&t, NULL, serve, (void *)(intptr_t)fd);
+	const char *ans[] = {"HTTP/1.1 200 OK\r\nX-Docker-Container-Path-Stat: e30=  \r\n"
+			     "Content-Length: 2\r\n\r\n{}"};
+	use(1, ans);
+	struct sfs_http_req req = {.method = "HEAD",
+				   .url = "http://localhost/v1.41/containers/x/archive?path=/",
+				   .unix_socket = path,
+				   .capture_header = "X-Docker-Container-Path-Stat"};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK_STREQ(resp.header, "e30=");
+	CHECK(strstr(last_request, "HEAD /v1.41/containers/x/archive?path=/ HTTP/1.1") ==
+	      last_request);
+	sfs_http_resp_free(&resp);
+	CHECK(resp.header == NULL);
+	sfs_http_close_idle();
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
+	pthread_join(t, NULL);
+	unlink(path);
+}
+
+struct src {
+	const char *text;
+	size_t pos;
+};
+
+static size_t src_read(char *buf, size_t size, size_t nmemb, void *arg)
+{
+	struct src *s = arg;
+	size_t n = strlen(s->text + s->pos);
+	if (n > size * nmemb)
+		n = size * nmemb;
+	memcpy(buf, s->text + s->pos, n);
+	s->pos += n;
+	return n;
+}
+
+static void test_streamed_upload(void)
+{
+	const char *a[] = {ROK};
+	use(1, a);
+	struct src s = {.text = "tar-bytes-here"};
+	struct sfs_http_req req = {.method = "PUT",
+				   .url = at("/archive?path=/w"),
+				   .read = src_read,
+				   .read_arg = &s,
+				   .read_len = 14,
+				   .content_type = "application/x-tar"};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK(strstr(last_request, "PUT /archive?path=/w") == last_request);
+	CHECK(strstr(last_request, "Content-Type: application/x-tar") != NULL);
+	CHECK(strstr(last_request, "\r\n\r\ntar-bytes-here") != NULL);
+	sfs_http_resp_free(&resp);
+}
+
+static int stop_after_first(const void *data, size_t len, void *arg)
+{
+	(*(int *)arg)++;
+	return 1; /* enough: end quietly */
+}
+
+static int stop_flag;
+
+static void *set_stop(void *arg)
+{
+	usleep(200000);
+	__atomic_store_n(&stop_flag, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void test_stop(void)
+{
+	/* the sink says enough */
+	const char *a[] = {"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"};
+	use(1, a);
+	int pieces = 0;
+	struct sfs_http_req req = {
+	    .method = "GET", .url = at("/stream"), .sink = stop_after_first, .sink_arg = &pieces};
+	struct sfs_http_resp resp;
+	CHECK_INT(sfs_http_do(&req, &resp, NULL), 0);
+	CHECK_INT(resp.status, 200);
+	CHECK(resp.stopped);
+	CHECK_INT(pieces, 1);
+	sfs_http_resp_free(&resp);
+	/* a stream that never ends, stopped from another thread */
+	const char *b[] = {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part"};
+	use(1, b);
+	char got[64] = "";
+	stop_flag = 0;
+	struct sfs_http_req sreq = {.method = "GET",
+				    .url = at("/forever"),
+				    .sink = sink,
+				    .sink_arg = got,
+				    .stop = &stop_flag,
+				    .timeout_ms = -1,
+				    .forbid_reuse = true};
+	pthread_t t;
+	pthread_create(&t, NULL, set_stop, NULL);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	CHECK_INT(sfs_http_do(&sreq, &resp, NULL), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	pthread_join(t, NULL);
+	CHECK(resp.stopped);
+	CHECK_STREQ(got, "only part");
+	CHECK(t1.tv_sec - t0.tv_sec < 5);
+	sfs_http_resp_free(&resp);
+}
+
 static void test_shutdown(void)
 {
 	sfs_http_shutdown();
@@ -307,4 +478,5 @@ CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(test_get_retries_5xx),
 	   CHECK_CASE(test_post_not_retried_unless_safe), CHECK_CASE(test_dropped_connection),
 	   CHECK_CASE(test_streaming_sink), CHECK_CASE(test_multipart),
 	   CHECK_CASE(test_json_errors_are_redacted), CHECK_CASE(test_connection_refused),
-	   CHECK_CASE(test_shutdown))
+	   CHECK_CASE(test_connection_reuse), CHECK_CASE(test_unix_socket_and_header),
+	   CHECK_CASE(test_streamed_upload), CHECK_CASE(test_stop), CHECK_CASE(test_shutdown))
