@@ -1,4 +1,5 @@
 #include "util.h"
+#include "strbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,41 +55,31 @@ int sfs_read_file(const char *path, char **out, size_t *lenp)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t cap = 4096, len = 0;
-	char *buf = malloc(cap);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
+	struct sfs_buf b = {0};
 	for (;;) {
-		if (len + 1 >= cap) {
-			char *nb = realloc(buf, cap * 2);
-			if (!nb) {
-				free(buf);
-				close(fd);
-				return -ENOMEM;
-			}
-			buf = nb;
-			cap *= 2;
+		if (sfs_buf_reserve(&b, 4096)) {
+			sfs_buf_free(&b);
+			close(fd);
+			return -ENOMEM;
 		}
-		ssize_t r = read(fd, buf + len, cap - len - 1);
+		ssize_t r = read(fd, b.buf + b.len, b.cap - b.len - 1);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			int e = errno;
-			free(buf);
+			sfs_buf_free(&b);
 			close(fd);
 			return -e;
 		}
 		if (r == 0)
 			break;
-		len += (size_t)r;
+		b.len += (size_t)r;
+		b.buf[b.len] = '\0';
 	}
 	close(fd);
-	buf[len] = '\0';
-	*out = buf;
 	if (lenp)
-		*lenp = len;
+		*lenp = b.len;
+	*out = b.buf; /* reserved above, so never NULL */
 	return 0;
 }
 

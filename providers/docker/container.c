@@ -400,17 +400,17 @@ int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t o
 	int code = 0;
 	int r = dk_exec_run(&x, &o, &e, &code, err);
 	if (!r && code != 0) {
-		size_t l = e.len;
-		while (l && e.data[l - 1] == '\n')
+		size_t l = e.b.len;
+		while (l && e.b.buf[l - 1] == '\n')
 			l--;
 		r = sfs_errf(err, -EIO, "docker: in container %.12s: sh exited %d%s%.*s", cid, code,
-			     l ? ": " : "", (int)l, l ? e.data : "");
+			     l ? ": " : "", (int)l, l ? e.b.buf : "");
 	}
 	if (!r && out && outlen) {
-		size_t l = o.len;
-		while (l && (o.data[l - 1] == '\n' || o.data[l - 1] == ' '))
+		size_t l = o.b.len;
+		while (l && (o.b.buf[l - 1] == '\n' || o.b.buf[l - 1] == ' '))
 			l--;
-		snprintf(out, outlen, "%.*s", (int)l, l ? o.data : "");
+		snprintf(out, outlen, "%.*s", (int)l, l ? o.b.buf : "");
 	}
 	dk_buf_free(&o);
 	dk_buf_free(&e);

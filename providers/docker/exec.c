@@ -9,31 +9,16 @@
 
 void dk_buf_free(struct dk_buf *b)
 {
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
+	sfs_buf_free(&b->b);
 }
 
 static bool buf_add(struct dk_buf *b, const char *data, size_t n)
 {
-	if (b->max && b->len + n > b->max) {
-		n = b->max - b->len;
+	if (b->max && b->b.len + n > b->max) {
+		n = b->max - b->b.len;
 		b->truncated = true;
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *grown = realloc(b->data, cap);
-		if (!grown)
-			return false;
-		b->data = grown;
-		b->cap = cap;
-	}
-	memcpy(b->data + b->len, data, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return true;
+	return sfs_buf_add(&b->b, data, n) == 0;
 }
 
 bool dk_demux_feed(struct dk_demux *d, const char *data, size_t len, dk_frame_fn fn, void *arg)

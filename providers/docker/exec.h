@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../err.h"
+#include "../strbuf.h"
 
 struct dk_exec {
 	const char *cid;
@@ -22,8 +23,8 @@ struct dk_exec {
 
 /* Collected output; at most max bytes are kept (0: unlimited). */
 struct dk_buf {
-	char *data; /* NUL-terminated once anything was added */
-	size_t len, cap, max;
+	struct sfs_buf b; /* b.buf is NUL-terminated once anything was added */
+	size_t max;
 	bool truncated;
 };
 void dk_buf_free(struct dk_buf *b);

@@ -62,10 +62,10 @@ static int raw_link_target(struct sfs_sandbox *sb, const char *path, struct sfs_
 	struct dk_buf out = {.max = 8192};
 	r = fs_script(sb, "readlink", "readlink -- \"$1\" || exit 2", args, &out, err);
 	if (!r) {
-		size_t l = out.len;
-		if (l && out.data[l - 1] == '\n')
+		size_t l = out.b.len;
+		if (l && out.b.buf[l - 1] == '\n')
 			l--;
-		char *link = strndup(out.data ? out.data : "", l);
+		char *link = strndup(out.b.buf ? out.b.buf : "", l);
 		if (!link)
 			r = sfs_errf(err, -ENOMEM, "out of memory");
 		else {
@@ -150,12 +150,12 @@ static int fs_script(struct sfs_sandbox *sb, const char *what, const char *scrip
 	int code = 0;
 	r = dk_exec_run(&x, out, &e, &code, err);
 	if (!r && code) {
-		size_t l = e.len;
-		while (l && e.data[l - 1] == '\n')
+		size_t l = e.b.len;
+		while (l && e.b.buf[l - 1] == '\n')
 			l--;
 		r = code < 126 ? -code : -EIO;
 		sfs_errf(err, r, "docker: %s: %s", what,
-			 l ? (e.data[l] = '\0', e.data) : strerror(-r));
+			 l ? (e.b.buf[l] = '\0', e.b.buf) : strerror(-r));
 	}
 	dk_buf_free(&e);
 	return r;
@@ -188,14 +188,14 @@ int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	r = fs_script(sb, "list", SCRIPT_LIST, args, &out, err);
 	*ents = NULL;
 	*n = 0;
-	if (r || !out.len) {
+	if (r || !out.b.len) {
 		dk_buf_free(&out);
 		return r;
 	}
 	/* names up to the empty one */
 	size_t count = 0, pos = 0;
-	while (pos < out.len && out.data[pos]) {
-		pos += strlen(out.data + pos) + 1;
+	while (pos < out.b.len && out.b.buf[pos]) {
+		pos += strlen(out.b.buf + pos) + 1;
 		count++;
 	}
 	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
@@ -205,8 +205,8 @@ int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	}
 	pos = 0;
 	for (size_t i = 0; i < count; i++) {
-		v[i].name = strdup(out.data + pos);
-		pos += strlen(out.data + pos) + 1;
+		v[i].name = strdup(out.b.buf + pos);
+		pos += strlen(out.b.buf + pos) + 1;
 		if (!v[i].name)
 			r = -ENOMEM;
 	}
@@ -214,26 +214,26 @@ int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	for (size_t i = 0; !r && i < count; i++) {
 		unsigned mode;
 		long long size, mtime;
-		char *nl = pos < out.len ? memchr(out.data + pos, '\n', out.len - pos) : NULL;
-		if (!nl || sscanf(out.data + pos, "%x %lld %lld", &mode, &size, &mtime) != 3) {
+		char *nl = pos < out.b.len ? memchr(out.b.buf + pos, '\n', out.b.len - pos) : NULL;
+		if (!nl || sscanf(out.b.buf + pos, "%x %lld %lld", &mode, &size, &mtime) != 3) {
 			r = -EAGAIN;
 			break;
 		}
 		v[i].st.mode = (mode_t)mode;
 		v[i].st.size = (off_t)size;
 		v[i].st.mtime = mtime;
-		pos = (size_t)(nl - out.data) + 1;
+		pos = (size_t)(nl - out.b.buf) + 1;
 	}
 	for (size_t i = 0; !r && i < count; i++) {
 		if (!S_ISLNK(v[i].st.mode))
 			continue;
-		if (pos >= out.len) {
+		if (pos >= out.b.len) {
 			r = -EAGAIN;
 			break;
 		}
-		if (!(v[i].st.link = strdup(out.data + pos)))
+		if (!(v[i].st.link = strdup(out.b.buf + pos)))
 			r = -ENOMEM;
-		pos += strlen(out.data + pos) + 1;
+		pos += strlen(out.b.buf + pos) + 1;
 	}
 	dk_buf_free(&out);
 	if (r) {

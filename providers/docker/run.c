@@ -132,7 +132,7 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		sfs_sh_cmd_free(&prep);
 		if (!r && code)
 			r = sfs_errf(err, -EIO, "docker: preparing %s in the container: %s", dir,
-				     e.len ? e.data : "failed");
+				     e.b.len ? e.b.buf : "failed");
 		dk_buf_free(&e);
 	}
 	/* the environment goes through the exec API, not the wrapper */
@@ -406,9 +406,9 @@ ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 		dk_buf_free(&o);
 		return 0; /* no journal (yet) */
 	}
-	size_t n = o.len;
+	size_t n = o.b.len;
 	if (n)
-		memcpy(buf, o.data, n);
+		memcpy(buf, o.b.buf, n);
 	dk_buf_free(&o);
 	return (ssize_t)n;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "../err.h"
+#include "../strbuf.h"
 
 struct sfs_http_req {
 	const char *method;	    /* "GET", "POST", "PUT", "DELETE" */
@@ -118,8 +119,7 @@ long sfs_http_parse_retry_after(const char *value, int64_t now);
 /* ---- line parsers (lines.c): pure, incremental ----------------------- */
 
 struct sfs_linebuf {
-	char *buf;
-	size_t len, cap;
+	struct sfs_buf text; /* the unfinished line */
 };
 
 /* Feeds bytes; calls on_line for each complete line (without "\n" or
@@ -145,8 +145,8 @@ void sfs_ndjson_free(struct sfs_ndjson *p);
  * event is dispatched at a blank line; comments (":") are ignored. */
 struct sfs_sse {
 	struct sfs_linebuf lb;
-	char *event, *data, *id;
-	size_t data_len;
+	char *event, *id;
+	struct sfs_buf data; /* data lines joined with "\n" */
 	bool has_data;
 	int (*on_event)(const char *event, const char *data, size_t len, const char *id, void *arg);
 	void *arg;

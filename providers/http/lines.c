@@ -5,24 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int lb_append(struct sfs_linebuf *lb, const char *data, size_t n)
-{
-	if (lb->len + n + 1 > lb->cap) {
-		size_t cap = lb->cap ? lb->cap : 256;
-		while (cap < lb->len + n + 1)
-			cap *= 2;
-		char *grown = realloc(lb->buf, cap);
-		if (!grown)
-			return -ENOMEM;
-		lb->buf = grown;
-		lb->cap = cap;
-	}
-	memcpy(lb->buf + lb->len, data, n);
-	lb->len += n;
-	lb->buf[lb->len] = '\0';
-	return 0;
-}
-
 static int emit(char *line, size_t len, int (*on_line)(const char *, size_t, void *), void *arg)
 {
 	if (len && line[len - 1] == '\r')
@@ -37,41 +19,40 @@ static int emit(char *line, size_t len, int (*on_line)(const char *, size_t, voi
 int sfs_lines_feed(struct sfs_linebuf *lb, const char *data, size_t n,
 		   int (*on_line)(const char *line, size_t len, void *arg), void *arg)
 {
-	int r = lb_append(lb, data, n);
+	struct sfs_buf *b = &lb->text;
+	int r = sfs_buf_add(b, data, n);
 	if (r)
 		return r;
 	size_t start = 0;
 	for (;;) {
-		char *nl = memchr(lb->buf + start, '\n', lb->len - start);
+		char *nl = memchr(b->buf + start, '\n', b->len - start);
 		if (!nl)
 			break;
-		size_t end = (size_t)(nl - lb->buf);
-		r = emit(lb->buf + start, end - start, on_line, arg);
+		size_t end = (size_t)(nl - b->buf);
+		r = emit(b->buf + start, end - start, on_line, arg);
 		start = end + 1;
 		if (r)
 			break;
 	}
-	memmove(lb->buf, lb->buf + start, lb->len - start);
-	lb->len -= start;
-	lb->buf[lb->len] = '\0';
+	memmove(b->buf, b->buf + start, b->len - start);
+	b->len -= start;
+	b->buf[b->len] = '\0';
 	return r;
 }
 
 int sfs_lines_finish(struct sfs_linebuf *lb,
 		     int (*on_line)(const char *line, size_t len, void *arg), void *arg)
 {
-	if (!lb->len)
+	if (!lb->text.len)
 		return 0;
-	int r = emit(lb->buf, lb->len, on_line, arg);
-	lb->len = 0;
+	int r = emit(lb->text.buf, lb->text.len, on_line, arg);
+	sfs_buf_reset(&lb->text);
 	return r;
 }
 
 void sfs_linebuf_free(struct sfs_linebuf *lb)
 {
-	free(lb->buf);
-	lb->buf = NULL;
-	lb->len = lb->cap = 0;
+	sfs_buf_free(&lb->text);
 }
 
 /* ---- NDJSON ------------------------------------------------------------ */
@@ -126,12 +107,11 @@ static int sse_line(const char *line, size_t len, void *arg)
 	if (len == 0) {
 		int r = 0;
 		if (p->has_data)
-			r = p->on_event(p->event ? p->event : "message", p->data ? p->data : "",
-					p->data_len, p->id, p->arg);
+			r = p->on_event(p->event ? p->event : "message",
+					p->data.buf ? p->data.buf : "", p->data.len, p->id, p->arg);
 		free(p->event);
-		free(p->data);
-		p->event = p->data = NULL;
-		p->data_len = 0;
+		p->event = NULL;
+		sfs_buf_reset(&p->data);
 		p->has_data = false;
 		return r;
 	}
@@ -150,16 +130,8 @@ static int sse_line(const char *line, size_t len, void *arg)
 	if (flen == 2 && !memcmp(line, "id", 2))
 		return set_field(&p->id, v, vlen);
 	if (flen == 4 && !memcmp(line, "data", 4)) {
-		size_t need = p->data_len + (p->has_data ? 1 : 0) + vlen + 1;
-		char *grown = realloc(p->data, need);
-		if (!grown)
+		if ((p->has_data && sfs_buf_addc(&p->data, '\n')) || sfs_buf_add(&p->data, v, vlen))
 			return -ENOMEM;
-		p->data = grown;
-		if (p->has_data)
-			p->data[p->data_len++] = '\n';
-		memcpy(p->data + p->data_len, v, vlen);
-		p->data_len += vlen;
-		p->data[p->data_len] = '\0';
 		p->has_data = true;
 	}
 	return 0; /* unknown fields (retry:) are ignored */
@@ -174,7 +146,7 @@ void sfs_sse_free(struct sfs_sse *p)
 {
 	sfs_linebuf_free(&p->lb);
 	free(p->event);
-	free(p->data);
 	free(p->id);
-	p->event = p->data = p->id = NULL;
+	p->event = p->id = NULL;
+	sfs_buf_free(&p->data);
 }
