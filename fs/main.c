@@ -267,7 +267,10 @@ int main(int argc, char **argv)
 	const char *pname = sfs_config_get("provider", getenv("SANDBOXFS_PROVIDER"));
 	const struct sfs_provider *provider = pname ? sfs_provider_find(pname) : sfs_providers[0];
 	if (!provider) {
-		fprintf(stderr, "sandboxfs: unknown provider \"%s\"\n", pname);
+		/* only $SANDBOXFS_PROVIDER gets here: -o and the config file checked theirs */
+		const char *canon;
+		sfs_opt_check(tables, ntables, "provider", pname, &canon, &err);
+		fprintf(stderr, "sandboxfs: $SANDBOXFS_PROVIDER: %s\n", err.msg);
 		return 2;
 	}
 

@@ -70,7 +70,7 @@ try_mount() {
 	[[ "$output" == *'did you mean allow_other?'* ]]
 }
 
-@test "a bad -o value fails the mount with a message naming the key" {
+@test "a bad option value (-o, --log-level, SANDBOXFS_PROVIDER) fails the mount naming the key" {
 	try_mount -o docker.fs=archiv
 	[ "$status" -eq 2 ]
 	[[ "$output" == *'docker.fs: "archiv" is not one of auto|archive (did you mean archive?)'* ]]
@@ -86,6 +86,9 @@ try_mount() {
 	try_mount --log-level loud
 	[ "$status" -eq 2 ]
 	[[ "$output" == *'log_level: "loud" is not an integer'* ]]
+	SANDBOXFS_PROVIDER=dockr try_mount
+	[ "$status" -eq 2 ]
+	[[ "$output" == *'SANDBOXFS_PROVIDER: option provider: no provider "dockr" (did you mean docker?)'* ]]
 }
 
 @test "a bad config file line fails the mount with its line number" {
