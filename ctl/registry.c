@@ -1,7 +1,6 @@
 #include "registry.h"
 #include "sandbox.h"
 
-#include "../journal/journal.h"
 #include "../providers/redact.h"
 #include "../providers/util.h"
 
@@ -9,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
@@ -70,37 +68,6 @@ int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n
 	free(red);
 	free(text);
 	return r;
-}
-
-void registry_load_runs(struct sfs_sandbox *sb)
-{
-	for (int n = 1;; n++) {
-		char dir[4200], path[4300];
-		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
-		snprintf(path, sizeof(path), "%s/cmd", dir);
-		char *cmd = NULL;
-		if (sfs_read_file(path, &cmd, NULL) < 0)
-			break;
-		struct sfs_run *run = calloc(1, sizeof(*run));
-		if (!run || !(run->dir = strdup(dir))) {
-			free(run);
-			free(cmd);
-			break;
-		}
-		run->n = n;
-		run->cmd = cmd;
-		struct stat st;
-		if (stat(path, &st) == 0)
-			run->started = st.st_mtime;
-		pthread_mutex_lock(&sfs_records_mu);
-		int r = sandbox_add_run_locked(sb, run);
-		pthread_mutex_unlock(&sfs_records_mu);
-		if (r) {
-			sandbox_run_free(run);
-			break;
-		}
-		journal_attach(sb, run, NULL);
-	}
 }
 
 static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)

@@ -25,8 +25,4 @@ int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n
 int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, json_t **kept,
 		  struct sfs_err *err);
 
-/* Finds runs/1, runs/2 ... in the sandbox's state dir and attaches their
- * journals. */
-void registry_load_runs(struct sfs_sandbox *sb);
-
 #endif

@@ -1,6 +1,7 @@
 #include "tree.h"
 #include "ctl.h"
 #include "registry.h"
+#include "runs.h"
 #include "sandbox.h"
 
 #include "../journal/journal.h"
@@ -191,7 +192,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			}
 			pthread_mutex_unlock(&sb->op_mutex);
 		}
-		registry_load_runs(sb);
+		runs_load(sb);
 	}
 	free(sbs);
 	return 0;
@@ -504,41 +505,23 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 		pthread_mutex_unlock(&sb->op_mutex);
 		return r;
 	}
-	struct sfs_run *run = calloc(1, sizeof(*run));
-	if (!run || !(run->cmd = strdup(cmd))) {
-		free(run);
-		pthread_mutex_unlock(&sb->op_mutex);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	run->n = tree_nruns(sb) + 1;
-	run->started = time(NULL);
-	if (asprintf(&run->dir, "%s/runs/%d", sb->statedir, run->n) < 0) {
-		run->dir = NULL;
-		r = sfs_errf(err, -ENOMEM, "out of memory");
-		goto fail;
-	}
-	sfs_rm_rf(run->dir); /* leftovers of a run that never started */
-	r = sfs_mkdir_p(run->dir, 0700);
+	/* the number first (its directory), then cmd, then the start: a
+	 * daemon killed anywhere in between leaves a run the next one finds
+	 * (ctl/runs.h), never a number to hand out again */
+	struct sfs_run *run = NULL;
+	r = runs_reserve(sb, cmd, &run, err);
 	if (r) {
-		sfs_errf(err, r, "run dir %s: %s", run->dir, strerror(-r));
-		goto fail;
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r;
 	}
 	char path[4300];
 	snprintf(path, sizeof(path), "%s/cmd", run->dir);
-	/* cmd is written last-but-one: a run dir without cmd is not a run */
-	char tmpcmd[4300];
-	snprintf(tmpcmd, sizeof(tmpcmd), "%s/.cmd", run->dir);
-	r = sfs_write_file_atomic(tmpcmd, cmd, strlen(cmd), err);
+	r = sfs_write_file_atomic(path, cmd, strlen(cmd), err);
 	if (r)
 		goto fail_dir;
 	r = sb->provider->ops->run_start(sb, run, err);
 	if (r)
-		goto fail_dir;
-	if (rename(tmpcmd, path) < 0) {
-		/* the run is going: keep it even though its dir lacks cmd */
-		sfs_log(SFS_LOG_ERR, "%s: run %d: rename cmd: %s", sb->name, run->n,
-			strerror(errno));
-	}
+		goto fail_dir; /* nothing started: the number may be used again */
 	pthread_mutex_lock(&sfs_records_mu);
 	r = sandbox_add_run_locked(sb, run);
 	pthread_mutex_unlock(&sfs_records_mu);
@@ -557,7 +540,6 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 	return 0;
 fail_dir:
 	sfs_rm_rf(run->dir);
-fail:
 	sandbox_run_free(run);
 	pthread_mutex_unlock(&sb->op_mutex);
 	return r;

@@ -1,0 +1,137 @@
+#include "runs.h"
+#include "sandbox.h"
+
+#include "../journal/journal.h"
+#include "../providers/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Run numbers are small decimals without leading zeros (inode numbers keep
+ * 24 bits for them, fs/ino.h). */
+#define RUNS_MAX (1 << 24)
+
+static int parse_run_number(const char *name)
+{
+	if (name[0] < '1' || name[0] > '9')
+		return -1;
+	long n = 0;
+	for (const char *p = name; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		n = n * 10 + (*p - '0');
+		if (n >= RUNS_MAX)
+			return -1;
+	}
+	return (int)n;
+}
+
+/*
+ * Makes run n of sb from what its directory holds and starts tracking it.
+ * `cmd` is the command; `.cmd` is what a daemon of an earlier version left
+ * when it died between starting a run and naming its cmd (the run may still
+ * be going): it is renamed to `cmd`.  Neither: the run never started.
+ */
+static int adopt(struct sfs_sandbox *sb, int n)
+{
+	struct sfs_run *run = calloc(1, sizeof(*run));
+	if (!run || asprintf(&run->dir, "%s/runs/%d", sb->statedir, n) < 0) {
+		free(run);
+		return -ENOMEM;
+	}
+	run->n = n;
+	char path[4300], tmp[4300];
+	snprintf(path, sizeof(path), "%s/cmd", run->dir);
+	snprintf(tmp, sizeof(tmp), "%s/.cmd", run->dir);
+	if (sfs_read_file(path, &run->cmd, NULL) < 0 && sfs_read_file(tmp, &run->cmd, NULL) == 0) {
+		if (rename(tmp, path) < 0)
+			sfs_log(SFS_LOG_WARN, "%s: run %d: naming its cmd: %s", sb->name, n,
+				strerror(errno));
+		sfs_log(SFS_LOG_INFO, "%s: run %d was half-created by an earlier daemon: adopted",
+			sb->name, n);
+	}
+	if (!run->cmd && !(run->cmd = strdup(""))) {
+		sandbox_run_free(run);
+		return -ENOMEM;
+	}
+	struct stat st;
+	if (stat(path, &st) == 0 || stat(run->dir, &st) == 0)
+		run->started = st.st_mtime;
+	pthread_mutex_lock(&sfs_records_mu);
+	int r = sandbox_add_run_locked(sb, run);
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (r) {
+		sandbox_run_free(run);
+		return r;
+	}
+	journal_attach(sb, run, NULL);
+	return 0;
+}
+
+void runs_load(struct sfs_sandbox *sb)
+{
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%s/runs", sb->statedir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	int max = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		int n = parse_run_number(e->d_name);
+		if (n > max)
+			max = n;
+	}
+	closedir(d);
+	/* runs[i]->n == i + 1: a number with no directory is a run that
+	 * never started, so it is shown `lost` rather than left out */
+	for (int n = 1; n <= max; n++) {
+		int r = adopt(sb, n);
+		if (r) {
+			sfs_log(SFS_LOG_ERR, "%s: run %d: %s", sb->name, n, strerror(-r));
+			return;
+		}
+	}
+}
+
+int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, struct sfs_err *err)
+{
+	char dir[4200];
+	snprintf(dir, sizeof(dir), "%s/runs", sb->statedir);
+	int r = sfs_mkdir_p(dir, 0700);
+	if (r)
+		return sfs_errf(err, r, "run dir %s: %s", dir, strerror(-r));
+	for (;;) {
+		pthread_mutex_lock(&sfs_records_mu);
+		int n = (int)sb->nruns + 1;
+		pthread_mutex_unlock(&sfs_records_mu);
+		if (n >= RUNS_MAX)
+			return sfs_errf(err, -ENOSPC, "sandbox \"%s\" has run out of run numbers",
+					sb->name);
+		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
+		if (mkdir(dir, 0700) == 0) {
+			struct sfs_run *run = calloc(1, sizeof(*run));
+			if (!run || !(run->dir = strdup(dir)) || !(run->cmd = strdup(cmd))) {
+				sandbox_run_free(run);
+				rmdir(dir);
+				return sfs_errf(err, -ENOMEM, "out of memory");
+			}
+			run->n = n;
+			run->started = time(NULL);
+			*out = run;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return sfs_errf(err, -errno, "run dir %s: %s", dir, strerror(errno));
+		/* someone else's: a run all the same, never a number to reuse */
+		r = adopt(sb, n);
+		if (r)
+			return sfs_errf(err, r, "run %d: %s", n, strerror(-r));
+	}
+}

@@ -1,0 +1,31 @@
+/*
+ * Private to ctl/: a sandbox's runs on disk, STATE/sandboxes/KEY/runs/N/.
+ *
+ * A run's number is reserved by creating its directory, exclusively, before
+ * anything else happens; the directory then gets `cmd`, and only then is the
+ * command started.  So a number is never handed out twice, even across a
+ * kill -9 of the daemon: every numbered directory is a run, and a daemon
+ * that starts finds all of them, half-made ones included (adopted: listed,
+ * their journals kept, killable while their wrapper lives; a run that never
+ * got going shows `lost`).
+ */
+#ifndef SFS_CTL_RUNS_H
+#define SFS_CTL_RUNS_H
+
+#include "../providers/provider.h"
+
+/* At startup: every runs/N of sb, 1 up to the highest N found, becomes a run
+ * (a missing or empty directory too, shown `lost`), and its journal is
+ * attached. */
+void runs_load(struct sfs_sandbox *sb);
+
+/*
+ * Reserves the next run number of sb by creating runs/N exclusively
+ * (callers hold sb->op_mutex).  A directory already there (left by another
+ * daemon) is adopted as a run and the next number tried.  *out gets a new
+ * record (n, dir, cmd, started) not yet in sb->runs.
+ */
+int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out,
+		 struct sfs_err *err);
+
+#endif
