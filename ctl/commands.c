@@ -558,3 +558,94 @@ char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)
 	usage_lines(&o, ctl_run_verbs);
 	return o.buf ? o.buf : strdup("");
 }
+
+/* ---- open ctl files: lines held across writes ------------------------- */
+
+void ctl_file_init(struct ctl_file *f, enum ctl_file_kind kind, struct sfs_sandbox *sb,
+		   struct sfs_run *run)
+{
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->sb = sb;
+	f->run = run;
+	pthread_mutex_init(&f->mu, NULL);
+}
+
+static int dispatch(struct ctl_file *f, const char *lines, size_t len, char **result)
+{
+	switch (f->kind) {
+	case CTL_FILE_MOUNT:
+		return ctl_mount_write(lines, len, result);
+	case CTL_FILE_SANDBOX:
+		return ctl_sandbox_write(f->sb, lines, len, result);
+	case CTL_FILE_RUN:
+		return ctl_run_write(f->sb, f->run, lines, len, result);
+	}
+	return -EBADF;
+}
+
+static bool all_blank(const char *s)
+{
+	for (; *s; s++)
+		if (*s != ' ' && *s != '\t' && *s != '\n')
+			return false;
+	return true;
+}
+
+static const char *file_who(struct ctl_file *f, char *buf, size_t size)
+{
+	if (f->kind == CTL_FILE_MOUNT)
+		return "mount";
+	if (f->kind == CTL_FILE_SANDBOX)
+		return f->sb->name;
+	snprintf(buf, size, "%s run %d", f->sb->name, f->run->n);
+	return buf;
+}
+
+int ctl_file_write(struct ctl_file *f, const char *buf, size_t len, char **result)
+{
+	struct sfs_err err = {0};
+	char *lines = NULL;
+	*result = NULL;
+	pthread_mutex_lock(&f->mu); /* one write at a time: lines keep their order */
+	bool held_before = ctl_linebuf_pending(&f->lb);
+	int r = ctl_linebuf_feed(&f->lb, buf, len, &lines, &err);
+	if (r) {
+		struct sfs_buf o = {0};
+		char who[96];
+		sfs_buf_printf(&o, "error: %s\n", err.msg);
+		sfs_log(SFS_LOG_WARN, "%s ctl: %s", file_who(f, who, sizeof(who)), err.msg);
+		*result = o.buf;
+		if (f->kind == CTL_FILE_SANDBOX)
+			tree_set_last_result(f->sb, *result);
+	} else if (lines && !all_blank(lines)) {
+		r = dispatch(f, lines, strlen(lines), result);
+		if (r)
+			ctl_linebuf_fail(&f->lb);
+	} else if (!held_before && !ctl_linebuf_pending(&f->lb)) {
+		/* a write of blank lines only: "empty command", as always */
+		r = dispatch(f, "", 0, result);
+	}
+	/* else: a piece of a line that is still unfinished, or blank lines
+	 * around one; nothing runs yet and the last result stays readable */
+	pthread_mutex_unlock(&f->mu);
+	free(lines);
+	return r;
+}
+
+void ctl_file_close(struct ctl_file *f)
+{
+	pthread_mutex_lock(&f->mu);
+	char *line = ctl_linebuf_take(&f->lb);
+	pthread_mutex_unlock(&f->mu);
+	if (line) {
+		/* `echo -n CMD > ctl`: closed without a newline, the line is
+		 * complete; its result goes to the log and the sandbox's ctl */
+		char *result = NULL;
+		dispatch(f, line, strlen(line), &result);
+		free(result);
+		free(line);
+	}
+	ctl_linebuf_free(&f->lb);
+	pthread_mutex_destroy(&f->mu);
+}

@@ -69,6 +69,40 @@ void ctl_cmd_free(struct ctl_cmd *cmd);
 int ctl_for_each_line(const char *buf, size_t len, int (*fn)(const char *line, void *arg),
 		      void *arg);
 
+/*
+ * One ctl line is at most CTL_LINE_MAX bytes (its newline not counted).  The
+ * bound keeps what a ctl file holds between writes small, and every exec
+ * command below it fits one argument of execve(2) (MAX_ARG_STRLEN, 128 KiB)
+ * in every provider's wrapper, so a long command is refused here, naming the
+ * limit, rather than failing later in a provider-specific way.
+ */
+#define CTL_LINE_MAX 65536
+
+/* The unfinished last line of a ctl file, held across writes (linebuf.c). */
+struct ctl_linebuf {
+	char *held; /* bytes after the last newline so far, NUL-terminated */
+	size_t len;
+	bool skipping; /* dropping the rest of a line that failed, up to its newline */
+};
+
+/*
+ * Takes one write's bytes.  On success *lines (malloc'd, NUL-terminated) is
+ * the text of the lines this write completes -- the held beginning, then the
+ * write up to its last newline -- or NULL when it completes none; the bytes
+ * after the last newline are held.  -EINVAL with a message, and nothing kept,
+ * for a NUL byte, a line longer than CTL_LINE_MAX, or bytes that continue a
+ * line that failed before (see ctl_linebuf_fail).
+ */
+int ctl_linebuf_feed(struct ctl_linebuf *lb, const char *data, size_t len, char **lines,
+		     struct sfs_err *err);
+/* The lines of the last feed failed: the held tail is dropped, and the rest
+ * of its line, up to its newline, fails in the writes that bring it. */
+void ctl_linebuf_fail(struct ctl_linebuf *lb);
+/* At the last close: the held line (malloc'd) if it is not blank, else NULL. */
+char *ctl_linebuf_take(struct ctl_linebuf *lb);
+bool ctl_linebuf_pending(const struct ctl_linebuf *lb);
+void ctl_linebuf_free(struct ctl_linebuf *lb);
+
 /* Sandbox names: [A-Za-z0-9][A-Za-z0-9._-]{0,62}, not "ctl" or "providers". */
 int ctl_check_sandbox_name(const char *name, struct sfs_err *err);
 

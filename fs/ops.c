@@ -62,6 +62,8 @@ struct sfh {
 	char *out; /* what reads return: text snapshot, or a ctl write's result */
 	size_t outlen, rpos;
 	bool out_is_result;
+	bool is_ctl;
+	struct ctl_file ctl; /* ctl files: the line held across writes */
 };
 
 /* Synthetic directory handle: the listing as it was at opendir. */
@@ -437,6 +439,14 @@ static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		case SFS_K_MOUNT_CTL:
 		case SFS_K_SB_CTL:
 		case SFS_K_RUN_CTL:
+			h->is_ctl = true;
+			ctl_file_init(&h->ctl,
+				      s.kind == SFS_K_MOUNT_CTL ? CTL_FILE_MOUNT
+				      : s.kind == SFS_K_SB_CTL	? CTL_FILE_SANDBOX
+								: CTL_FILE_RUN,
+				      s.sb, s.run);
+			fi->nonseekable = 1;
+			break;
 		case SFS_K_RUN_STDIN:
 			/* results are read back on the same fd, not at offsets */
 			fi->nonseekable = 1;
@@ -450,8 +460,11 @@ static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	synth_release(&s); /* sandboxes are never freed while mounted */
 	if (r) {
-		if (h)
+		if (h) {
+			if (h->is_ctl)
+				ctl_file_close(&h->ctl);
 			pthread_mutex_destroy(&h->mu);
+		}
 		free(h);
 		fuse_reply_err(req, -r);
 		return;
@@ -459,6 +472,8 @@ static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->direct_io = 1; /* sizes of synthetic files change under the reader */
 	fi->fh = (uintptr_t)h;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
+		if (h->is_ctl)
+			ctl_file_close(&h->ctl);
 		pthread_mutex_destroy(&h->mu);
 		free(h->out);
 		free(h);
@@ -570,13 +585,9 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 	int r;
 	switch (h->kind) {
 	case SFS_K_MOUNT_CTL:
-		r = ctl_mount_write(buf, len, &result);
-		break;
 	case SFS_K_SB_CTL:
-		r = ctl_sandbox_write(h->sb, buf, len, &result);
-		break;
 	case SFS_K_RUN_CTL:
-		r = ctl_run_write(h->sb, h->run, buf, len, &result);
+		r = ctl_file_write(&h->ctl, buf, len, &result);
 		break;
 	case SFS_K_RUN_STDIN: {
 		struct sfs_err err = {0};
@@ -628,11 +639,6 @@ static void sfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in
 		return;
 	}
 	buf[got] = '\0';
-	if (memchr(buf, '\0', (size_t)got) && sfh_of(fi)->kind != SFS_K_RUN_STDIN) {
-		free(buf);
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
 	synth_write(req, sfh_of(fi), buf, (size_t)got);
 	free(buf);
 }
@@ -653,6 +659,8 @@ static void sfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	struct sfh *h = sfh_of(fi);
 	if (h) {
+		if (h->is_ctl)
+			ctl_file_close(&h->ctl); /* may run a line left without its newline */
 		pthread_mutex_destroy(&h->mu);
 		free(h->out);
 		free(h);

@@ -18,6 +18,14 @@ int sfs_errf(struct sfs_err *err, int code, const char *fmt, ...)
 
 void sfs_err_clear(struct sfs_err *err);
 
+/*
+ * Copies in[0..n) to out as text fit for a message or a log line: valid
+ * UTF-8, tabs and newlines stay; other control bytes and bytes that are not
+ * UTF-8 become \xNN.  out is always NUL-terminated (cut on a whole
+ * character).  Returns strlen(out).
+ */
+size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz);
+
 /* Logging: level 0 error, 1 warning, 2 info, 3 debug. Every line is redacted. */
 enum { SFS_LOG_ERR, SFS_LOG_WARN, SFS_LOG_INFO, SFS_LOG_DEBUG };
 extern int sfs_log_level;

@@ -1,0 +1,176 @@
+#!/usr/bin/env bats
+# ctl files under hostile use: writes cut anywhere by the kernel, lines
+# without a newline, lines over the bound, bytes that are not text, and the
+# small promises around them (modes, names, redaction, kill's return).
+
+load helpers
+
+setup() {
+	sfs_mount
+}
+
+teardown() {
+	sfs_teardown
+}
+
+# ws SANDBOX: the host directory of a local sandbox's workspace.
+ws() {
+	awk '$1=="workspace"{print $2}' "$MNT/$1/status"
+}
+
+# pad FILE TARGET: appends blank lines (blank lines are skipped) to FILE
+# until it is TARGET bytes long.
+pad() {
+	local f="$1" target="$2" size
+	size=$(stat -c %s "$f")
+	while [ $((target - size)) -gt 100 ]; do
+		printf '%99s\n' '' >>"$f"
+		size=$((size + 100))
+	done
+	while [ "$size" -lt "$target" ]; do
+		printf '\n' >>"$f"
+		size=$((size + 1))
+	done
+}
+
+# bats test_tags=core
+@test "a command cut by a write boundary runs whole: cat's 128 KiB pieces and the kernel's 1 MiB split" {
+	mkdir "$MNT/demo"
+	W=$(ws demo)
+	f="$BATS_TEST_TMPDIR/cmds"
+	: >"$f"
+	# each exec line straddles a boundary: 128 KiB (cat's buffer) and
+	# 1 MiB (a single write(2) arrives as 1 MiB requests)
+	pad "$f" $((131072 - 20))
+	echo 'exec touch marker_across_128k_with_a_long_name' >>"$f"
+	pad "$f" $((1048576 - 20))
+	echo 'exec touch marker_across_1m_with_a_long_name' >>"$f"
+	pad "$f" $((2 * 1048576))
+	[ "$(stat -c %s "$f")" -eq $((2 * 1048576)) ]
+
+	cat "$f" >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/1/cmd")" = "touch marker_across_128k_with_a_long_name" ]
+	[ "$(cat "$MNT/demo/runs/2/cmd")" = "touch marker_across_1m_with_a_long_name" ]
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/runs/2/wait")" = "exited 0" ]
+	[ ! -e "$MNT/demo/runs/3" ]
+
+	# one write(2) of 2 MiB: the kernel cuts it, the lines stay whole
+	dd if="$f" of="$MNT/demo/ctl" bs=2M count=1 iflag=fullblock status=none
+	[ "$(cat "$MNT/demo/runs/3/cmd")" = "touch marker_across_128k_with_a_long_name" ]
+	[ "$(cat "$MNT/demo/runs/4/cmd")" = "touch marker_across_1m_with_a_long_name" ]
+	cat "$MNT/demo/runs/4/wait"
+	[ ! -e "$MNT/demo/runs/5" ]
+	# nothing ran cut short
+	[ "$(ls "$W")" = "$(printf 'marker_across_128k_with_a_long_name\nmarker_across_1m_with_a_long_name')" ]
+}
+
+# bats test_tags=core
+@test "a line without its newline waits for it, and runs at the last close" {
+	mkdir "$MNT/demo"
+	W=$(ws demo)
+	# the sleep inherits the fd and closes it (a flush) mid-line: nothing runs
+	{
+		printf 'exec touch part'
+		sleep 0.3
+		printf 'ial_marker\n'
+	} >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/1/cmd")" = "touch partial_marker" ]
+	cat "$MNT/demo/runs/1/wait"
+	[ -e "$W/partial_marker" ]
+	[ ! -e "$W/part" ]
+	[ ! -e "$MNT/demo/runs/2" ]
+
+	# echo -n: the line is complete when the file is closed
+	echo -n 'exec touch echo_n_marker' >"$MNT/demo/ctl"
+	wait_for test -e "$MNT/demo/runs/2/cmd"
+	[ "$(cat "$MNT/demo/runs/2/cmd")" = "touch echo_n_marker" ]
+	[ "$(cat "$MNT/demo/runs/2/wait")" = "exited 0" ]
+	[ -e "$W/echo_n_marker" ]
+	# and on the mount ctl too
+	echo -n 'new fromecho' >"$MNT/ctl"
+	wait_for test -d "$MNT/fromecho"
+}
+
+# bats test_tags=core
+@test "a line over 65536 bytes fails whole with EINVAL, and its tail never runs" {
+	mkdir "$MNT/demo"
+	W=$(ws demo)
+	long="exec echo $(head -c 70000 /dev/zero | tr '\0' a)"
+	exec 7<>"$MNT/demo/ctl"
+	run bash -c 'printf "%s\n" "$1" >&7' _ "$long"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Invalid argument"* ]]
+	msg=$(cat <&7)
+	[[ "$msg" == "error: a command longer than 65536 bytes (the limit of one ctl line) is refused whole: \"exec echo aaa"* ]]
+	[ "${#msg}" -lt 400 ]
+	[ ! -e "$MNT/demo/runs/1" ]
+
+	# the beginning of an over-long line comes in one write and its end in
+	# the next: the end is not a command of its own
+	run bash -c 'printf "exec echo start%70000s" "" >&7'
+	[ "$status" -ne 0 ]
+	run bash -c 'printf "exec touch cut\n" >&7'
+	[ "$status" -ne 0 ]
+	msg=$(cat <&7)
+	[[ "$msg" == "error: discarded: these bytes continue a line that failed"* ]]
+	# the next line is a fresh start
+	echo 'exec touch ok' >&7
+	read -r n <&7
+	exec 7>&-
+	[ "$n" = 1 ]
+	[ "$(cat "$MNT/demo/runs/1/cmd")" = "touch ok" ]
+	cat "$MNT/demo/runs/1/wait"
+	[ ! -e "$W/cut" ]
+	[ ! -e "$MNT/demo/runs/2" ]
+
+	# cat of a file with an over-long line stops at it: nothing of it runs
+	f="$BATS_TEST_TMPDIR/long"
+	{
+		printf 'exec touch before\n'
+		printf 'exec echo %200000s' ''
+		printf 'exec touch inside\n'
+	} >"$f"
+	run bash -c "cat '$f' >'$MNT/demo/ctl'"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Invalid argument"* ]]
+	sleep 0.3 # a line run at release would show up by now
+	[ ! -e "$W/inside" ]
+	# cat's first write held both lines: checked together, neither ran
+	[ ! -e "$W/before" ]
+	[ "$(ls "$MNT/demo/runs")" = 1 ]
+}
+
+# bats test_tags=core
+@test "exactly 65536 bytes is still one line; exec refuses longer commands naming the limit" {
+	mkdir "$MNT/demo"
+	# "exec " + 65531 = 65536 bytes: at the limit, accepted
+	cmd="echo $(head -c 65526 /dev/zero | tr '\0' b)"
+	[ $((${#cmd} + 5)) -eq 65536 ]
+	run ctl_write "$MNT/demo/ctl" "exec $cmd"
+	[ "$status" -eq 0 ]
+	[ "$output" = 1 ]
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/runs/1/cmd")" = "$cmd" ]
+	[ "$(wc -c <"$MNT/demo/journal")" -eq 65527 ]
+	# 200 KiB: refused before any provider sees it, the message names the limit
+	run ctl_write "$MNT/demo/ctl" "exec echo $(head -c 204800 /dev/zero | tr '\0' c)"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"longer than 65536 bytes"* ]]
+	[ ! -e "$MNT/demo/runs/2" ]
+}
+
+# bats test_tags=core
+@test "a NUL byte fails the write with a readable error and runs nothing" {
+	mkdir "$MNT/demo"
+	exec 7<>"$MNT/demo/ctl"
+	# /usr/bin/printf writes once (bash's builtin writes line by line)
+	run bash -c "/usr/bin/printf 'exec touch x\nexec true\0\n' >&7"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Invalid argument"* ]]
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == "error: a NUL byte at byte 23 of the write"* ]]
+	[ ! -e "$MNT/demo/runs/1" ]
+	grep -q "a NUL byte" "$BATS_TEST_TMPDIR/daemon.log"
+}
