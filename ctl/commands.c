@@ -49,6 +49,36 @@ static int parse_one(const char *line, void *arg)
 
 typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct sfs_buf *o, struct sfs_err *err);
 
+/* An environment variable's name as sh can use it: [A-Za-z_][A-Za-z0-9_]*. */
+static bool env_name_ok(const char *k)
+{
+	if (!k || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+		return false;
+	for (k++; *k; k++)
+		if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
+		      (*k >= '0' && *k <= '9') || *k == '_'))
+			return false;
+	return true;
+}
+
+/* Every env name in opts (keys after `prefix`, "" for all) is usable. */
+static int check_env_names(const char *verb, const struct sfs_kvlist *opts, const char *prefix,
+			   struct sfs_err *err)
+{
+	size_t n = strlen(prefix);
+	for (size_t i = 0; i < opts->n; i++) {
+		const char *k = opts->v[i].key;
+		if (strncmp(k, prefix, n) != 0)
+			continue;
+		if (!env_name_ok(k + n))
+			return sfs_errf(err, -EINVAL,
+					"%s: bad variable name \"%s\" in \"%s=\" (names are "
+					"A-Z a-z 0-9 _, not starting with a digit)",
+					verb, k + n, k);
+	}
+	return 0;
+}
+
 /* Argument checks with no side effects, run on every line before any line
  * runs, so a bad line anywhere in a write changes nothing. */
 static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
@@ -56,6 +86,9 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 	long v;
 	switch (c->verb->id) {
 	case V_NEW:
+		if (check_env_names("new", &c->opts, "env.", err))
+			return -EINVAL;
+		return ctl_check_sandbox_name(c->args[0], err);
 	case V_FORGET:
 		return ctl_check_sandbox_name(c->args[0], err);
 	case V_RESUME:
@@ -91,9 +124,20 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 			return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
 		if (c->opts.n == 0)
 			return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
-		return 0;
+		return check_env_names("env", &c->opts, "", err);
 	}
 	return 0;
+}
+
+/* lib9p style: the message names the command it came from (escaped: a
+ * line may hold any bytes), and is redacted as a whole. */
+static void name_command(struct sfs_err *err, const char *line)
+{
+	char shown[SFS_ERR_MAX], msg[SFS_ERR_MAX];
+	sfs_escape_text(line, strlen(line), shown, sizeof(shown));
+	snprintf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
+	snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	sfs_redact(err->msg, sizeof(err->msg));
 }
 
 static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_fn fn, void *ctx,
@@ -104,12 +148,8 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 	int r = ctl_for_each_line(buf, len, parse_one, &p);
 	for (size_t i = 0; !r && i < p.n; i++) {
 		r = check_cmd(&p.cmds[i], &p.err);
-		if (r) {
-			char msg[SFS_ERR_MAX];
-			snprintf(msg, sizeof(msg), "%s: \"%s\"", p.err.msg, p.cmds[i].line);
-			snprintf(p.err.msg, sizeof(p.err.msg), "%s", msg);
-			sfs_redact(p.err.msg, sizeof(p.err.msg));
-		}
+		if (r)
+			name_command(&p.err, p.cmds[i].line);
 	}
 	if (r && !p.err.msg[0])
 		sfs_errf(&p.err, r, "unreadable command (a NUL byte, or not text)");
@@ -120,13 +160,8 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 		r = fn(&p.cmds[i], ctx, &o, &p.err);
 		if (r && p.err.code == 0)
 			sfs_errf(&p.err, r, "%s", strerror(-r));
-		if (r && p.cmds[i].line) {
-			/* lib9p style: the message names the command it came from */
-			char msg[SFS_ERR_MAX];
-			snprintf(msg, sizeof(msg), "%s: \"%s\"", p.err.msg, p.cmds[i].line);
-			snprintf(p.err.msg, sizeof(p.err.msg), "%s", msg);
-			sfs_redact(p.err.msg, sizeof(p.err.msg));
-		}
+		if (r && p.cmds[i].line)
+			name_command(&p.err, p.cmds[i].line);
 	}
 	for (size_t i = 0; i < p.n; i++)
 		ctl_cmd_free(&p.cmds[i]);
@@ -212,6 +247,25 @@ static int pick_run(struct sfs_sandbox *sb, const char *arg, struct sfs_run **ru
 	return 0;
 }
 
+/* How long kill waits for the run's status to leave `running`: after an
+ * escalating kill the process group is gone and only the wrapper's status
+ * file and the engine's look at it are left; a single signal may be caught
+ * or ignored, and then the run rightly stays `running`. */
+#define KILL_SETTLE_MS 5000
+#define SIGNAL_SETTLE_MS 1000
+
+/* So that when kill returns, runs/N/status already says how the run ended:
+ * ask the journal engine to look now, and again every 10 ms, until it has
+ * seen the end or `ms` have passed.  Holds no lock while it waits. */
+static void wait_run_settled(struct sfs_run *run, int ms)
+{
+	struct timespec step = {0, 10 * 1000 * 1000};
+	for (int waited = 0; waited < ms && journal_run_active(run); waited += 10) {
+		journal_poke();
+		nanosleep(&step, NULL);
+	}
+}
+
 static int kill_run(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 		    struct sfs_err *err)
 {
@@ -228,6 +282,8 @@ static int kill_run(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool e
 	pthread_mutex_lock(&sb->op_mutex);
 	r = sb->provider->ops->run_kill(sb, run, sig, escalate, err);
 	pthread_mutex_unlock(&sb->op_mutex);
+	if (!r)
+		wait_run_settled(run, escalate ? KILL_SETTLE_MS : SIGNAL_SETTLE_MS);
 	journal_poke();
 	return r;
 }

@@ -23,7 +23,7 @@ static int is_utf8_continuation(char c)
 }
 
 /*
- * Copies line after the two-blank indent it gets in the message, redacts it
+ * Copies line (escaped) after the two-blank indent it gets in the message, redacts it
  * there (so sfs_redact sees the same context as in the final message) and
  * returns it without the indent.
  */
@@ -33,8 +33,9 @@ static char *redacted_copy(const char *line, size_t n, size_t cap)
 	if (!buf)
 		return NULL;
 	memcpy(buf, "  ", 2);
-	memcpy(buf + 2, line, n);
-	buf[n + 2] = '\0';
+	/* bytes that are not text are shown as \xNN, before the caret's
+	 * column is measured */
+	sfs_escape_text(line, n, buf + 2, cap - 2);
 	sfs_redact(buf, cap);
 	memmove(buf, buf + 2, strlen(buf + 2) + 1);
 	return buf;
@@ -48,7 +49,8 @@ static char *redacted_copy(const char *line, size_t n, size_t cap)
 static int redact_line(const char *line, size_t caret, char **shown, size_t *col)
 {
 	size_t len = strlen(line);
-	size_t cap = 3 * len + 64; /* "k=v" -> "k=[redacted]" at most triples */
+	/* a byte escaped as \xNN is 4; "k=v" -> "k=[redacted]" at most triples */
+	size_t cap = 12 * len + 64;
 	size_t k = caret < len ? caret : len;
 	char *full = redacted_copy(line, len, cap);
 	char *prefix = redacted_copy(line, k, cap);

@@ -361,6 +361,11 @@ static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	if (strcmp(name, "ctl") == 0 || strcmp(name, "providers") == 0) {
+		/* the tree's own entries exist, they just do not move */
+		fuse_reply_err(req, EPERM);
+		return;
+	}
 	if (flags & ~RENAME_NOREPLACE) {
 		fuse_reply_err(req, EINVAL);
 		return;

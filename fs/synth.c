@@ -37,7 +37,7 @@ static const struct row sandbox_rows[] = {
 static const struct row run_rows[] = {
     {"cmd", SFS_K_RUN_CMD, S_IFREG | 0444},	  {"journal", SFS_K_RUN_JOURNAL, S_IFREG | 0444},
     {"status", SFS_K_RUN_STATUS, S_IFREG | 0444}, {"wait", SFS_K_RUN_WAIT, S_IFREG | 0444},
-    {"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},	  {"ctl", SFS_K_RUN_CTL, S_IFREG | 0200},
+    {"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},	  {"ctl", SFS_K_RUN_CTL, S_IFREG | 0600},
 };
 
 static const struct row provider_rows[] = {

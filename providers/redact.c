@@ -55,8 +55,10 @@ static int is_key_char(int c)
 
 static int ends_value(int c, int quoted)
 {
+	/* a quote left open ends at the line's end: a message's next lines
+	 * (the caret under an unterminated quote) are not part of the value */
 	if (quoted)
-		return c == quoted || c == '\0';
+		return c == quoted || c == '\0' || c == '\n';
 	return c == '\0' || isspace(c) || c == ',' || c == '&' || c == ';' || c == '}' ||
 	       c == '"' || c == '\'';
 }

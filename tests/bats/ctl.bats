@@ -174,3 +174,107 @@ pad() {
 	[ ! -e "$MNT/demo/runs/1" ]
 	grep -q "a NUL byte" "$BATS_TEST_TMPDIR/daemon.log"
 }
+
+# bats test_tags=core
+@test "runs/N/ctl is 0600 and reads back its own error" {
+	mkdir "$MNT/demo"
+	echo 'exec true' >"$MNT/demo/ctl"
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(stat -c %a "$MNT/demo/runs/1/ctl")" = 600 ]
+	[ "$(stat -c %a "$MNT/demo/ctl")" = 600 ]
+	exec 7<>"$MNT/demo/runs/1/ctl"
+	run bash -c 'echo "kill NOSUCH" >&7'
+	[ "$status" -ne 0 ]
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == "error: kill: bad signal \"NOSUCH\""* ]]
+	[[ "$(cat "$MNT/demo/runs/1/ctl")" == "status exited 0"* ]]
+}
+
+# bats test_tags=core
+@test "ctl and providers cannot be renamed: EPERM, not ENOENT" {
+	for name in ctl providers; do
+		run mv -T "$MNT/$name" "$MNT/other"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"Operation not permitted"* ]]
+		[ -e "$MNT/$name" ]
+		[ ! -e "$MNT/other" ]
+	done
+}
+
+# bats test_tags=core
+@test "env names must be names: env =x, env .=x, new env.=x are refused" {
+	mkdir "$MNT/demo"
+	for line in 'env =x' 'env .=x' 'env 1A=x' 'env A-B=x' 'env OK=1 .=x'; do
+		run ctl_write "$MNT/demo/ctl" "$line"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"error: env: "* ]]
+	done
+	run ctl_write "$MNT/ctl" "new other env.=x"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'bad variable name "" in "env.="'* ]]
+	[ ! -e "$MNT/other" ]
+	run ctl_write "$MNT/ctl" "new other env.A.B=x"
+	[ "$status" -ne 0 ]
+	# nothing half done: OK=1 was not set by the refused line
+	run ctl_write "$MNT/demo/ctl" 'exec echo "${OK-unset}"'
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/journal")" = unset ]
+	# good names still work
+	run ctl_write "$MNT/demo/ctl" 'env _A1=x'
+	[ "$status" -eq 0 ]
+}
+
+# bats test_tags=core
+@test "an unterminated quote after a secret key keeps the caret line" {
+	mkdir "$MNT/demo"
+	run ctl_write "$MNT/demo/ctl" 'env API_TOKEN="hunter2secret'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"unterminated"* ]]
+	[[ "$output" != *hunter2secret* ]]
+	# three lines: the message, the line (redacted), the caret
+	msg=$(printf '%s\n' "$output" | grep -v 'write error')
+	[ "$(printf '%s\n' "$msg" | wc -l)" -eq 3 ]
+	[[ "$(printf '%s\n' "$msg" | tail -n 1)" =~ ^\ +\^$ ]]
+}
+
+# bats test_tags=core
+@test "bytes that are not UTF-8 are escaped in errors and the log" {
+	run mkdir "$MNT/$(printf 'bad\xffname')"
+	[ "$status" -ne 0 ]
+	run ctl_write "$MNT/ctl" "$(printf 'new bad\xfe\x1bname')"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'bad\xfe\x1bname'* ]]
+	run ctl_write "$MNT/ctl" "$(printf 'frob\xc3(x')"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'frob\xc3(x'* ]]
+	# the caret still sits under the bad word
+	[[ "$(printf '%s\n' "$output" | tail -n 1)" == "  ^" ]]
+	# valid UTF-8 stays as it is
+	run ctl_write "$MNT/ctl" "new naïve"
+	[[ "$output" == *"naïve"* ]]
+	# no raw byte reached an error or the log
+	run grep -c $'\xff\|\xfe\|\x1b\|\xc3(' "$BATS_TEST_TMPDIR/daemon.log"
+	[ "$output" = 0 ]
+	grep -q 'bad\\xfe\\x1bname' "$BATS_TEST_TMPDIR/daemon.log"
+}
+
+# bats test_tags=core
+@test "when kill returns, runs/N/status is already final" {
+	mkdir "$MNT/demo"
+	for i in 1 2 3 4 5; do
+		echo 'exec sleep 30' >"$MNT/demo/ctl"
+	done
+	for i in 1 2 3 4 5; do
+		echo "kill $i" >"$MNT/demo/ctl"
+		[ "$(cat "$MNT/demo/runs/$i/status")" = "killed TERM" ]
+	done
+	echo 'exec sleep 30' >"$MNT/demo/ctl"
+	echo 'kill INT' >"$MNT/demo/runs/6/ctl"
+	[ "$(cat "$MNT/demo/runs/6/status")" = "killed INT" ]
+	# a signal the run ignores: kill returns (within a second) and it runs on
+	echo "exec trap '' HUP; sleep 30" >"$MNT/demo/ctl"
+	sleep 0.2
+	echo 'kill 7 HUP' >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/7/status")" = running ]
+}

@@ -1,8 +1,9 @@
 /*
  * ctl/linebuf.c: lines held across writes, whatever pieces a write is cut
- * into; and the text escaping that ctl errors go through.
+ * into; and the text escaping and redaction that ctl errors go through.
  */
 #include "ctl/ctl.h"
+#include "providers/redact.h"
 #include "check.h"
 
 #include <errno.h>
@@ -194,7 +195,18 @@ static void test_errors_escape_names(void)
 	CHECK(strchr(err.msg, '\xff') == NULL && strchr(err.msg, '\x1b') == NULL);
 }
 
+static void test_redact_unterminated_quote(void)
+{
+	char msg[256] = "env: unterminated double quote\n  env API_TOKEN=\"hunter2\n"
+			"                ^";
+	sfs_redact(msg, sizeof(msg));
+	CHECK(strstr(msg, "hunter2") == NULL);
+	CHECK(strstr(msg, "API_TOKEN=\"[redacted]\n") != NULL);
+	CHECK(strstr(msg, "\n                ^") != NULL);
+}
+
 CHECK_MAIN(CHECK_CASE(test_whole_lines_pass_through), CHECK_CASE(test_cut_line_waits_for_newline),
 	   CHECK_CASE(test_take_at_close), CHECK_CASE(test_bound),
 	   CHECK_CASE(test_failed_lines_drop_their_tail), CHECK_CASE(test_nul),
-	   CHECK_CASE(test_escape_text), CHECK_CASE(test_errors_escape_names))
+	   CHECK_CASE(test_escape_text), CHECK_CASE(test_errors_escape_names),
+	   CHECK_CASE(test_redact_unterminated_quote))
