@@ -433,6 +433,50 @@ static void test_environment(void)
 	sfs_kv_free(&env);
 }
 
+/* The wrapper run with text on its stdin. */
+static int run_with_stdin(struct sfs_sh_cmd *c, const char *text)
+{
+	int in[2];
+	if (pipe(in) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		close(in[0]);
+		close(in[1]);
+		if (chdir(tmp) < 0)
+			_exit(125);
+		setenv("PATH", path_env, 1);
+		setenv("TMPDIR", tmp, 1);
+		execv(shell, c->argv);
+		_exit(127);
+	}
+	close(in[0]);
+	CHECK(write(in[1], text, strlen(text)) == (ssize_t)strlen(text));
+	close(in[1]);
+	return finish(pid, -1, NULL, 0);
+}
+
+static void test_stdin(void)
+{
+	/* by default a run reads /dev/null; keep_stdin hands the wrapper's on
+	 * (for transports with a writable stdin) */
+	struct sfs_sh_run r = {.dir = "runs/9", .workspace = tmp, .cmd = "cat"};
+	struct sfs_sh_cmd c;
+	CHECK_INT(sfs_sh_wrapper(&c, &r, NULL), 0);
+	CHECK_INT(run_with_stdin(&c, "typed\n"), 0);
+	sfs_sh_cmd_free(&c);
+	CHECK_STREQ(slurp("runs/9/journal"), "");
+	CHECK_STREQ(slurp("runs/9/status"), "exit 0\n");
+	rm_rf("runs");
+	r.keep_stdin = true;
+	CHECK_INT(sfs_sh_wrapper(&c, &r, NULL), 0);
+	CHECK_INT(run_with_stdin(&c, "typed\n"), 0);
+	sfs_sh_cmd_free(&c);
+	CHECK_STREQ(slurp("runs/9/journal"), "typed\n");
+	rm_rf("runs");
+}
+
 static void test_follow(void)
 {
 	char abs[512];
@@ -535,6 +579,7 @@ static void all_cases(void)
 	test_bounded_read();
 	test_hostile_quoting();
 	test_environment();
+	test_stdin();
 	test_follow();
 	test_status_lost_and_none();
 }
