@@ -220,6 +220,10 @@ void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 		ws_reply_err(req, (int)-res);
 		return;
 	}
+	/* fi->flags are the file's open flags; writepage is the kernel's own
+	 * write-back, whose pages are the data. */
+	if ((fi->flags & O_DIRECT) && !fi->writepage && res > 0)
+		ws_inval_range_later(h->node, off, (off_t)res);
 	fuse_reply_write(req, (size_t)res);
 }
 

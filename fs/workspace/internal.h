@@ -157,6 +157,7 @@ int ws_note_sandbox(uint32_t serial, const struct stat *root, bool rewrite, cons
 /* watcher.c */
 uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event_class cls);
 void ws_expect_withdraw(uint64_t seq, const struct ws_node *parent, const char *name);
+void ws_inval_range_later(const struct ws_node *n, off_t off, off_t len);
 void ws_self_begin(struct ws_node *n);
 void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
 

@@ -85,10 +85,13 @@ struct ws_expect {
 	char name[];
 };
 
-/* An invalidation the watcher thread must send for a FUSE worker. */
+/* An invalidation the watcher thread must send for a FUSE worker: an entry
+ * (name not empty: parent is its directory) or a range of an inode's pages
+ * (name empty). */
 struct ws_pending {
 	struct ws_pending *next;
 	fuse_ino_t parent;
+	off_t off, len;
 	char name[];
 };
 
@@ -141,16 +144,18 @@ uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event
 	return e->seq;
 }
 
-static void ws_pending_push(fuse_ino_t parent, const char *name)
+static void ws_pending_push(fuse_ino_t parent, const char *name, off_t off, off_t len)
 {
-	size_t len = strlen(name);
-	struct ws_pending *p = malloc(sizeof(*p) + len + 1);
+	size_t nlen = strlen(name);
+	struct ws_pending *p = malloc(sizeof(*p) + nlen + 1);
 	uint64_t one = 1;
 
 	if (!p)
 		return; /* then the entry lives out its TTL */
 	p->parent = parent;
-	memcpy(p->name, name, len + 1);
+	p->off = off;
+	p->len = len;
+	memcpy(p->name, name, nlen + 1);
 	pthread_mutex_lock(&wx.lock);
 	p->next = wx.pending;
 	wx.pending = p;
@@ -182,7 +187,25 @@ void ws_expect_withdraw(uint64_t seq, const struct ws_node *parent, const char *
 	}
 	pthread_mutex_unlock(&wx.lock);
 	if (!found)
-		ws_pending_push(SFS_INO_WS(parent->id), name);
+		ws_pending_push(SFS_INO_WS(parent->id), name, 0, 0);
+}
+
+/*
+ * A direct (O_DIRECT) write of [off, off+len) to n went through the mount.
+ * The kernel drops the cached range before such a write, and after it only
+ * when the write was synchronous; an asynchronous one (AIO, io_uring)
+ * completes without that, so a buffered read that filled a page from the
+ * old data meanwhile would keep it.  Every such page was in the cache, locked
+ * or filled, before its read reached us, that is before our write reached
+ * the host: dropping the range after the write leaves none of them.  Sent
+ * by the watcher thread: a worker must not, as a direct write that falls
+ * back to a buffered one holds the very pages locked while it waits for us.
+ */
+void ws_inval_range_later(const struct ws_node *n, off_t off, off_t len)
+{
+	if (!__atomic_load_n(&ws.watching, __ATOMIC_RELAXED))
+		return; /* no watcher: the kernel's own mtime check drops the pages */
+	ws_pending_push(SFS_INO_WS(n->id), "", off, len);
 }
 
 static bool ws_expect_consume(uint64_t parent, const char *name, enum ws_event_class cls)
@@ -374,8 +397,12 @@ static void ws_watch_pending(void)
 		struct ws_pending *p = list;
 
 		list = p->next;
-		ws_send_inval_entry(p->parent, p->name);
-		ws_send_inval_inode(p->parent);
+		if (p->name[0]) {
+			ws_send_inval_entry(p->parent, p->name);
+			ws_send_inval_inode(p->parent);
+		} else if (ws.se) {
+			fuse_lowlevel_notify_inval_inode(ws.se, p->parent, p->off, p->len);
+		}
 		free(p);
 	}
 }

@@ -453,6 +453,43 @@ os.waitpid(pid, 0); print(os.read(r, 10).decode())"
 	echo 'exec true' >"$MNT/demo/ctl"
 }
 
+# ---- data coherence of the mount's own I/O --------------------------------
+
+@test "O_DIRECT: AIO direct writes racing buffered readers leave no stale page cache" {
+	command -v fio >/dev/null || skip "fio is not installed"
+	ws_mount
+	local stop="$BATS_TEST_TMPDIR/stop" i r readers=()
+	SWAP_STOP=$stop # teardown stops the readers if the test fails
+	head -c 8M /dev/zero | tr '\0' a >"$W/f"
+	for r in 1 2; do
+		(while [ ! -e "$stop" ]; do cat "$W/f" >/dev/null; done) &
+		readers+=($!)
+	done
+	# async (libaio) direct writes of a non-growing file: the kernel drops
+	# the range before each write but not after it completes
+	for i in 1 2 3; do
+		fio --name=dw --filename="$W/f" --ioengine=libaio --direct=1 --rw=randwrite \
+			--bs=16k --size=8M --iodepth=32 --buffer_pattern="\"round$i\"" \
+			--randrepeat=0 --norandommap=1 --io_size=16M --fallocate=none \
+			--output=/dev/null
+	done
+	fio --name=dw --filename="$W/f" --ioengine=libaio --direct=1 --rw=write \
+		--bs=64k --size=8M --iodepth=32 --buffer_pattern='"final"' \
+		--fallocate=none --output=/dev/null
+	touch "$stop"
+	wait "${readers[@]}"
+	sleep 0.1 # the watcher sends the invalidations (within ms)
+	local host buffered direct
+	host=$(md5sum <"$H/f")
+	direct=$(dd if="$W/f" bs=1M iflag=direct status=none | md5sum)
+	buffered=$(md5sum <"$W/f")
+	echo "host $host direct $direct buffered $buffered"
+	[ "$direct" = "$host" ]
+	[ "$buffered" = "$host" ]
+	sleep 1
+	[ "$(md5sum <"$W/f")" = "$host" ]
+}
+
 # ---- editors, git, make ----------------------------------------------------
 
 @test "vim saves with a backup, a swap file and rename; :w through a symlink keeps it" {
