@@ -196,7 +196,7 @@ void ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	buf.buf[0].fd = h->fd;
 	buf.buf[0].pos = off;
-	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+	fuse_reply_data(req, &buf, 0); /* no SPLICE_F_MOVE: see ws_conn_init */
 }
 
 void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,

@@ -125,8 +125,13 @@ void ws_shutdown(void)
 
 void ws_conn_init(struct fuse_conn_info *conn)
 {
-	unsigned want = FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-			FUSE_CAP_SPLICE_MOVE;
+	/* Splice, but never SPLICE_F_MOVE (FUSE_CAP_SPLICE_MOVE): a read's
+	 * pages come from the host file's page cache, shared with every other
+	 * user of that file, and the kernel cannot steal a page someone else
+	 * may hold; it refuses, falls back to a copy, and logs "fuse: trying
+	 * to steal weird page" with a page dump each time (thousands a second
+	 * while a run does RWF_DONTCACHE I/O on the file). */
+	unsigned want = FUSE_CAP_FLOCK_LOCKS | FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE;
 
 	if (ws.opt.writeback)
 		want |= FUSE_CAP_WRITEBACK_CACHE;
@@ -157,6 +162,7 @@ void ws_conn_init(struct fuse_conn_info *conn)
 		want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 		ws.posix_acl = ws.dont_mask = true;
 	}
+	conn->want &= ~FUSE_CAP_SPLICE_MOVE;
 	conn->want |= want & conn->capable;
 }
 

@@ -490,6 +490,57 @@ os.waitpid(pid, 0); print(os.read(r, 10).decode())"
 	[ "$(md5sum <"$W/f")" = "$host" ]
 }
 
+@test "reads through the mount while a run does RWF_DONTCACHE I/O leave the kernel log quiet" {
+	dmesg >/dev/null 2>&1 || skip "the kernel log cannot be read here"
+	ws_mount
+	local stop="$BATS_TEST_TMPDIR/stop" r readers=() before after
+	SWAP_STOP=$stop
+	head -c 16M /dev/urandom >"$W/f"
+	# the host side (what a run does): uncached reads and writes, if the
+	# kernel and the host filesystem have them (Linux 6.14+)
+	run python3 -c "
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    os.pwritev(fd, [b'x' * 65536], 0, 0x80)  # RWF_DONTCACHE
+except OSError as e:
+    print(e); sys.exit(1)
+" "$H/f"
+	[ "$status" -eq 0 ] || skip "RWF_DONTCACHE: $output"
+	before=$(dmesg | grep -c 'fuse: trying to steal weird page' || true)
+	cat >"$BATS_TEST_TMPDIR/dontcache.py" <<-'EOF'
+		import os, sys, random
+		fd = os.open(sys.argv[1], os.O_RDWR)
+		size = os.fstat(fd).st_size
+		buf = bytearray(65536)
+		while not os.path.exists(sys.argv[2]):
+		    off = random.randrange(0, size // 65536) * 65536
+		    os.preadv(fd, [buf], off, 0x80)
+		    os.pwritev(fd, [buf], off, 0x80)
+	EOF
+	python3 "$BATS_TEST_TMPDIR/dontcache.py" "$H/f" "$stop" &
+	readers+=($!)
+	for r in 1 2; do
+		# buffered reads that miss the page cache every time
+		python3 -c "
+import os, sys
+while not os.path.exists(sys.argv[2]):
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    while os.read(fd, 1 << 20):
+        pass
+    os.close(fd)
+" "$W/f" "$stop" &
+		readers+=($!)
+	done
+	sleep 5
+	touch "$stop"
+	wait "${readers[@]}"
+	after=$(dmesg | grep -c 'fuse: trying to steal weird page' || true)
+	echo "kernel log: $before -> $after 'trying to steal weird page'"
+	[ "$after" -eq "$before" ]
+}
+
 # ---- editors, git, make ----------------------------------------------------
 
 @test "vim saves with a backup, a swap file and rename; :w through a symlink keeps it" {
