@@ -1,5 +1,6 @@
 #include "commands.h"
 #include "ctl.h"
+#include "sandbox.h"
 #include "tree.h"
 #include "verbs.h"
 
@@ -402,26 +403,25 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf
 		return r;
 	const char *label = c->nargs ? c->args[0] : NULL;
 	char *id = NULL;
+	/* the op holder changes the list (provider.h's rule) */
 	pthread_mutex_lock(&sb->op_mutex);
 	r = ops->snapshot(sb, label, &id, err);
-	pthread_mutex_unlock(&sb->op_mutex);
-	if (r)
+	if (r) {
+		pthread_mutex_unlock(&sb->op_mutex);
 		return r;
-	pthread_mutex_lock(&sfs_records_mu);
-	struct sfs_snapshot *grown = realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+	}
 	char *lab = label ? strdup(label) : NULL;
-	if (!grown || (label && !lab)) {
-		if (grown)
-			sb->snapshots = grown;
-		pthread_mutex_unlock(&sfs_records_mu);
-		r = sfs_errf(err, -ENOMEM, "out of memory (the snapshot exists: %s)", id);
+	pthread_mutex_lock(&sfs_records_mu);
+	r = label && !lab ? -ENOMEM : sandbox_snapshot_add_locked(sb, id, lab, time(NULL));
+	pthread_mutex_unlock(&sfs_records_mu);
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r) {
+		r = sfs_errf(err, r, "%s (the snapshot exists: %s)",
+			     r == -ENOSPC ? "no more snapshot numbers" : "out of memory", id);
 		free(lab);
 		free(id);
 		return r;
 	}
-	sb->snapshots = grown;
-	sb->snapshots[sb->nsnapshots++] = (struct sfs_snapshot){id, lab, time(NULL)};
-	pthread_mutex_unlock(&sfs_records_mu);
 	sfs_buf_printf(o, "%s\n", id);
 	return tree_save(err);
 }

@@ -117,18 +117,23 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	json_t *s;
 	json_array_foreach(json_object_get(o, "snapshots"), i, s)
 	{
-		struct sfs_snapshot *grown =
-		    realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
-		if (!grown) {
-			r = -ENOMEM;
+		const char *sid = json_string_value(json_object_get(s, "id"));
+		const char *slabel = json_string_value(json_object_get(s, "label"));
+		char *idc = sid ? strdup(sid) : NULL, *labc = slabel ? strdup(slabel) : NULL;
+		int sr =
+		    !sid ? 0
+		    : !idc || (slabel && !labc)
+			? -ENOMEM
+			: sandbox_snapshot_add_locked(
+			      sb, idc, labc, json_integer_value(json_object_get(s, "created")));
+		if (sr || !sid) {
+			free(idc);
+			free(labc);
+		}
+		if (sr) {
+			r = sr;
 			break;
 		}
-		sb->snapshots = grown;
-		struct sfs_snapshot *snap = &sb->snapshots[sb->nsnapshots++];
-		memset(snap, 0, sizeof(*snap));
-		r |= sandbox_set_str(&snap->id, json_string_value(json_object_get(s, "id")));
-		r |= sandbox_set_str(&snap->label, json_string_value(json_object_get(s, "label")));
-		snap->created = json_integer_value(json_object_get(s, "created"));
 	}
 	json_array_foreach(json_object_get(o, "ports"), i, s)
 	{

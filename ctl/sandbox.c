@@ -73,6 +73,44 @@ int sandbox_set_str(char **dst, const char *src)
 	return 0;
 }
 
+/* Serials fill the 24 aux bits of an inode number (fs/ino.h). */
+#define SNAPSHOT_SERIAL_MAX 0xffffffu
+
+int sandbox_snapshot_add_locked(struct sfs_sandbox *sb, char *id, char *label, int64_t created)
+{
+	if (sb->last_snapshot_serial >= SNAPSHOT_SERIAL_MAX)
+		return -ENOSPC;
+	struct sfs_snapshot *grown = realloc(sb->snapshots, (sb->nsnapshots + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	sb->snapshots = grown;
+	sb->snapshots[sb->nsnapshots++] =
+	    (struct sfs_snapshot){id, label, created, ++sb->last_snapshot_serial};
+	return 0;
+}
+
+int sandbox_snapshot_find_locked(struct sfs_sandbox *sb, const char *id)
+{
+	for (size_t i = 0; i < sb->nsnapshots; i++)
+		if (strcmp(sb->snapshots[i].id, id) == 0)
+			return (int)i;
+	return -1;
+}
+
+int sandbox_snapshot_remove_locked(struct sfs_sandbox *sb, const char *id)
+{
+	int i = sandbox_snapshot_find_locked(sb, id);
+	if (i < 0)
+		return -ENOENT;
+	free(sb->snapshots[i].id);
+	free(sb->snapshots[i].label);
+	/* the others keep their serials, so their inode numbers stay theirs */
+	memmove(&sb->snapshots[i], &sb->snapshots[i + 1],
+		(sb->nsnapshots - (size_t)i - 1) * sizeof(sb->snapshots[0]));
+	sb->nsnapshots--;
+	return 0;
+}
+
 int sandbox_add_run_locked(struct sfs_sandbox *sb, struct sfs_run *run)
 {
 	struct sfs_run **grown = realloc(sb->runs, (sb->nruns + 1) * sizeof(*grown));

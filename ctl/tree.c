@@ -544,3 +544,66 @@ fail_dir:
 	pthread_mutex_unlock(&sb->op_mutex);
 	return r;
 }
+
+/* ---- what fs/ reaches through the tree ---------------------------------- */
+
+int tree_snapshot_delete(struct sfs_sandbox *sb, const char *id, struct sfs_err *err)
+{
+	const struct sfs_provider_ops *ops = sb->provider->ops;
+	int r = sfs_provider_require(sb->provider, SFS_CAP_SNAPSHOTS, err);
+	if (r)
+		return r;
+	if (!ops->snapshot_delete)
+		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot delete snapshots",
+				sb->provider->name);
+	/* the op holder changes the list (provider.h's rule) */
+	pthread_mutex_lock(&sb->op_mutex);
+	pthread_mutex_lock(&sfs_records_mu);
+	bool found = sandbox_snapshot_find_locked(sb, id) >= 0;
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (!found)
+		r = sfs_errf(err, -ENOENT, "no snapshot \"%s\" in snapshots/", id);
+	else
+		r = ops->snapshot_delete(sb, id, err);
+	if (!r) {
+		pthread_mutex_lock(&sfs_records_mu);
+		sandbox_snapshot_remove_locked(sb, id);
+		r = save_locked(err);
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	return r;
+}
+
+int tree_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
+		     struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_WRITABLE_STDIN, err);
+	if (r)
+		return r;
+	if (!sb->provider->ops->run_stdin_write)
+		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot write stdin",
+				sb->provider->name);
+	/* not under op_mutex: a write to a pipe must not wait behind a slow op */
+	return sb->provider->ops->run_stdin_write(sb, run, buf, len, err);
+}
+
+bool tree_workspace_is_remote(const struct sfs_sandbox *sb)
+{
+	return sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd;
+}
+
+int tree_workspace_root(struct sfs_sandbox *sb, int *fd, char **root, struct sfs_err *err)
+{
+	const struct sfs_provider_ops *ops = sb->provider->ops;
+	*fd = -1;
+	*root = NULL;
+	int r = ops->workspace_root_fd ? ops->workspace_root_fd(sb, fd, err) : -EOPNOTSUPP;
+	if (r == -EOPNOTSUPP && ops->fs_stat)
+		return -EREMOTE;
+	if (r)
+		return r;
+	/* a restore may publish a new root meanwhile: hand out a copy */
+	*root = sfs_sb_dup_workspace(sb);
+	return 0;
+}

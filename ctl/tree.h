@@ -60,6 +60,23 @@ int tree_forget(const char *name, struct sfs_err *err);
 int tree_rename(const char *from, const char *to, struct sfs_err *err);
 int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, struct sfs_err *err);
 
+/* Deletes snapshot `id` of sb: the provider's, then the entry (the others
+ * keep their serials, so their inode numbers).  -ENOENT when sb has none
+ * by that name. */
+int tree_snapshot_delete(struct sfs_sandbox *sb, const char *id, struct sfs_err *err);
+
+/* Writes bytes to a run's stdin (writableStdin). */
+int tree_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
+		     struct sfs_err *err);
+
+/* sb's workspace root: 0 with *fd, an O_PATH fd on this host, and *root, its
+ * path inside the sandbox (malloc'd copy, may be NULL); -EREMOTE when the
+ * provider serves the files remotely (fs/remote); another negative errno
+ * when there is no workspace to reach. */
+int tree_workspace_root(struct sfs_sandbox *sb, int *fd, char **root, struct sfs_err *err);
+/* Whether sb's workspace is served by remote file ops. */
+bool tree_workspace_is_remote(const struct sfs_sandbox *sb);
+
 /* Starts a run; *n gets its number. */
 int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err);
 

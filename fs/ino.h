@@ -4,7 +4,7 @@
  *
  *   bits 63..48  kind (enum sfs_kind)
  *   bits 47..24  sandbox serial (never reused while the daemon runs)
- *   bits 23..0   aux: run number, port, snapshot index, provider index
+ *   bits 23..0   aux: run number, port, snapshot serial, provider index
  *
  * The root is FUSE_ROOT_ID (1).  Workspace nodes are kind SFS_K_WS with a
  * 48-bit id from the workspace node table (fs/workspace/nodes.c), which holds their
@@ -37,7 +37,7 @@ enum sfs_kind {
 	SFS_K_RUN_WAIT,
 	SFS_K_RUN_STDIN,
 	SFS_K_RUN_CTL,
-	SFS_K_SNAPSHOT,	    /* aux = index in sb->snapshots */
+	SFS_K_SNAPSHOT,	    /* aux = sfs_snapshot.serial (never reused) */
 	SFS_K_PORT,	    /* aux = port */
 	SFS_K_RWS = 0x7ffe, /* remote workspace node (fs/remote.c): low 48 bits are its id */
 	SFS_K_WS = 0x7fff,  /* workspace node: low 48 bits are the node id */

@@ -120,11 +120,11 @@ static void reply_entry_for(fuse_req_t req, fuse_ino_t ino)
 
 static void lookup_workspace(fuse_req_t req, struct synth *dir)
 {
-	const struct sfs_provider_ops *ops = dir->sb->provider->ops;
 	struct sfs_err err = {0};
 	int fd = -1;
-	int r = ops->workspace_root_fd ? ops->workspace_root_fd(dir->sb, &fd, &err) : -EOPNOTSUPP;
-	if (r == -EOPNOTSUPP && ops->fs_stat) {
+	char *root = NULL;
+	int r = tree_workspace_root(dir->sb, &fd, &root, &err);
+	if (r == -EREMOTE) {
 		rws_lookup_root(req, dir->serial);
 		return;
 	}
@@ -133,7 +133,8 @@ static void lookup_workspace(fuse_req_t req, struct synth *dir)
 		fuse_reply_err(req, r == -EOPNOTSUPP ? ENOENT : -r);
 		return;
 	}
-	ws_lookup_root(req, dir->serial, fd, !dir->sb->provider->host_fs, dir->sb->workspace);
+	ws_lookup_root(req, dir->serial, fd, !dir->sb->provider->host_fs, root);
+	free(root);
 }
 
 static void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -298,38 +299,7 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		struct synth s;
 		r = synth_resolve(parent, &s);
 		if (!r) {
-			const struct sfs_provider_ops *ops = s.sb->provider->ops;
-			r = ops->snapshot_delete ? 0 : -EOPNOTSUPP;
-			size_t i = 0;
-			pthread_mutex_lock(&sfs_records_mu);
-			while (i < s.sb->nsnapshots && strcmp(s.sb->snapshots[i].id, name) != 0)
-				i++;
-			bool found = i < s.sb->nsnapshots;
-			pthread_mutex_unlock(&sfs_records_mu);
-			if (!found)
-				r = -ENOENT;
-			if (!r) {
-				pthread_mutex_lock(&s.sb->op_mutex);
-				r = ops->snapshot_delete(s.sb, name, &err);
-				pthread_mutex_unlock(&s.sb->op_mutex);
-			}
-			if (!r) {
-				pthread_mutex_lock(&sfs_records_mu);
-				for (i = 0; i < s.sb->nsnapshots; i++) {
-					if (strcmp(s.sb->snapshots[i].id, name) == 0) {
-						free(s.sb->snapshots[i].id);
-						free(s.sb->snapshots[i].label);
-						memmove(&s.sb->snapshots[i],
-							&s.sb->snapshots[i + 1],
-							(s.sb->nsnapshots - i - 1) *
-							    sizeof(s.sb->snapshots[0]));
-						s.sb->nsnapshots--;
-						break;
-					}
-				}
-				pthread_mutex_unlock(&sfs_records_mu);
-				r = tree_save(&err);
-			}
+			r = tree_snapshot_delete(s.sb, name, &err);
 			synth_release(&s);
 		}
 	}
@@ -596,9 +566,7 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 		break;
 	case SFS_K_RUN_STDIN: {
 		struct sfs_err err = {0};
-		const struct sfs_provider_ops *ops = h->sb->provider->ops;
-		r = ops->run_stdin_write ? ops->run_stdin_write(h->sb, h->run, buf, len, &err)
-					 : -EOPNOTSUPP;
+		r = tree_stdin_write(h->sb, h->run, buf, len, &err);
 		if (r)
 			sfs_log(SFS_LOG_WARN, "%s run %d stdin: %s", h->sb->name, h->run->n,
 				err.msg);

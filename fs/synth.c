@@ -125,8 +125,10 @@ int synth_resolve(fuse_ino_t ino, struct synth *s)
 	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_PORT) {
 		pthread_mutex_lock(&sfs_records_mu);
 		bool found = false;
-		if (s->kind == SFS_K_SNAPSHOT)
-			found = s->aux < s->sb->nsnapshots;
+		/* by serial, never by index: a deleted snapshot must not lend
+		 * its number to another */
+		for (size_t i = 0; s->kind == SFS_K_SNAPSHOT && i < s->sb->nsnapshots; i++)
+			found |= s->sb->snapshots[i].serial == s->aux;
 		for (size_t i = 0; s->kind == SFS_K_PORT && i < s->sb->nports; i++)
 			found |= (uint32_t)s->sb->ports[i].port == s->aux;
 		pthread_mutex_unlock(&sfs_records_mu);
@@ -231,7 +233,8 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 	case SFS_K_SB_SNAPSHOTS:
 		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < d->sb->nsnapshots; i++)
-			add(&l, d->sb->snapshots[i].id, SFS_INO_MAKE(SFS_K_SNAPSHOT, d->serial, i),
+			add(&l, d->sb->snapshots[i].id,
+			    SFS_INO_MAKE(SFS_K_SNAPSHOT, d->serial, d->sb->snapshots[i].serial),
 			    kind_mode(SFS_K_SNAPSHOT));
 		pthread_mutex_unlock(&sfs_records_mu);
 		break;
@@ -294,8 +297,8 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
 		tf_kv(t, "error", sb->error);
-	bool remote = sb->provider->ops->fs_stat && !sb->provider->ops->workspace_root_fd;
 	pthread_mutex_unlock(&sfs_records_mu);
+	bool remote = tree_workspace_is_remote(sb);
 	sfs_buf_printf(t, "followers %d\n", journal_followers());
 	if (remote) /* provider round trips made for workspace/ (tests count them) */
 		sfs_buf_printf(t, "remote_calls %lu\n", rws_calls(sb->serial));
@@ -369,6 +372,14 @@ int synth_stat(const struct synth *s, struct stat *st)
 	}
 	if (s->run)
 		t = s->run->started;
+	if (s->kind == SFS_K_SNAPSHOT) {
+		/* a snapshot directory's times are when it was taken */
+		pthread_mutex_lock(&sfs_records_mu);
+		for (size_t i = 0; i < s->sb->nsnapshots; i++)
+			if (s->sb->snapshots[i].serial == s->aux)
+				t = (time_t)s->sb->snapshots[i].created;
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
 	st->st_atime = st->st_mtime = st->st_ctime = t;
 	switch (s->kind) {
 	case SFS_K_RUN_JOURNAL:

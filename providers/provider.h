@@ -89,6 +89,8 @@ struct sfs_snapshot {
 	char *id;
 	char *label;
 	int64_t created;
+	uint32_t serial; /* per sandbox, never reused while the daemon runs: its
+			    inode number (a Plan 9 qid path), whatever is deleted */
 };
 
 struct sfs_port {
@@ -131,9 +133,10 @@ struct sfs_sandbox {
 	pthread_mutex_t op_mutex; /* serialises provider ops on this sandbox */
 	struct sfs_run **runs;	  /* runs[i]->n == i + 1; guarded by the tree lock */
 	size_t nruns;
-	char *last_result; /* result of the last ctl command */
-	void *priv;	   /* the provider's own state (state_load/state_free), under its
-			      own leaf lock */
+	char *last_result;	       /* result of the last ctl command */
+	uint32_t last_snapshot_serial; /* the last sfs_snapshot.serial handed out */
+	void *priv; /* the provider's own state (state_load/state_free), under its
+		       own leaf lock */
 };
 
 struct sfs_provider_ops {

@@ -117,3 +117,45 @@ no_tsan_reports() {
 	done
 	python3 -m json.tool "$STATE/registry.json" >/dev/null
 }
+
+# Snapshot directories carry a per-sandbox serial in their inode number,
+# never an index: with 86400 s entry timeouts the kernel keeps `B`'s inode,
+# so deleting `A` must not make that inode name another snapshot.
+@test "snapshots: rmdir of one leaves the others' inode numbers; a stale inode of it is ENOENT" {
+	dt_setup
+	dt_new sn >/dev/null
+	local ids=() i out
+	for i in 1 2 3; do
+		out=$(ctl_write "$MNT/sn/ctl" "snapshot s$i")
+		ids+=("$out")
+		sleep 1 # distinct times: each snapshot dir's mtime is when it was taken
+	done
+	python3 - "$MNT/sn/snapshots" "${ids[0]}" "${ids[1]}" "${ids[2]}" <<'PY'
+import errno, os, sys
+d, a, b, c = sys.argv[1:]
+fa = os.open(os.path.join(d, a), os.O_RDONLY | os.O_DIRECTORY)
+sb = os.stat(os.path.join(d, b))
+sc = os.stat(os.path.join(d, c))
+assert len({os.stat(os.path.join(d, x)).st_ino for x in (a, b, c)}) == 3
+assert sb.st_mtime != sc.st_mtime, "snapshot times are not their own"
+os.rmdir(os.path.join(d, a))
+# B still names B: the same inode, the same attributes, also in readdir
+sb2 = os.stat(os.path.join(d, b))
+assert (sb2.st_ino, sb2.st_mtime) == (sb.st_ino, sb.st_mtime), (sb, sb2)
+sc2 = os.stat(os.path.join(d, c))
+assert (sc2.st_ino, sc2.st_mtime) == (sc.st_ino, sc.st_mtime), (sc, sc2)
+listed = {e.name: e.inode() for e in os.scandir(d)}
+assert listed == {b: sb.st_ino, c: sc.st_ino}, listed
+# A's inode, reached through the fd the kernel still holds, is gone
+try:
+    os.close(os.open("/proc/self/fd/%d" % fa, os.O_RDONLY | os.O_DIRECTORY))
+    sys.exit("a stale inode of the deleted snapshot still opens")
+except OSError as e:
+    assert e.errno == errno.ENOENT, e
+print("ok")
+PY
+	# and a new snapshot does not take A's number
+	out=$(ctl_write "$MNT/sn/ctl" "snapshot s4")
+	[ "$(stat -c %i "$MNT/sn/snapshots/$out")" != "$(stat -c %i "$MNT/sn/snapshots/${ids[1]}")" ]
+	[ "$(stat -c %i "$MNT/sn/snapshots/${ids[1]}")" = "$(ls -i "$MNT/sn/snapshots" | awk -v n="${ids[1]}" '$2==n{print $1}')" ]
+}

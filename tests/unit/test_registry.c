@@ -78,10 +78,8 @@ static void test_round_trip(void)
 	CHECK_INT(sfs_sb_publish(a, "/srv/a", "host", "/srv/a", &err), 0);
 	sfs_sb_set_pdata(a, json_pack("{s:s, s:b}", "dir", "/srv/a", "owned", 0));
 	CHECK_INT(sfs_kv_set(&a->env, "GREETING", "hello world"), 0);
-	a->snapshots = calloc(2, sizeof(*a->snapshots));
-	a->snapshots[0] = (struct sfs_snapshot){strdup("s-1"), strdup("before"), 100};
-	a->snapshots[1] = (struct sfs_snapshot){strdup("s-2"), NULL, 200};
-	a->nsnapshots = 2;
+	CHECK_INT(sandbox_snapshot_add_locked(a, strdup("s-1"), strdup("before"), 100), 0);
+	CHECK_INT(sandbox_snapshot_add_locked(a, strdup("s-2"), NULL, 200), 0);
 	a->ports = calloc(1, sizeof(*a->ports));
 	a->ports[0] = (struct sfs_port){8080, strdup("http://127.0.0.1:8080")};
 	a->nports = 1;
@@ -287,6 +285,33 @@ static void test_redact_reports(void)
 	free(d);
 }
 
+/* Snapshot serials name inode numbers: a deletion must not shift them. */
+static void test_snapshot_serials_stable(void)
+{
+	fresh_statedir();
+	struct sfs_sandbox *sb = make("snaps", "ks", "local");
+	CHECK_INT(sandbox_snapshot_add_locked(sb, strdup("A"), NULL, 1), 0);
+	CHECK_INT(sandbox_snapshot_add_locked(sb, strdup("B"), NULL, 2), 0);
+	CHECK_INT(sandbox_snapshot_add_locked(sb, strdup("C"), NULL, 3), 0);
+	uint32_t b = sb->snapshots[1].serial, c = sb->snapshots[2].serial;
+	CHECK(sb->snapshots[0].serial != b && b != c);
+	CHECK_INT(sandbox_snapshot_remove_locked(sb, "A"), 0);
+	CHECK_INT(sandbox_snapshot_remove_locked(sb, "A"), -ENOENT);
+	CHECK_INT(sb->nsnapshots, 2);
+	CHECK_INT(sandbox_snapshot_find_locked(sb, "B"), 0);
+	CHECK_INT(sb->snapshots[0].serial, b);
+	CHECK_INT(sb->snapshots[1].serial, c);
+	/* a new one never reuses A's number */
+	CHECK_INT(sandbox_snapshot_add_locked(sb, strdup("D"), NULL, 4), 0);
+	CHECK(sb->snapshots[2].serial > c);
+	sb->last_snapshot_serial = 0xffffff;
+	char *e = strdup("E");
+	CHECK_INT(sandbox_snapshot_add_locked(sb, e, NULL, 5), -ENOSPC);
+	free(e);
+	CHECK_INT(sb->nsnapshots, 3);
+	sandbox_free(sb);
+}
+
 static void test_owner_functions(void)
 {
 	fresh_statedir();
@@ -315,4 +340,5 @@ static void test_owner_functions(void)
 
 CHECK_MAIN(CHECK_CASE(test_round_trip), CHECK_CASE(test_first_start), CHECK_CASE(test_corrupt),
 	   CHECK_CASE(test_unknown_entries_kept), CHECK_CASE(test_many_secrets_never_truncated),
-	   CHECK_CASE(test_redact_reports), CHECK_CASE(test_owner_functions))
+	   CHECK_CASE(test_redact_reports), CHECK_CASE(test_snapshot_serials_stable),
+	   CHECK_CASE(test_owner_functions))
