@@ -21,6 +21,7 @@ int sfs_buf_reserve(struct sfs_buf *b, size_t n)
 		return -ENOMEM;
 	b->buf = grown;
 	b->cap = cap;
+	b->buf[b->len] = '\0'; /* a C string even before anything is added */
 	return 0;
 }
 

@@ -15,7 +15,7 @@ struct sfs_buf {
 	size_t len, cap;
 };
 
-/* Makes room for n more bytes (plus the NUL); 0 or -ENOMEM. */
+/* Makes room for n more bytes (plus the NUL, which it writes); 0 or -ENOMEM. */
 int sfs_buf_reserve(struct sfs_buf *b, size_t n);
 /* Appends n bytes; 0 or -ENOMEM (the buffer is then unchanged). */
 int sfs_buf_add(struct sfs_buf *b, const void *data, size_t n);

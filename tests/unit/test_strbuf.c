@@ -59,6 +59,11 @@ static void test_growth_is_geometric(void)
 	CHECK(grows < 20);
 	CHECK_INT(b.len, 100000);
 	sfs_buf_free(&b);
+	/* room made before anything is added is still an empty string (a read
+	 * of an empty file hands exactly that over) */
+	CHECK_INT(sfs_buf_reserve(&b, 4096), 0);
+	CHECK(b.buf != NULL && b.buf[0] == '\0');
+	sfs_buf_free(&b);
 	/* a size that cannot be had is refused, the buffer untouched */
 	CHECK_INT(sfs_buf_adds(&b, "keep"), 0);
 	CHECK_INT(sfs_buf_reserve(&b, SIZE_MAX - 2), -ENOMEM);
