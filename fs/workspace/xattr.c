@@ -33,8 +33,15 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-/* xattrs go through the /proc path, which for a symlink node would be
- * ambiguous; Linux allows only trusted.* and security.* on symlinks anyway. */
+/*
+ * xattrs go through the /proc path of the node's O_PATH fd.  Resolving it
+ * jumps to the exact inode and stops there, a symlink included: the link
+ * itself, never its target (the path walk does not follow a trailing
+ * symlink reached by a /proc magic link jump; virtiofsd relies on the same).
+ * So symlinks take trusted.* and security.* as on the host; user.*, which
+ * Linux refuses on symlinks, is refused by the kernel on the mount's inode
+ * before it gets here.
+ */
 void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
 		 int flags)
 {
@@ -44,15 +51,11 @@ void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 
 	if (!n)
 		return;
-	if (S_ISLNK(n->type)) {
-		err = ENOTSUP;
-	} else {
-		ws_proc_path(path, n->fd);
-		ws_self_begin(n);
-		if (setxattr(path, name, value, size, flags) == -1)
-			err = errno;
-		ws_self_end(n, n->fd, NULL);
-	}
+	ws_proc_path(path, n->fd);
+	ws_self_begin(n);
+	if (setxattr(path, name, value, size, flags) == -1)
+		err = errno;
+	ws_self_end(n, n->fd, NULL);
 	ws_put(n);
 	ws_reply_err(req, err);
 }
@@ -65,15 +68,11 @@ void ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 
 	if (!n)
 		return;
-	if (S_ISLNK(n->type)) {
-		err = ENOTSUP;
-	} else {
-		ws_proc_path(path, n->fd);
-		ws_self_begin(n);
-		if (removexattr(path, name) == -1)
-			err = errno;
-		ws_self_end(n, n->fd, NULL);
-	}
+	ws_proc_path(path, n->fd);
+	ws_self_begin(n);
+	if (removexattr(path, name) == -1)
+		err = errno;
+	ws_self_end(n, n->fd, NULL);
 	ws_put(n);
 	ws_reply_err(req, err);
 }
@@ -95,12 +94,6 @@ static void ws_xattr_read(fuse_req_t req, fuse_ino_t ino, const char *name, size
 			err = ENOMEM;
 			goto out;
 		}
-	}
-	if (S_ISLNK(n->type)) {
-		len = 0; /* no list; reading any name gives ENODATA */
-		if (name)
-			err = ENODATA;
-		goto out;
 	}
 	ws_proc_path(path, n->fd);
 	len = name ? getxattr(path, name, value, size) : listxattr(path, value, size);

@@ -285,6 +285,40 @@ os.close(fd)"
 	[ "$(getfattr --only-values -n user.dir "$W/d")" = yes ]
 }
 
+@test "extended attributes on symlinks behave as on the host (trusted., security.; user. refused)" {
+	ws_mount
+	echo t >"$W/target"
+	setfattr -n trusted.t -v of-target "$W/target"
+	ln -s target "$W/l"
+	setfattr -h -n trusted.t -v of-link "$W/l"
+	[ "$(getfattr -h --only-values -n trusted.t "$H/l")" = of-link ]
+	[ "$(getfattr -h --only-values -n trusted.t "$W/l")" = of-link ]
+	[ "$(getfattr --only-values -n trusted.t "$W/target")" = of-target ]
+	setfattr -h -n security.sfs -v sec "$W/l"
+	[ "$(getfattr -h --only-values -n security.sfs "$H/l")" = sec ]
+	run getfattr -h -d -m - "$W/l"
+	[[ "$output" == *'trusted.t="of-link"'* ]] && [[ "$output" == *'security.sfs="sec"'* ]]
+	setfattr -h -x trusted.t "$W/l"
+	run getfattr -h -n trusted.t "$H/l"
+	[ "$status" -ne 0 ]
+	run getfattr -h -n trusted.t "$W/l"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No such attribute"* ]]
+	# one set behind the mount is seen through it
+	setfattr -h -n trusted.h -v host "$H/l"
+	[ "$(getfattr -h --only-values -n trusted.h "$W/l")" = host ]
+	# user. on a symlink: Linux refuses it, through the mount as on the host
+	run setfattr -h -n user.u -v x "$W/l"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Operation not permitted"* ]]
+	run setfattr -h -n user.u -v x "$H/l"
+	[[ "$output" == *"Operation not permitted"* ]]
+	# the target's attributes are untouched
+	[ "$(getfattr --only-values -n trusted.t "$H/target")" = of-target ]
+	run getfattr --only-values -n trusted.h "$H/target"
+	[ "$status" -ne 0 ]
+}
+
 @test "flock and fcntl locks exclude each other across processes" {
 	ws_mount
 	echo x >"$W/lockfile"
