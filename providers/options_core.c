@@ -51,7 +51,10 @@ const struct sfs_opt sfs_core_options[] = {
     {.key = "writeback",
      .type = SFS_OPT_BOOL,
      .def = "false",
-     .help = "kernel writeback cache for the workspace"},
+     .help = "kernel writeback cache for the workspace: faster small writes, but the kernel "
+	     "owns the size and times of a file open through the mount, so a run's change to "
+	     "such a file shows only after the last close, and pages written through the "
+	     "mount reach the host later and can overwrite what a run wrote meanwhile"},
     {.key = "max_threads",
      .type = SFS_OPT_INT,
      .def = "16",

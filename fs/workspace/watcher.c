@@ -301,13 +301,24 @@ static void ws_send_inval_entry(fuse_ino_t parent, const char *name)
 		fuse_lowlevel_notify_inval_entry(ws.se, parent, name, strlen(name));
 }
 
-/* Invalidates the child's (or, name NULL, the directory's own) inode if its
- * ctime is not one the kernel already knows. */
+/*
+ * Invalidates the child's (or, name NULL, the directory's own) inode if its
+ * ctime is not one the kernel already knows.
+ *
+ * With -o writeback the kernel owns a cached regular file's size and times
+ * (it writes them itself) and ignores ours, even after inval_inode; only a
+ * new kernel inode takes them from us.  So its entry is invalidated as well:
+ * the kernel drops the dentry and, unless a process holds the file open (or
+ * mapped), evicts the inode (FUSE inodes go with their last reference), and
+ * the next lookup reads the size from the host.  A file held open through
+ * the mount keeps the kernel's size until it is closed (docs/architecture.md).
+ */
 static void ws_watch_data_event(struct ws_node *dir, const char *name)
 {
 	struct ws_node *n;
 	struct stat st;
 	fuse_ino_t ino = 0;
+	bool evict = false;
 
 	if (fstatat(dir->fd, name ? name : "", &st,
 		    AT_SYMLINK_NOFOLLOW | (name ? 0 : AT_EMPTY_PATH)) == -1)
@@ -318,10 +329,13 @@ static void ws_watch_data_event(struct ws_node *dir, const char *name)
 	    __atomic_load_n(&n->known_ctime, __ATOMIC_ACQUIRE) != ws_ctime_ns(&st)) {
 		__atomic_store_n(&n->known_ctime, ws_ctime_ns(&st), __ATOMIC_RELEASE);
 		ino = SFS_INO_WS(n->id);
+		evict = ws.opt.writeback && name && S_ISREG(n->type);
 	}
 	pthread_mutex_unlock(&ws.lock);
 	if (ino)
 		ws_send_inval_inode(ino);
+	if (evict)
+		ws_send_inval_entry(SFS_INO_WS(dir->id), name);
 }
 
 static void ws_invalidate_matching(bool all, uint32_t serial);

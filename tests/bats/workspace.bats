@@ -876,3 +876,47 @@ seen_within() {
 	for i in $(seq 1 20); do echo "w$i" >"$W/f"; [ "$(cat "$W/f")" = "w$i" ]; done
 	[ "$(cat "$H/f")" = w20 ]
 }
+
+@test "coherence with -o writeback: files a run or the host changes are seen within 200 ms" {
+	ws_mount -o writeback
+	cd "$W"
+	echo one >grow
+	printf 'a long line\n' >shrink
+	echo keep >chmodded
+	[ "$(cat grow)" = one ] && [ "$(cat shrink)" = 'a long line' ]
+	[ "$(stat -c %s grow)" = 4 ] && [ "$(stat -c %a chmodded)" = 644 ]
+	local m="$BATS_TEST_TMPDIR/m"
+	ctl_write "$MNT/demo/ctl" "exec sh -c 'echo two >> grow; date +%s%N > $m.1'" >/dev/null
+	seen_within "$m.1" 200 sh -c '[ "$(cat grow)" = "$(printf "one\ntwo")" ]'
+	[ "$(stat -c %s grow)" = 8 ]
+	printf 'short\n' >"$H/shrink"
+	date +%s%N >"$m.2"
+	seen_within "$m.2" 200 sh -c '[ "$(cat shrink)" = short ]'
+	[ "$(stat -c %s shrink)" = 6 ]
+	chmod 600 "$H/chmodded"
+	date +%s%N >"$m.3"
+	seen_within "$m.3" 200 sh -c '[ "$(stat -c %a chmodded)" = 600 ]'
+	# a file held open through the mount keeps the kernel's size until closed (--help)
+	echo held >held
+	exec 5<held
+	echo more >>"$H/held"
+	date +%s%N >"$m.5"
+	sleep 0.2
+	exec 5<&-
+	seen_within "$m.5" 400 sh -c '[ "$(cat held)" = "$(printf "held\nmore")" ]'
+	# the mount's own writes go through the writeback cache and stay right
+	for i in $(seq 1 20); do echo "w$i" >>grow; done
+	[ "$(tail -n 1 grow)" = w20 ]
+	sync grow
+	[ "$(tail -n 1 "$H/grow")" = w20 ]
+	[ "$(wc -l <grow)" = 22 ]
+	# many files changed by a run at once: every one is right afterwards
+	mkdir many
+	for i in $(seq 1 300); do echo "$i" >"many/$i"; done
+	cat many/* >/dev/null
+	ctl_write "$MNT/demo/ctl" "exec sh -c 'for i in \$(seq 1 300); do echo more >> many/\$i; [ \$((i % 3)) = 0 ] && printf t > many/\$i; done; date +%s%N > $m.4'" >/dev/null
+	seen_within "$m.4" 500 sh -c '[ "$(cat many/300)" = t ]'
+	sleep 0.1
+	[ "$(cd many && md5sum *)" = "$(cd "$H/many" && md5sum *)" ]
+	[ "$(cd many && stat -c '%n %s' *)" = "$(cd "$H/many" && stat -c '%n %s' *)" ]
+}
