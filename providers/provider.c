@@ -200,6 +200,15 @@ char *sfs_sb_dup_workspace(struct sfs_sandbox *sb)
 	return dup_locked_field(&sb->workspace);
 }
 
+void sfs_sb_set_failed(struct sfs_sandbox *sb, const char *msg)
+{
+	sfs_sb_set_error(sb, msg);
+	pthread_mutex_lock(&sfs_records_mu);
+	if (sb->state != SFS_SB_DESTROYED)
+		sb->state = SFS_SB_ERROR;
+	pthread_mutex_unlock(&sfs_records_mu);
+}
+
 static bool (*sandbox_lookup)(const struct sfs_provider *p, const char *key);
 
 void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char *key))

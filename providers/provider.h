@@ -285,6 +285,9 @@ enum sfs_sb_state sfs_sb_get_state(struct sfs_sandbox *sb);
  * sb->op_mutex (NULL when unset or on ENOMEM); free() them. */
 char *sfs_sb_dup_id(struct sfs_sandbox *sb);
 char *sfs_sb_dup_workspace(struct sfs_sandbox *sb);
+/* What sb stands for is gone (its container was removed): state error and
+ * msg as its error.  A destroyed sandbox stays destroyed. */
+void sfs_sb_set_failed(struct sfs_sandbox *sb, const char *msg);
 /* Whether a sandbox of provider p with local key `key` is in the tree (its
  * owner, ctl/tree.c, installs the lookup at startup). */
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);

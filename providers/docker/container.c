@@ -194,8 +194,13 @@ int dk_gone(const char *cid, struct sfs_err *err)
 
 int dk_failed(struct sfs_sandbox *sb, int r, const struct sfs_err *err)
 {
-	if (r == -ENOENT && err && strstr(err->msg, DK_GONE_TEXT))
-		sfs_sb_set_error(sb, err->msg);
+	if (r == -ENOENT && err && strstr(err->msg, DK_GONE_TEXT)) {
+		char cid[DK_ID_MAX];
+		dk_current(sb, cid, sizeof(cid));
+		if (cid[0])
+			dk_mark_gone(cid);
+		sfs_sb_set_failed(sb, err->msg);
+	}
 	return r;
 }
 
@@ -422,6 +427,7 @@ int dk_container_remove(const char *cid, struct sfs_err *err)
 	char path[256], what[96];
 	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
 	snprintf(what, sizeof(what), "removing container %.12s", cid);
+	dk_events_expect_removal(cid);
 	int r = dk_json("DELETE", path, NULL, 120, NULL, what, err);
 	return r == -ENOENT ? 0 : r < 0 ? r : 0;
 }

@@ -633,6 +633,8 @@ static int docker_start(struct sfs_sandbox *sb, struct sfs_err *err)
 
 static void docker_shutdown(void)
 {
+	dk_events_stop();
+	dk_followers_shutdown();
 	dk_state_shutdown();
 	dk_engine_shutdown();
 }
@@ -665,6 +667,7 @@ static const struct sfs_provider_ops docker_ops = {
     .expose = docker_expose,
     .stop = docker_stop,
     .start = docker_start,
+    .tick = dk_events_tick,
     .shutdown = docker_shutdown,
     .configured = docker_configured,
 };

@@ -102,6 +102,7 @@ struct dk_sb {
 	char started[64];
 	char merged[1024];
 	bool running, root_user, known;
+	bool gone;     /* its container cid was removed behind our back */
 	int merged_fd; /* O_PATH of merged, or -1; checked against merged before use */
 	dev_t merged_dev;
 	ino_t merged_ino;
@@ -119,6 +120,13 @@ void dk_current(struct sfs_sandbox *sb, char *cid, size_t len);
 void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info);
 /* Forgets sb's container (destroyed) and closes what refers to it. */
 void dk_forget(struct sfs_sandbox *sb);
+/* The container cid was removed behind our back: marks the sandbox whose
+ * container it is and returns it (NULL when none). */
+struct sfs_sandbox *dk_mark_gone(const char *cid);
+/* Whether sb's container was removed behind our back. */
+bool dk_is_gone(struct sfs_sandbox *sb);
+/* Copies up to max sandboxes with a container (and their ids); returns how many. */
+size_t dk_list(struct sfs_sandbox **sbs, char (*cids)[DK_ID_MAX], size_t max);
 /* At unmount: frees the runtime tables and closes their fds. */
 void dk_state_shutdown(void);
 /* At unmount: closes the pooled engine connections. */
@@ -164,6 +172,23 @@ int dk_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struc
 int dk_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 		  struct sfs_err *err);
+
+/* ---- events.c: what happens to our containers while the daemon runs ---- */
+/* From the provider's tick: starts the watcher once docker sandboxes exist. */
+void dk_events_tick(void);
+/* At unmount: stops the watcher. */
+void dk_events_stop(void);
+/* We are removing cid ourselves: its destroy event is no news. */
+void dk_events_expect_removal(const char *cid);
+/* How sb's status shows that the engine cannot be reached. */
+#define DK_OUTAGE_TEXT "the engine connection is down"
+
+/* ---- follow.c ---- */
+/* Kills followers that could not be stopped while the engine was out of
+ * reach (in container cid, or in every container when cid is NULL). */
+void dk_followers_reap(const char *cid);
+/* At unmount: forgets them. */
+void dk_followers_shutdown(void);
 
 /* ---- archive.c ---- */
 /* Reads a small regular file from the container through the archive API

@@ -23,6 +23,20 @@
 
 #define PID_WAIT_MS 5000
 #define END_WAIT_MS 3000
+#define STALE_MAX 64
+
+/* Followers that could not be stopped (the engine was out of reach): killed
+ * as soon as it answers again, before a new follower of theirs starts. */
+struct stale {
+	struct stale *next;
+	char cid[DK_ID_MAX];
+	char dir[64];
+	char token[17];
+	int pid;
+};
+static pthread_mutex_t stale_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct stale *stale;
+static size_t nstale;
 
 struct dk_follower {
 	char cid[DK_ID_MAX];
@@ -103,6 +117,93 @@ static void deadline_in(struct timespec *ts, int ms)
 	}
 }
 
+/* Kills one follower in its container: 0, or the engine's error (-ENOENT:
+ * the container is gone, and the follower with it). */
+static int unfollow(const char *cid, const char *dir, const char *token, int pid,
+		    struct sfs_err *err)
+{
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_unfollow(&c, dir, pid, token, err);
+	if (!r)
+		r = dk_sh_cmd(cid, &c, NULL, 0, err);
+	sfs_sh_cmd_free(&c);
+	return r;
+}
+
+static void stale_add(const struct dk_follower *f, int pid)
+{
+	struct stale *s = calloc(1, sizeof(*s));
+	if (!s)
+		return;
+	snprintf(s->cid, sizeof(s->cid), "%s", f->cid);
+	snprintf(s->dir, sizeof(s->dir), "%s", f->dir);
+	snprintf(s->token, sizeof(s->token), "%s", f->token);
+	s->pid = pid;
+	pthread_mutex_lock(&stale_mu);
+	s->next = stale;
+	stale = s;
+	if (++nstale > STALE_MAX) {
+		/* the oldest: its container never answered again */
+		struct stale **p = &stale;
+		while ((*p)->next)
+			p = &(*p)->next;
+		free(*p);
+		*p = NULL;
+		nstale--;
+	}
+	pthread_mutex_unlock(&stale_mu);
+}
+
+void dk_followers_reap(const char *cid)
+{
+	pthread_mutex_lock(&stale_mu);
+	struct stale *mine = NULL, **p = &stale;
+	while (*p) {
+		struct stale *s = *p;
+		if (!cid || strcmp(s->cid, cid) == 0) {
+			*p = s->next;
+			s->next = mine;
+			mine = s;
+			nstale--;
+		} else {
+			p = &s->next;
+		}
+	}
+	pthread_mutex_unlock(&stale_mu);
+	while (mine) {
+		struct stale *s = mine;
+		mine = s->next;
+		struct sfs_err err = {0};
+		int r = unfollow(s->cid, s->dir, s->token, s->pid, &err);
+		if (r == 0 || r == -ENOENT) {
+			if (r == 0)
+				sfs_log(SFS_LOG_INFO,
+					"docker: stopped journal follower %s, left from an engine "
+					"outage",
+					s->token);
+			free(s);
+			continue;
+		}
+		pthread_mutex_lock(&stale_mu); /* still out of reach: later */
+		s->next = stale;
+		stale = s;
+		nstale++;
+		pthread_mutex_unlock(&stale_mu);
+	}
+}
+
+void dk_followers_shutdown(void)
+{
+	pthread_mutex_lock(&stale_mu);
+	while (stale) {
+		struct stale *s = stale;
+		stale = s->next;
+		free(s);
+	}
+	nstale = 0;
+	pthread_mutex_unlock(&stale_mu);
+}
+
 /* Stops tail in the container (unless it ended by itself), then the thread. */
 static void follower_stop(struct dk_follower *f)
 {
@@ -110,19 +211,24 @@ static void follower_stop(struct dk_follower *f)
 	bool natural = f->ended && f->natural;
 	int pid = f->pid;
 	pthread_mutex_unlock(&f->mu);
+	if (natural) {
+		/* A stream whose engine connection dropped ends just like one
+		 * whose tail ended: only the engine can tell them apart. */
+		bool running = true;
+		int code;
+		if (dk_exec_inspect(f->eid, &running, &code, NULL) != 0 || running)
+			natural = false;
+	}
 	if (!natural) {
-		char pidtext[16] = "";
-		if (pid > 0)
-			snprintf(pidtext, sizeof(pidtext), "%d", pid);
-		struct sfs_sh_cmd c;
 		struct sfs_err err = {0};
-		int r = sfs_sh_unfollow(&c, f->dir, pid, f->token, &err);
-		if (!r)
-			r = dk_sh_cmd(f->cid, &c, NULL, 0, &err);
-		sfs_sh_cmd_free(&c);
-		if (r)
-			sfs_log(SFS_LOG_WARN, "docker: stopping journal follower %s: %s", f->token,
-				err.msg);
+		int r = unfollow(f->cid, f->dir, f->token, pid, &err);
+		if (r && r != -ENOENT) {
+			sfs_log(SFS_LOG_WARN,
+				"docker: stopping journal follower %s: %s (retried when the "
+				"engine answers)",
+				f->token, err.msg);
+			stale_add(f, pid);
+		}
 	}
 	/* tail's end closes the stream; if the engine cannot say so, give up on it */
 	struct timespec ts;
@@ -156,6 +262,8 @@ int dk_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, i
 		free(f);
 		return sfs_errf(err, -EIO, "docker: no container to follow run %d in", run->n);
 	}
+	/* a follower of this container left from an engine outage goes first */
+	dk_followers_reap(f->cid);
 	struct sfs_sh_cmd c;
 	r = sfs_sh_follow(&c, f->dir, from, f->token, err);
 	if (r) {

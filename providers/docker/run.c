@@ -269,8 +269,8 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	struct dk_run rec;
-	if (!run_record(sb, run, &rec)) {
-		run->state = SFS_RUN_LOST;
+	if (!run_record(sb, run, &rec) || dk_is_gone(sb)) {
+		run->state = SFS_RUN_LOST; /* no record, or no container left */
 		return 0;
 	}
 	char cid[DK_ID_MAX];
@@ -362,6 +362,8 @@ ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 {
 	char path[96];
 	snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
+	if (dk_is_gone(sb))
+		return sfs_errf(err, -ENOENT, "docker: run %d: its container is gone", run->n);
 	int fd;
 	if (dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL) == 0) {
 		ssize_t n = pread(fd, buf, max, off);

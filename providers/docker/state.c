@@ -107,6 +107,8 @@ void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info)
 		if (strcmp(d->cid, info->id) != 0 || strcmp(d->merged, info->merged) != 0 ||
 		    strcmp(d->started, info->started) != 0 || !info->running)
 			close_merged_locked(d);
+		if (strcmp(d->cid, info->id) != 0)
+			d->gone = false; /* a new container (restore) */
 		snprintf(d->cid, sizeof(d->cid), "%s", info->id);
 		snprintf(d->started, sizeof(d->started), "%s", info->started);
 		snprintf(d->merged, sizeof(d->merged), "%s", info->running ? info->merged : "");
@@ -119,6 +121,45 @@ void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info)
 	pthread_mutex_unlock(&dk_mu);
 }
 
+struct sfs_sandbox *dk_mark_gone(const char *cid)
+{
+	struct sfs_sandbox *sb = NULL;
+	pthread_mutex_lock(&dk_mu);
+	for (struct dk_sb *d = sandboxes; d && !sb; d = d->next)
+		if (d->known && d->cid[0] && strcmp(d->cid, cid) == 0 && !d->gone) {
+			d->gone = true;
+			d->running = false;
+			d->merged[0] = '\0';
+			close_merged_locked(d);
+			sb = d->sb;
+		}
+	pthread_mutex_unlock(&dk_mu);
+	return sb;
+}
+
+bool dk_is_gone(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	bool gone = d && d->gone;
+	pthread_mutex_unlock(&dk_mu);
+	return gone;
+}
+
+size_t dk_list(struct sfs_sandbox **sbs, char (*cids)[DK_ID_MAX], size_t max)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&dk_mu);
+	for (struct dk_sb *d = sandboxes; d && n < max; d = d->next)
+		if (d->known && d->cid[0]) {
+			sbs[n] = d->sb;
+			snprintf(cids[n], DK_ID_MAX, "%s", d->cid);
+			n++;
+		}
+	pthread_mutex_unlock(&dk_mu);
+	return n;
+}
+
 void dk_forget(struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&dk_mu);
@@ -127,6 +168,7 @@ void dk_forget(struct sfs_sandbox *sb)
 		close_merged_locked(d);
 		d->cid[0] = d->merged[0] = d->started[0] = '\0';
 		d->running = false;
+		d->gone = false;
 		d->known = true;
 		/* journal fds stay open: the engine may still name them in a
 		 * path until the sandbox's journals are detached */

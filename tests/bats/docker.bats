@@ -40,7 +40,7 @@ fork true'
 	sfs_mount
 	run dk_new_missing
 	[ "$status" -ne 0 ]
-	[[ "$output" == "error: docker: image sfs-no-such-image:v0 is not here and pulling it failed"* ]]
+	[[ "$output" == "error: docker: image 127.0.0.1:1/none:latest is not here and pulling it failed"* ]]
 	[ ! -e "$MNT/nope" ]
 	[ -z "$(docker ps -aq --filter "label=sandboxfs.state=$STATE")" ]
 	run dk_new bad workdir=relative
@@ -53,7 +53,8 @@ fork true'
 }
 
 dk_new_missing() {
-	dk_ctl "$MNT/ctl" "new nope provider=docker image=sfs-no-such-image:v0"
+	# a name no registry can be reached for: the test never leaves this host
+	dk_ctl "$MNT/ctl" "new nope provider=docker image=127.0.0.1:1/none:latest"
 }
 
 # ---- runs and journals ------------------------------------------------------
@@ -234,8 +235,9 @@ dk_new_missing() {
 	wait_for dk_status_is g1 "$n" lost
 	run dk_exec g1 'echo hi'
 	[ "$status" -ne 0 ]
-	[[ "$output" == "error: docker: container "*" is gone (removed outside sandboxfs?)"* ]]
-	grep -q '^error docker: container .* is gone' "$MNT/g1/status"
+	[[ "$output" == "error: "*"not running"* ]]
+	grep -qx 'state error' "$MNT/g1/status"
+	grep -q '^error docker: container .* is gone (removed outside sandboxfs?)' "$MNT/g1/status"
 	run ls "$MNT/g1/workspace"
 	[ "$status" -ne 0 ]
 	# everything else goes on
@@ -269,6 +271,87 @@ dk_new_missing() {
 	run timeout 10 cat "$MNT/l1/journal"
 	[ "$status" -eq 0 ]
 	[ "$output" = before ]
+}
+
+# issue 10 item 10: noticed while the daemon runs (engine events), not at
+# the next failed operation.
+dk_removed_while_running() {
+	dk_new g3 >/dev/null
+	n=$(dk_exec g3 'echo started; sleep 300')
+	wait_for grep -qx started "$MNT/g3/runs/$n/journal"
+	timeout 20 cat "$MNT/g3/runs/$n/journal" >"$BATS_TEST_TMPDIR/j" &
+	jr=$!
+	timeout 20 cat "$MNT/g3/runs/$n/wait" >"$BATS_TEST_TMPDIR/w" &
+	wr=$!
+	grep -qx 'state running' "$MNT/g3/status"
+	docker rm -f "$(dk_id g3)" >/dev/null
+	wait_for grep -qx 'state error' "$MNT/g3/status"
+	grep -q '^error docker: container .* is gone (removed outside sandboxfs?)' "$MNT/g3/status"
+	# both readers end (not at their timeout: 124)
+	wait "$jr"
+	wait "$wr"
+	[ "$(cat "$BATS_TEST_TMPDIR/j")" = started ]
+	[ "$(cat "$BATS_TEST_TMPDIR/w")" = lost ]
+	[ "$(cat "$MNT/g3/runs/$n/status")" = lost ]
+	[ "$(timeout 10 cat "$MNT/g3/runs/$n/journal")" = started ]
+	run dk_exec g3 'echo no'
+	[ "$status" -ne 0 ]
+	# an operation on it does not bring back "running"
+	grep -qx 'state error' "$MNT/g3/status"
+	rmdir "$MNT/g3"
+	[ ! -e "$MNT/g3" ]
+}
+
+@test "docker: a container removed while the daemon runs: state error with the reason, its run lost, readers end" {
+	sfs_mount
+	dk_removed_while_running
+}
+
+@test "docker: a container removed while the daemon runs (docker.fs=archive): the same, followers too" {
+	sfs_mount -o docker.fs=archive
+	dk_removed_while_running
+}
+
+# issue 10 item 11: the old in-container follower must not outlive a dropped
+# engine connection, and a reader that waits meanwhile is told why.
+@test "docker: engine connection cut and back (docker.fs=archive): one follower, the reader resumes, status shows the outage" {
+	dk_proxy_start
+	sfs_mount -o docker.fs=archive -o "docker.host=unix://$DK_PROXY_SOCK"
+	dk_new o1 >/dev/null
+	n=$(dk_exec o1 'i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.2; done')
+	timeout 60 cat "$MNT/o1/runs/$n/journal" >"$BATS_TEST_TMPDIR/live" &
+	reader=$!
+	wait_for grep -qx 'tick 5' "$BATS_TEST_TMPDIR/live"
+	[ "$(dk_count_in o1 'tail -c')" -eq 1 ]
+	run ! grep -q '^error' "$MNT/o1/status"
+
+	dk_proxy_cut
+	wait_for grep -q '^error docker: the engine connection is down' "$MNT/o1/status"
+	sleep 2 # the reader waits; stopping the old follower fails meanwhile
+	kill -0 "$reader"
+	got=$(grep -c '^tick' "$BATS_TEST_TMPDIR/live")
+
+	dk_proxy_start
+	# the reader resumes where it stopped, with nothing lost or repeated
+	wait_for dk_ticks_at_least "$BATS_TEST_TMPDIR/live" $((got + 10))
+	m=$(grep -c '^tick' "$BATS_TEST_TMPDIR/live")
+	[ "$(head -n "$m" "$BATS_TEST_TMPDIR/live")" = "$(seq 1 "$m" | sed 's/^/tick /')" ]
+	# one follower in the container: the old one was killed on reconnect
+	wait_for dk_count_is o1 'tail -c' 1
+	sleep 1
+	[ "$(dk_count_in o1 'tail -c')" -eq 1 ]
+	wait_for dk_no_error o1
+	grep -qx 'state running' "$MNT/o1/status"
+	kill "$reader"
+	wait "$reader" || true
+}
+
+dk_ticks_at_least() {
+	[ "$(grep -c '^tick' "$1")" -ge "$2" ]
+}
+
+dk_no_error() {
+	! grep -q '^error' "$MNT/$1/status"
 }
 
 # ---- workspace --------------------------------------------------------------

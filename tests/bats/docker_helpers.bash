@@ -41,6 +41,37 @@ docker_cleanup() {
 docker_teardown() {
 	sfs_teardown
 	docker_cleanup
+	if [ -f "$BATS_TEST_TMPDIR/proxy.pids" ]; then
+		local p
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/proxy.pids"
+	fi
+}
+
+# dk_proxy_start: a proxy to the engine's unix socket that the test can cut
+# (tests/bats/unix_proxy.py), listening on $DK_PROXY_SOCK in the test's
+# directory; mount with -o docker.host=unix://$DK_PROXY_SOCK to go through it.
+dk_proxy_start() {
+	local target=${DOCKER_HOST:-unix:///var/run/docker.sock}
+	[[ $target == unix://* ]] || skip "docker: the proxy needs an engine on a unix socket (DOCKER_HOST=$target)"
+	command -v python3 >/dev/null || skip "docker: no python3 for the engine proxy"
+	DK_PROXY_SOCK=$BATS_TEST_TMPDIR/engine.sock
+	# started from a subshell: not a job of the test's shell, whose kill
+	# would be reported in the test's output
+	DK_PROXY_PID=$(python3 "$BATS_TEST_DIRNAME/unix_proxy.py" "$DK_PROXY_SOCK" "${target#unix://}" \
+		</dev/null >/dev/null 2>&1 3>&- & echo $!)
+	echo "$DK_PROXY_PID" >>"$BATS_TEST_TMPDIR/proxy.pids"
+	wait_for test -S "$DK_PROXY_SOCK"
+}
+
+# dk_proxy_cut: drops every engine connection of the daemon, and answers no more.
+dk_proxy_cut() {
+	kill -9 "$DK_PROXY_PID" 2>/dev/null || true
+	wait_for dk_gone_pid "$DK_PROXY_PID"
+	rm -f "$DK_PROXY_SOCK"
+}
+
+dk_gone_pid() {
+	! kill -0 "$1" 2>/dev/null
 }
 
 # dk_ctl FILE LINE: like ctl_write (writes LINE, prints what a read of the
