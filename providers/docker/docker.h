@@ -178,6 +178,9 @@ int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 void dk_events_tick(void);
 /* At unmount: stops the watcher. */
 void dk_events_stop(void);
+/* cid was found removed (an event, or an inspect answering 404): unless we
+ * removed it ourselves, its sandbox goes to state error with the reason. */
+void dk_container_gone(const char *cid);
 /* We are removing cid ourselves: its destroy event is no news. */
 void dk_events_expect_removal(const char *cid);
 /* How sb's status shows that the engine cannot be reached. */

@@ -61,7 +61,7 @@ static bool expected_removal(const char *cid)
 }
 
 /* cid is gone: its sandbox (if it is still one of ours) says so. */
-static void container_gone(const char *cid)
+void dk_container_gone(const char *cid)
 {
 	if (expected_removal(cid))
 		return;
@@ -136,7 +136,7 @@ static void resync(void)
 		struct sfs_err err = {0};
 		int r = dk_inspect(cids[i], &info, &err);
 		if (r == -ENOENT)
-			container_gone(cids[i]);
+			dk_container_gone(cids[i]);
 		else if (r == 0)
 			dk_info_free(&info);
 	}
@@ -155,7 +155,7 @@ static void on_event(const char *text, size_t len)
 	const char *action = json_string_value(json_object_get(j, "Action"));
 	const char *id = json_string_value(json_object_get(json_object_get(j, "Actor"), "ID"));
 	if (action && id && strcmp(action, "destroy") == 0)
-		container_gone(id);
+		dk_container_gone(id);
 	json_decref(j);
 }
 
@@ -233,13 +233,17 @@ static void *events_main(void *arg)
 			continue;
 		}
 		set_down(NULL);
+		/* events from just before the look at every container on: a
+		 * removal in between is replayed, never missed (twice is harmless) */
+		char url[8500];
+		snprintf(url, sizeof(url), "%s&since=%lld", path, (long long)time(NULL) - 1);
 		resync();
 		dk_followers_reap(NULL);
 		int64_t since = dk_now_ms();
 		s.len = 0;
 		s.overflow = false;
 		struct sfs_err serr = {0};
-		int r = dk_stream("GET", path, NULL, on_bytes, &s, &ev.stop, &serr);
+		int r = dk_stream("GET", url, NULL, on_bytes, &s, &ev.stop, &serr);
 		if (__atomic_load_n(&ev.stop, __ATOMIC_ACQUIRE))
 			break;
 		if (r < 0)

@@ -247,8 +247,10 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 	/* the engine forgot the exec: it restarted, and so may have the container */
 	struct dk_info info;
 	r = dk_inspect(cid, &info, NULL);
-	if (r == -ENOENT)
+	if (r == -ENOENT) {
+		dk_container_gone(cid); /* the next poll notices what an event missed */
 		return 0;
+	}
 	if (r)
 		return r;
 	dk_note_container(sb, &info);
