@@ -82,6 +82,18 @@ oops'
 	[ "$(tail -c 5 "$MNT/d1/runs/1/journal")" = oops ]
 }
 
+@test "daytona: shell syntax in commands and env values runs as written; a real-time signal is a signal" {
+	# one single-quoted command line (providers/sh) carries all of it
+	run dt_new q1 "env.V=\"it's \\\"q\\\" \$(touch canary)\""
+	[ "$status" -eq 0 ]
+	out=$(dt_run q1 'printf "%s|" "it'"'"'s" '"'"'a"b'"'"' "$(echo sub)" '"'"'$HOME'"'"' "$V"; echo')
+	[ "$out" = "it's|a\"b|sub|\$HOME|it's \"q\" \$(touch canary)|" ]
+	[ "$(dt_run q1 'ls canary 2>&1 >/dev/null | wc -l')" = 1 ] # never created
+	# 128+34: the old daytona wrapper took it for an exit status (window < 160)
+	n=$(ctl_write "$MNT/q1/ctl" 'exec kill -s RTMIN $$ 2>/dev/null || kill -34 $$')
+	[[ "$(cat "$MNT/q1/runs/$n/wait")" =~ ^killed\ (34|RTMIN)$ ]]
+}
+
 @test "daytona: a journal larger than one poll read arrives whole" {
 	dt_new big >/dev/null
 	out=$(dt_run big 'head -c 900000 /dev/zero | tr "\0" x; echo; echo end')
