@@ -77,6 +77,7 @@ int sfs_read_file(const char *path, char **out, size_t *lenp)
 		b.buf[b.len] = '\0';
 	}
 	close(fd);
+	b.buf[b.len] = '\0'; /* an empty file never reached the loop's own NUL */
 	if (lenp)
 		*lenp = b.len;
 	*out = b.buf; /* reserved above, so never NULL */

@@ -25,10 +25,74 @@
 
 extern char **environ;
 
-static const char *local_dir(struct sfs_sandbox *sb)
+/* Local's own state of a sandbox (sb->priv): its host directory and whether
+ * the daemon made it (then destroy removes it).  Set under sb->op_mutex or
+ * before the record is listed, read by FUSE workers too (the workspace
+ * root), so it sits behind local_state_mu, a leaf lock (provider.h's lock
+ * order); it reaches the registry through the state hooks as pdata
+ * {"dir", "owned"}. */
+struct local_state {
+	char dir[4096];
+	bool owned;
+};
+static pthread_mutex_t local_state_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Copies sb's directory into buf (PATH_MAX bytes); NULL when it has none. */
+static const char *local_dir(struct sfs_sandbox *sb, char *buf, bool *owned)
 {
-	json_t *d = sb->pdata ? json_object_get(sb->pdata, "dir") : NULL;
-	return d ? json_string_value(d) : NULL;
+	pthread_mutex_lock(&local_state_mu);
+	const struct local_state *st = sb->priv;
+	if (st) {
+		memcpy(buf, st->dir, sizeof(st->dir));
+		if (owned)
+			*owned = st->owned;
+	}
+	pthread_mutex_unlock(&local_state_mu);
+	return st ? buf : NULL;
+}
+
+static int set_local_dir(struct sfs_sandbox *sb, const char *dir, bool owned, struct sfs_err *err)
+{
+	struct local_state *st = calloc(1, sizeof(*st));
+	if (!st)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (snprintf(st->dir, sizeof(st->dir), "%s", dir) >= (int)sizeof(st->dir)) {
+		free(st);
+		return sfs_errf(err, -ENAMETOOLONG, "local: %s: path too long", dir);
+	}
+	st->owned = owned;
+	pthread_mutex_lock(&local_state_mu);
+	struct local_state *old = sb->priv;
+	sb->priv = st;
+	pthread_mutex_unlock(&local_state_mu);
+	free(old);
+	return 0;
+}
+
+static json_t *local_state_save(const struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&local_state_mu);
+	const struct local_state *st = sb->priv;
+	json_t *o = st ? json_pack("{s:s, s:b}", "dir", st->dir, "owned", st->owned) : NULL;
+	pthread_mutex_unlock(&local_state_mu);
+	return o;
+}
+
+static int local_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
+{
+	const char *dir = json_string_value(json_object_get(saved, "dir"));
+	if (!dir)
+		return 0; /* resume adopts sb->id */
+	return set_local_dir(sb, dir, json_is_true(json_object_get(saved, "owned")), err);
+}
+
+static void local_state_free(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&local_state_mu);
+	struct local_state *st = sb->priv;
+	sb->priv = NULL;
+	pthread_mutex_unlock(&local_state_mu);
+	free(st);
 }
 
 static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
@@ -55,33 +119,22 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 		if (r)
 			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
 	}
-	json_t *pd = json_pack("{s:s, s:b}", "dir", dir, "owned", owned);
-	if (!pd)
-		return sfs_errf(err, -ENOMEM, "out of memory");
 	/* the record is listed (creating) and status reads it: publish */
 	int r = sfs_sb_publish(sb, dir, "host", dir, err);
-	if (r) {
-		json_decref(pd);
-		return r;
-	}
-	sfs_sb_set_pdata(sb, pd);
-	return 0;
+	return r ? r : set_local_dir(sb, dir, owned, err);
 }
 
 static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	const char *dir = local_dir(sb);
+	char buf[4096];
+	const char *dir = local_dir(sb, buf, NULL);
 	if (!dir && sb->id) {
 		/* `resume NAME provider=local id=/some/dir`: adopt that dir */
-		json_t *pd = json_pack("{s:s, s:b}", "dir", sb->id, "owned", 0);
-		if (!pd)
-			return sfs_errf(err, -ENOMEM, "out of memory");
 		int r = sfs_sb_publish(sb, NULL, sb->image ? NULL : "host", sb->id, err);
-		if (r) {
-			json_decref(pd);
+		if (!r)
+			r = set_local_dir(sb, sb->id, false, err);
+		if (r)
 			return r;
-		}
-		sfs_sb_set_pdata(sb, pd);
 		dir = sb->id;
 	}
 	struct stat st;
@@ -239,7 +292,8 @@ static void local_tick(void)
 
 static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	const char *dir = local_dir(sb);
+	char dirbuf[4096];
+	const char *dir = local_dir(sb, dirbuf, NULL);
 	if (!dir)
 		return sfs_errf(err, -EIO, "local: sandbox has no workspace");
 	char **envp = build_env(sb, run);
@@ -379,7 +433,8 @@ static int local_journal_path(struct sfs_sandbox *sb, struct sfs_run *run, char 
 
 static int local_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
-	const char *dir = local_dir(sb);
+	char buf[4096];
+	const char *dir = local_dir(sb, buf, NULL);
 	if (!dir)
 		return sfs_errf(err, -ENOENT, "local: sandbox has no workspace");
 	*fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -396,9 +451,10 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 		if (pgid > 0 && group_alive(pgid))
 			local_run_kill(sb, run, SIGTERM, true, NULL);
 	}
-	json_t *owned = sb->pdata ? json_object_get(sb->pdata, "owned") : NULL;
-	const char *dir = local_dir(sb);
-	if (dir && json_is_true(owned)) {
+	char buf[4096];
+	bool owned = false;
+	const char *dir = local_dir(sb, buf, &owned);
+	if (dir && owned) {
 		int r = sfs_rm_rf(dir);
 		if (r)
 			return sfs_errf(err, r, "local: removing %s: %s", dir, strerror(-r));
@@ -435,7 +491,8 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	if (from)
 		return sfs_errf(err, -EOPNOTSUPP,
 				"local: fork from= needs snapshots (caps snapshots is false)");
-	const char *dir = local_dir(src);
+	char buf[4096], dstbuf[4096];
+	const char *dir = local_dir(src, buf, NULL);
 	if (!dir)
 		return sfs_errf(err, -ENOENT, "local: source has no workspace");
 	struct sfs_kvlist none = {0};
@@ -445,10 +502,13 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	char srcdot[4200];
 	snprintf(srcdot, sizeof(srcdot), "%s/.", dir);
 	/* cp -a never follows symlinks inside the tree (-P is implied). */
-	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, (char *)local_dir(dst), NULL};
+	char *dstdir = (char *)local_dir(dst, dstbuf, NULL);
+	if (!dstdir)
+		return sfs_errf(err, -EIO, "local: the new sandbox has no workspace");
+	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, dstdir, NULL};
 	r = run_cmd(argv, err);
 	if (r)
-		sfs_rm_rf(local_dir(dst));
+		sfs_rm_rf(dstdir);
 	return r;
 }
 
@@ -480,6 +540,9 @@ static const struct sfs_provider_ops local_ops = {
     .fork = local_fork,
     .expose = local_expose,
     .tick = local_tick,
+    .state_save = local_state_save,
+    .state_load = local_state_load,
+    .state_free = local_state_free,
     .configured = local_configured,
 };
 

@@ -91,6 +91,7 @@ no_tsan_reports() {
 	no_tsan_reports
 }
 
+# bats test_tags=tsan
 @test "registry: 200 secret-keyed env values per sandbox never truncate it; a restart brings every sandbox back" {
 	sfs_mount
 	local s i j n line
@@ -116,11 +117,14 @@ no_tsan_reports() {
 		[ "$(cat "$MNT/$s/runs/$n/journal")" = "visible/unset" ]
 	done
 	python3 -m json.tool "$STATE/registry.json" >/dev/null
+	sfs_unmount
+	no_tsan_reports
 }
 
 # Snapshot directories carry a per-sandbox serial in their inode number,
 # never an index: with 86400 s entry timeouts the kernel keeps `B`'s inode,
 # so deleting `A` must not make that inode name another snapshot.
+# bats test_tags=tsan
 @test "snapshots: rmdir of one leaves the others' inode numbers; a stale inode of it is ENOENT" {
 	dt_setup
 	dt_new sn >/dev/null
@@ -158,4 +162,6 @@ PY
 	out=$(ctl_write "$MNT/sn/ctl" "snapshot s4")
 	[ "$(stat -c %i "$MNT/sn/snapshots/$out")" != "$(stat -c %i "$MNT/sn/snapshots/${ids[1]}")" ]
 	[ "$(stat -c %i "$MNT/sn/snapshots/${ids[1]}")" = "$(ls -i "$MNT/sn/snapshots" | awk -v n="${ids[1]}" '$2==n{print $1}')" ]
+	sfs_unmount
+	no_tsan_reports
 }

@@ -76,7 +76,9 @@ static void test_round_trip(void)
 	struct sfs_sandbox *a = make("alpha", "k1", "local");
 	struct sfs_err err = {0};
 	CHECK_INT(sfs_sb_publish(a, "/srv/a", "host", "/srv/a", &err), 0);
-	sfs_sb_set_pdata(a, json_pack("{s:s, s:b}", "dir", "/srv/a", "owned", 0));
+	json_t *ld = json_pack("{s:s, s:b}", "dir", "/srv/a", "owned", 0);
+	CHECK_INT(a->provider->ops->state_load(a, ld, &err), 0);
+	json_decref(ld);
 	CHECK_INT(sfs_kv_set(&a->env, "GREETING", "hello world"), 0);
 	CHECK_INT(sandbox_snapshot_add_locked(a, strdup("s-1"), strdup("before"), 100), 0);
 	CHECK_INT(sandbox_snapshot_add_locked(a, strdup("s-2"), NULL, 200), 0);
@@ -90,19 +92,23 @@ static void test_round_trip(void)
 	json_decref(dt);
 	struct sfs_sandbox *c = make("gamma", "k3", "local");
 	c->state = SFS_SB_CREATING; /* not usable yet: not saved */
+	/* a provider without state hooks keeps pdata */
+	struct sfs_sandbox *d = make("delta", "k4", "docker");
+	sfs_sb_set_pdata(d, json_pack("{s:s}", "container", "c0ffee"));
 
-	struct sfs_sandbox *all[] = {a, b, c};
-	CHECK_INT(registry_save(statedir, all, 3, NULL, &err), 0);
+	struct sfs_sandbox *all[] = {a, b, c, d};
+	CHECK_INT(registry_save(statedir, all, 4, NULL, &err), 0);
 
 	struct sfs_sandbox **got = NULL;
 	size_t n = 0;
 	json_t *kept = NULL;
 	CHECK_INT(registry_load(statedir, &got, &n, &kept, &err), 0);
-	CHECK_INT(n, 2);
+	CHECK_INT(n, 3);
 	CHECK_INT(json_array_size(kept), 0);
 	struct sfs_sandbox *ga = find(got, n, "alpha"), *gb = find(got, n, "beta");
-	CHECK(ga && gb && !find(got, n, "gamma"));
-	if (ga && gb) {
+	struct sfs_sandbox *gd = find(got, n, "delta");
+	CHECK(ga && gb && gd && !find(got, n, "gamma"));
+	if (ga && gb && gd) {
 		CHECK_STREQ(ga->key, "k1");
 		CHECK_STREQ(ga->provider->name, "local");
 		CHECK_STREQ(ga->id, "/srv/a");
@@ -111,7 +117,12 @@ static void test_round_trip(void)
 		CHECK_STREQ(ga->created, "2026-11-30T19:00:00Z");
 		CHECK_INT(ga->state, SFS_SB_RUNNING);
 		CHECK_STREQ(sfs_kv_get(&ga->env, "GREETING"), "hello world");
-		CHECK_STREQ(json_string_value(json_object_get(ga->pdata, "dir")), "/srv/a");
+		json_t *lsaved = ga->provider->ops->state_save(ga);
+		CHECK_STREQ(json_string_value(json_object_get(lsaved, "dir")), "/srv/a");
+		CHECK(json_is_false(json_object_get(lsaved, "owned")));
+		json_decref(lsaved);
+		CHECK(ga->pdata == NULL);
+		CHECK_STREQ(json_string_value(json_object_get(gd->pdata, "container")), "c0ffee");
 		CHECK_INT(ga->nsnapshots, 2);
 		if (ga->nsnapshots == 2) {
 			CHECK_STREQ(ga->snapshots[0].id, "s-1");
@@ -141,6 +152,7 @@ static void test_round_trip(void)
 	sandbox_free(a);
 	sandbox_free(b);
 	sandbox_free(c);
+	sandbox_free(d);
 }
 
 static void test_first_start(void)
