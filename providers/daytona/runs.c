@@ -100,11 +100,9 @@ int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	while ((p = strchr(line, '\n')) && p[1])
 		line = p + 1;
 	int n = 0;
-	if (sscanf(line, "exit %d", &n) == 1) {
-		run->state = SFS_RUN_EXITED;
-		run->code = n;
-	} else if (sscanf(line, "signal %d", &n) == 1) {
-		run->state = SFS_RUN_KILLED;
+	bool sig;
+	if (sfs_sh_parse_status(line, &sig, &n)) {
+		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
 		run->code = n;
 	} else if (!strncmp(line, "running", 7)) {
 		run->state = SFS_RUN_RUNNING;

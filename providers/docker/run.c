@@ -183,18 +183,13 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 
 static bool parse_status(const char *text, struct sfs_run *run)
 {
+	bool sig;
 	int n;
-	if (sscanf(text, "exit %d", &n) == 1) {
-		run->state = SFS_RUN_EXITED;
-		run->code = n;
-		return true;
-	}
-	if (sscanf(text, "signal %d", &n) == 1) {
-		run->state = SFS_RUN_KILLED;
-		run->code = n;
-		return true;
-	}
-	return false;
+	if (!sfs_sh_parse_status(text, &sig, &n))
+		return false;
+	run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
+	run->code = n;
+	return true;
 }
 
 /* Reads the wrapper's status file: 1 found (run updated), 0 not there yet,

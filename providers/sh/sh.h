@@ -25,6 +25,16 @@
  * Temporary files are dot files in the same directory (.status.tmp ...).
  * A run directory that is not absolute is taken below ${TMPDIR:-/tmp} in
  * the sandbox (so runs stay out of the workspace without knowing its TMPDIR).
+ *
+ * A provider's runs, in short (daytona/runs.c and docker/run.c do this):
+ *	run_start      sfs_sh_wrapper(&c, &(struct sfs_sh_run){dir, ws, cmd, env})
+ *	               -> c.argv to an argv transport, detached, or
+ *	               sfs_sh_cmd_string(&c, &line) to a one-string transport
+ *	run_refresh    sfs_sh_status -> sfs_sh_parse_status ("running", "lost"...)
+ *	journal_read   sfs_sh_read (base64 where stderr shares the output)
+ *	run_kill       sfs_sh_kill -> sfs_sh_kill_answer
+ *	journal_follow sfs_sh_follow / sfs_sh_unfollow (an attached transport)
+ * and sfs_sh_cmd_free(&c) after each.
  */
 #ifndef SFS_SH_H
 #define SFS_SH_H
