@@ -920,3 +920,24 @@ seen_within() {
 	[ "$(cd many && md5sum *)" = "$(cd "$H/many" && md5sum *)" ]
 	[ "$(cd many && stat -c '%n %s' *)" = "$(cd "$H/many" && stat -c '%n %s' *)" ]
 }
+
+# ---- fsx-style random I/O --------------------------------------------------
+
+# fsx_run: random operations on one file through the mount, checked against
+# a model and against the host file at the end (tests/bats/fsx.py).
+fsx_run() {
+	local seed
+	for seed in 1 2; do
+		python3 "$BATS_TEST_DIRNAME/fsx.py" "$W/fsx" "$H/fsx" 2000 "$seed"
+	done
+}
+
+@test "fsx: buffered, mmap, O_DIRECT, truncate, fallocate, copy_file_range match a model" {
+	ws_mount
+	fsx_run
+}
+
+@test "fsx with -o writeback" {
+	ws_mount -o writeback
+	fsx_run
+}
