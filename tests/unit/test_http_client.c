@@ -22,6 +22,8 @@
  * a leading '!' closes the connection after the answer. */
 static const char *script[16];
 static int nscript, served, accepted;
+/* the script is set by the test and read by the server thread */
+static pthread_mutex_t script_mu = PTHREAD_MUTEX_INITIALIZER;
 static char last_request[8192];
 static int listen_fd, port;
 static pthread_t server;
@@ -59,8 +61,10 @@ static void *serve(void *arg)
 			}
 			buf[got] = 0;
 			memcpy(last_request, buf, got + 1);
+			pthread_mutex_lock(&script_mu);
 			const char *ans = served < nscript ? script[served] : NULL;
 			served++;
+			pthread_mutex_unlock(&script_mu);
 			if (!ans)
 				break;
 			bool then_close = ans[0] == '!';
@@ -87,10 +91,20 @@ static void start_server(void)
 
 static void use(int n, const char **answers)
 {
+	pthread_mutex_lock(&script_mu);
 	for (int i = 0; i < n; i++)
 		script[i] = answers[i];
 	nscript = n;
 	served = 0;
+	pthread_mutex_unlock(&script_mu);
+}
+
+static int served_so_far(void)
+{
+	pthread_mutex_lock(&script_mu);
+	int n = served;
+	pthread_mutex_unlock(&script_mu);
+	return n;
 }
 
 static char url[256];
@@ -318,7 +332,7 @@ static void test_connection_reuse(void)
 		pthread_create(&t, NULL, get_ok, u);
 		pthread_join(t, NULL);
 	}
-	CHECK_INT(served, 4);
+	CHECK_INT(served_so_far(), 4);
 	CHECK_INT(__atomic_load_n(&accepted, __ATOMIC_SEQ_CST) - before, 1);
 	/* a connection the server takes over is never pooled (the scripted
 	 * server serves one connection at a time: close the idle one first) */
