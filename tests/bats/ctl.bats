@@ -4,6 +4,7 @@
 # small promises around them (modes, names, redaction, kill's return).
 
 load helpers
+load docker_helpers
 
 setup() {
 	sfs_mount
@@ -11,6 +12,7 @@ setup() {
 
 teardown() {
 	sfs_teardown
+	docker_cleanup
 }
 
 # ws SANDBOX: the host directory of a local sandbox's workspace.
@@ -158,6 +160,24 @@ pad() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"longer than 65536 bytes"* ]]
 	[ ! -e "$MNT/demo/runs/2" ]
+}
+
+@test "docker: a command at the line limit runs whole; a longer one is refused naming the limit" {
+	docker_require
+	run dk_new d1
+	[ "$status" -eq 0 ]
+	cmd="echo $(head -c 65526 /dev/zero | tr '\0' b)"
+	run dk_exec d1 "$cmd"
+	[ "$status" -eq 0 ]
+	[ "$output" = 1 ]
+	[ "$(cat "$MNT/d1/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/d1/runs/1/cmd")" = "$cmd" ]
+	[ "$(wc -c <"$MNT/d1/runs/1/journal")" -eq 65527 ]
+	# 200 KiB used to be accepted and end `lost` with an empty journal
+	run dk_exec d1 "echo $(head -c 204800 /dev/zero | tr '\0' c)"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: a command longer than 65536 bytes (the limit of one ctl line)"* ]]
+	[ ! -e "$MNT/d1/runs/2" ]
 }
 
 # bats test_tags=core
