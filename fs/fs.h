@@ -10,6 +10,7 @@
 struct sfs_fs_options {
 	double dir_attr_timeout; /* synthetic directories */
 	double entry_timeout;	 /* synthetic entries: long, invalidated on change */
+	mode_t runs_mode;	 /* read bits of a run's cmd, journal, status, wait */
 	struct ws_options ws;
 };
 

@@ -303,6 +303,8 @@ int main(int argc, char **argv)
 	if (sfs_fs_opts.ws.entry_timeout <= 0)
 		sfs_fs_opts.ws.entry_timeout = 0.001;
 	sfs_fs_opts.ws.writeback = !strcmp(sfs_config_get("writeback", "false"), "true");
+	/* checked octal by its option row; only the read bits mean anything */
+	sfs_fs_opts.runs_mode = (mode_t)strtol(sfs_config_get("runs_mode", "0400"), NULL, 8) & 0444;
 	int max_threads = (int)sfs_config_get_double("max_threads", 16);
 
 	if (tree_init(statedir, provider, &err) < 0) {

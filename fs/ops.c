@@ -21,6 +21,7 @@
 struct sfs_fs_options sfs_fs_opts = {
     .dir_attr_timeout = 1.0,
     .entry_timeout = 86400.0,
+    .runs_mode = 0400,
     .ws = {.attr_timeout = 1.0, .entry_timeout = 1.0, .keep_cache = true},
 };
 struct fuse_session *sfs_session;

@@ -34,10 +34,16 @@ static const struct row sandbox_rows[] = {
     {"ports", SFS_K_SB_PORTS, S_IFDIR | 0555},
 };
 
+/* A run's cmd, journal, status and wait have no permission bits here: what
+ * a run printed and ran may hold secrets, so they get sfs_fs_opts.runs_mode
+ * (owner-only unless the mount says -o runs_mode=0444), see kind_mode. */
 static const struct row run_rows[] = {
-    {"cmd", SFS_K_RUN_CMD, S_IFREG | 0444},	  {"journal", SFS_K_RUN_JOURNAL, S_IFREG | 0444},
-    {"status", SFS_K_RUN_STATUS, S_IFREG | 0444}, {"wait", SFS_K_RUN_WAIT, S_IFREG | 0444},
-    {"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},	  {"ctl", SFS_K_RUN_CTL, S_IFREG | 0600},
+    {"cmd", SFS_K_RUN_CMD, S_IFREG},
+    {"journal", SFS_K_RUN_JOURNAL, S_IFREG},
+    {"status", SFS_K_RUN_STATUS, S_IFREG},
+    {"wait", SFS_K_RUN_WAIT, S_IFREG},
+    {"stdin", SFS_K_RUN_STDIN, S_IFREG | 0200},
+    {"ctl", SFS_K_RUN_CTL, S_IFREG | 0600},
 };
 
 static const struct row provider_rows[] = {
@@ -68,7 +74,9 @@ static mode_t kind_mode(unsigned kind)
 			return sandbox_rows[i].mode;
 	for (size_t i = 0; i < sizeof(run_rows) / sizeof(run_rows[0]); i++)
 		if (run_rows[i].kind == kind)
-			return run_rows[i].mode;
+			return (run_rows[i].mode & 07777)
+				   ? run_rows[i].mode
+				   : run_rows[i].mode | (sfs_fs_opts.runs_mode & 0444);
 	for (size_t i = 0; i < sizeof(provider_rows) / sizeof(provider_rows[0]); i++)
 		if (provider_rows[i].kind == kind)
 			return provider_rows[i].mode;
@@ -227,7 +235,7 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 			    !d->provider->caps[SFS_CAP_WRITABLE_STDIN])
 				continue;
 			add(&l, run_rows[i].name, SFS_INO_MAKE(run_rows[i].kind, d->serial, d->aux),
-			    run_rows[i].mode);
+			    kind_mode(run_rows[i].kind));
 		}
 		break;
 	case SFS_K_SB_SNAPSHOTS:

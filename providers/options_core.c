@@ -55,6 +55,11 @@ const struct sfs_opt sfs_core_options[] = {
 	     "owns the size and times of a file open through the mount, so a run's change to "
 	     "such a file shows only after the last close, and pages written through the "
 	     "mount reach the host later and can overwrite what a run wrote meanwhile"},
+    {.key = "runs_mode",
+     .type = SFS_OPT_MODE,
+     .def = "0400",
+     .help = "read bits of each run's cmd, journal, status and wait (owner only by default: "
+	     "runs print secrets; 0444 lets every user of an allow_other mount read them)"},
     {.key = "max_threads",
      .type = SFS_OPT_INT,
      .def = "16",

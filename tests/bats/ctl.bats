@@ -11,8 +11,28 @@ setup() {
 }
 
 teardown() {
+	cd "$BATS_TEST_TMPDIR"
 	sfs_teardown
 	docker_cleanup
+	# an allow_other mount point lives outside the private test dir
+	if [ -n "${AO_DIR:-}" ]; then
+		rmdir "$AO_DIR/mnt" 2>/dev/null || true
+		rmdir "$AO_DIR" 2>/dev/null || true
+	fi
+}
+
+# mount_allow_other [options...]: remounts with -o allow_other on a mount
+# point other users can reach (the bats tmpdir is private).
+mount_allow_other() {
+	sfs_unmount
+	AO_DIR=$(mktemp -d /tmp/sfs-ctl-ao.XXXXXX)
+	chmod 755 "$AO_DIR"
+	MNT="$AO_DIR/mnt"
+	sfs_mount -o allow_other "$@"
+}
+
+as_nobody() {
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- "$@"
 }
 
 # ws SANDBOX: the host directory of a local sandbox's workspace.
@@ -297,4 +317,35 @@ pad() {
 	sleep 0.2
 	echo 'kill 7 HUP' >"$MNT/demo/ctl"
 	[ "$(cat "$MNT/demo/runs/7/status")" = running ]
+}
+
+# bats test_tags=core
+@test "allow_other: a run's cmd, journal, status and wait are the owner's alone unless runs_mode says" {
+	mount_allow_other
+	mkdir "$MNT/demo"
+	echo 'exec echo API_TOKEN is hunter2' >"$MNT/demo/ctl"
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	for f in cmd journal status wait; do
+		[ "$(stat -c %a:%u "$MNT/demo/runs/1/$f")" = "400:$(id -u)" ]
+		run as_nobody cat "$MNT/demo/runs/1/$f"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"Permission denied"* ]]
+	done
+	run as_nobody cat "$MNT/demo/journal"
+	[ "$status" -ne 0 ]
+	[ "$(stat -c %a "$MNT/demo/runs/1/ctl")" = 600 ]
+	# the owner reads them as before
+	[ "$(cat "$MNT/demo/journal")" = "API_TOKEN is hunter2" ]
+	# a bad mode is refused at mount
+	sfs_unmount
+	run "$SFS_BIN" -f --state "$STATE" -o runs_mode=rw "$MNT"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"runs_mode"* ]]
+	# -o runs_mode=0444: readable by all, as before
+	sfs_mount -o allow_other -o runs_mode=0444
+	for f in cmd journal status wait; do
+		[ "$(stat -c %a "$MNT/demo/runs/1/$f")" = 444 ]
+	done
+	[ "$(as_nobody cat "$MNT/demo/runs/1/journal")" = "API_TOKEN is hunter2" ]
+	[ "$(as_nobody cat "$MNT/demo/runs/1/status")" = "exited 0" ]
 }
