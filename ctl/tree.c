@@ -500,8 +500,14 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 	pthread_mutex_lock(&sb->op_mutex);
 	enum sfs_sb_state st = sfs_sb_get_state(sb);
 	if (st != SFS_SB_RUNNING) {
-		r = sfs_errf(err, -EIO, "sandbox \"%s\" is %s, not running", sb->name,
-			     sfs_sb_state_name(st));
+		/* in state error, say why (a container removed behind our back ...) */
+		char why[512] = "";
+		pthread_mutex_lock(&sfs_records_mu);
+		if (st == SFS_SB_ERROR && sb->error)
+			snprintf(why, sizeof(why), ": %s", sb->error);
+		pthread_mutex_unlock(&sfs_records_mu);
+		r = sfs_errf(err, -EIO, "sandbox \"%s\" is %s, not running%s", sb->name,
+			     sfs_sb_state_name(st), why);
 		pthread_mutex_unlock(&sb->op_mutex);
 		return r;
 	}

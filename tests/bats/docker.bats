@@ -235,7 +235,7 @@ dk_new_missing() {
 	wait_for dk_status_is g1 "$n" lost
 	run dk_exec g1 'echo hi'
 	[ "$status" -ne 0 ]
-	[[ "$output" == "error: "*"not running"* ]]
+	[[ "$output" == "error: sandbox \"g1\" is error, not running: docker: container "*" is gone (removed outside sandboxfs?)"* ]]
 	grep -qx 'state error' "$MNT/g1/status"
 	grep -q '^error docker: container .* is gone (removed outside sandboxfs?)' "$MNT/g1/status"
 	run ls "$MNT/g1/workspace"
