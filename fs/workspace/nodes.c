@@ -8,32 +8,18 @@
 
 #include "fs/workspace/internal.h"
 #include "fs/ino.h"
-#include "fs/symlink_rewrite.h"
-#include "providers/config.h"
 #include "providers/err.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <linux/capability.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/fsuid.h>
 #include <sys/inotify.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 struct ws_state ws = {.lock = PTHREAD_MUTEX_INITIALIZER, .ifd = -1, .evfd = -1};
