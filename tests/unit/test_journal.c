@@ -465,6 +465,40 @@ static void test_poll_lost_remainder_ends(void)
 	free(sb);
 }
 
+/* The same when the fetch keeps failing with an error that might pass
+ * (-EIO: an engine outage): the engine gives up after a few tries, so a
+ * finished run never parks a reader for long. */
+static void test_poll_failing_remainder_ends(void)
+{
+	struct sfs_sandbox *sb = new_sandbox(&poll_provider);
+	struct sfs_run *run = new_run(7);
+	remote_append(7, "some");
+	set_run(7, SFS_RUN_RUNNING, 0);
+	CHECK_INT(journal_attach(sb, run, NULL), 0);
+	reset_got();
+	int r;
+	CHECK_INT(journal_park(sb, run, &r, 0, 100, JOURNAL_WAIT_BYTES), 0);
+	journal_arm(&r);
+	CHECK_INT(wait_delivered(1, 5000), 1);
+	pthread_mutex_lock(&fake.mu);
+	fake.read_error[7] = -EIO;
+	pthread_mutex_unlock(&fake.mu);
+	set_run(7, SFS_RUN_EXITED, 0);
+	int b;
+	if (journal_park(sb, run, &b, 4, 100, JOURNAL_WAIT_BYTES) == 0) {
+		journal_arm(&b);
+		CHECK_INT(wait_delivered(2, 10000), 2);
+		CHECK_INT(delivered_err(&b), 0);
+	}
+	char buf[64];
+	bool eof = false;
+	CHECK_INT(read_at(run, 4, buf, sizeof(buf), &eof), 0);
+	CHECK(eof);
+	journal_detach_sandbox(sb);
+	free_run(run);
+	free(sb);
+}
+
 /* Detaching a sandbox answers its parked readers -ENOENT and forgets its
  * runs; another sandbox's readers are untouched. */
 static void test_detach_releases_readers(void)
@@ -532,5 +566,5 @@ static void test_teardown(void)
 CHECK_MAIN(CHECK_CASE(test_setup), CHECK_CASE(test_offsets_and_eof),
 	   CHECK_CASE(test_park_arm_and_wake), CHECK_CASE(test_interrupt),
 	   CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
-	   CHECK_CASE(test_poll_lost_remainder_ends), CHECK_CASE(test_detach_releases_readers),
-	   CHECK_CASE(test_teardown))
+	   CHECK_CASE(test_poll_lost_remainder_ends), CHECK_CASE(test_poll_failing_remainder_ends),
+	   CHECK_CASE(test_detach_releases_readers), CHECK_CASE(test_teardown))
