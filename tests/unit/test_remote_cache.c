@@ -1,0 +1,540 @@
+/*
+ * The remote workspace cache (fs/cache) without a mount: a fake provider
+ * keeps files in memory and counts its calls, so each test can say how many
+ * round trips an operation costs and what the remote holds afterwards.
+ */
+#include "check.h"
+
+#include "../../fs/cache/remote_cache.h"
+#include "../../providers/err.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the fake provider -------------------------------------------------- */
+
+#define NFILES 32
+
+struct ffile {
+	bool used;
+	char path[256];
+	mode_t mode;
+	char data[4096];
+	size_t len;
+	int64_t mtime;
+};
+
+static struct {
+	pthread_mutex_t mu; /* the retry thread calls in too */
+	struct ffile f[NFILES];
+	int stats, lists, reads, writes;
+	bool fail_writes;
+	int64_t clock; /* mtimes: every change moves it */
+} FP = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static struct ffile *fp_find(const char *path)
+{
+	for (int i = 0; i < NFILES; i++)
+		if (FP.f[i].used && !strcmp(FP.f[i].path, path))
+			return &FP.f[i];
+	return NULL;
+}
+
+/* Puts a file on the remote side, as a run in the sandbox would. */
+static void fp_put(const char *path, const char *text)
+{
+	pthread_mutex_lock(&FP.mu);
+	struct ffile *f = fp_find(path);
+	for (int i = 0; !f && i < NFILES; i++)
+		if (!FP.f[i].used)
+			f = &FP.f[i];
+	f->used = true;
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	f->mode = S_IFREG | 0644;
+	f->len = strlen(text);
+	memcpy(f->data, text, f->len);
+	f->mtime = ++FP.clock;
+	pthread_mutex_unlock(&FP.mu);
+}
+
+/* The remote contents of path ("" if missing), in a static buffer. */
+static const char *fp_get(const char *path)
+{
+	static char out[4097];
+	pthread_mutex_lock(&FP.mu);
+	struct ffile *f = fp_find(path);
+	size_t len = f ? f->len : 0;
+	memcpy(out, f ? f->data : "", len);
+	out[len] = '\0';
+	pthread_mutex_unlock(&FP.mu);
+	return out;
+}
+
+/* Makes every write-back fail (the remote is away) or work again. */
+static void fp_fail(bool fail)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.fail_writes = fail;
+	pthread_mutex_unlock(&FP.mu);
+}
+
+static int fp_calls(int *counter)
+{
+	pthread_mutex_lock(&FP.mu);
+	int n = *counter;
+	pthread_mutex_unlock(&FP.mu);
+	return n;
+}
+
+static int fake_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
+		     struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.stats++;
+	struct ffile *f = fp_find(path);
+	int r = 0;
+	if (!path[0])
+		*st = (struct sfs_rstat){.mode = S_IFDIR | 0755, .mtime = 1};
+	else if (f)
+		*st = (struct sfs_rstat){.mode = f->mode, .size = (off_t)f->len, .mtime = f->mtime};
+	else
+		r = -ENOENT;
+	pthread_mutex_unlock(&FP.mu);
+	return r;
+}
+
+static int fake_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+		     struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.lists++;
+	*ents = calloc(NFILES, sizeof(**ents));
+	*n = 0;
+	for (int i = 0; *ents && i < NFILES; i++) {
+		if (!FP.f[i].used || strchr(FP.f[i].path, '/'))
+			continue; /* the fake has one directory: the root */
+		(*ents)[*n].name = strdup(FP.f[i].path);
+		(*ents)[*n].st = (struct sfs_rstat){
+		    .mode = FP.f[i].mode, .size = (off_t)FP.f[i].len, .mtime = FP.f[i].mtime};
+		(*n)++;
+	}
+	pthread_mutex_unlock(&FP.mu);
+	return *ents ? 0 : -ENOMEM;
+}
+
+static int fake_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.reads++;
+	struct ffile *f = fp_find(path);
+	int r = !f ? -ENOENT : pwrite(fd, f->data, f->len, 0) == (ssize_t)f->len ? 0 : -EIO;
+	pthread_mutex_unlock(&FP.mu);
+	return r;
+}
+
+static int fake_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
+		      struct sfs_err *err)
+{
+	char buf[4096];
+	ssize_t len = pread(fd, buf, sizeof(buf), 0);
+	if (len < 0)
+		return -errno;
+	pthread_mutex_lock(&FP.mu);
+	FP.writes++;
+	bool fail = FP.fail_writes;
+	pthread_mutex_unlock(&FP.mu);
+	if (fail)
+		return sfs_errf(err, -EIO, "fake: the remote is away");
+	buf[len] = '\0';
+	fp_put(path, len ? buf : "");
+	return 0;
+}
+
+static const struct sfs_provider_ops fake_ops = {
+    .fs_stat = fake_stat, .fs_list = fake_list, .fs_read = fake_read, .fs_write = fake_write};
+static const struct sfs_provider fake_provider = {.name = "fake", .ops = &fake_ops};
+
+/* ---- one sandbox, the hooks, and a fresh cache per test ----------------- */
+
+static struct sfs_sandbox SB = {.name = "t", .serial = 1, .provider = &fake_provider};
+static int stale_calls;
+
+static struct sfs_sandbox *get_sandbox(uint32_t serial)
+{
+	return serial == 1 ? &SB : NULL;
+}
+
+static void put_sandbox(struct sfs_sandbox *sb)
+{
+}
+
+static void node_stale(uint64_t id)
+{
+	__atomic_add_fetch(&stale_calls, 1, __ATOMIC_RELAXED);
+}
+
+static const struct rc_hooks hooks = {
+    .sandbox_get = get_sandbox, .sandbox_put = put_sandbox, .node_stale = node_stale};
+
+static char statedir[64];
+
+static void fresh(double ttl)
+{
+	pthread_mutex_lock(&FP.mu);
+	memset(FP.f, 0, sizeof(FP.f));
+	FP.stats = FP.lists = FP.reads = FP.writes = 0;
+	FP.fail_writes = false;
+	pthread_mutex_unlock(&FP.mu);
+	stale_calls = 0;
+	snprintf(statedir, sizeof(statedir), "/tmp/sfs-rcache-XXXXXX");
+	CHECK(mkdtemp(statedir) != NULL);
+	SB.statedir = statedir;
+	struct rc_options opt = {.ttl = ttl, .retry_interval = 0.05};
+	CHECK_INT(rc_init(&opt, &hooks), 0);
+}
+
+static void done(void)
+{
+	rc_shutdown();
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", statedir);
+	CHECK_INT(system(cmd), 0);
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (time_t)s) * 1e9)};
+	nanosleep(&ts, NULL);
+}
+
+/* The root, held for a test (ref) and counted as looked up. */
+static void take_root(struct rc_ref *root)
+{
+	struct rc_entry e;
+	CHECK_INT(rc_lookup_root(1, &e), 0);
+	CHECK_INT(rc_ref_get(e.id, root), 0);
+	rc_entry_free(&e);
+}
+
+static int lookup_size(struct rc_ref *dir, const char *name)
+{
+	struct rc_entry e;
+	int r = rc_lookup(dir, name, &e);
+	if (r)
+		return r;
+	int size = (int)e.st.size;
+	rc_entry_free(&e);
+	return size;
+}
+
+static void open_file(struct rc_ref *dir, const char *name, int flags, struct rc_file **f,
+		      bool *keep)
+{
+	struct rc_entry e;
+	struct rc_ref ref;
+	*f = NULL;
+	CHECK_INT(rc_lookup(dir, name, &e), 0);
+	CHECK_INT(rc_ref_get(e.id, &ref), 0);
+	CHECK_INT(rc_open(&ref, flags, f, keep), 0);
+	rc_ref_put(&ref);
+	rc_entry_free(&e);
+}
+
+static const char *cached(struct rc_file *f)
+{
+	static char out[4097];
+	ssize_t n = pread(rc_file_fd(f), out, sizeof(out) - 1, 0);
+	out[n > 0 ? n : 0] = '\0';
+	return out;
+}
+
+static void write_at(struct rc_file *f, const char *text, off_t off)
+{
+	CHECK_INT(pwrite(rc_file_fd(f), text, strlen(text), off), (ssize_t)strlen(text));
+	rc_file_written(f);
+}
+
+static int count_pending(void)
+{
+	char dir[128];
+	snprintf(dir, sizeof(dir), "%s/rcache", statedir);
+	DIR *d = opendir(dir);
+	int n = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += strstr(de->d_name, ".pending") != NULL;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static bool wait_remote(const char *path, const char *want)
+{
+	for (int i = 0; i < 200; i++) {
+		if (!strcmp(fp_get(path), want))
+			return true;
+		sleep_s(0.025);
+	}
+	return false;
+}
+
+static int threads_of_self(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+	for (struct dirent *de; d && (de = readdir(d));)
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* ---- the cases ---------------------------------------------------------- */
+
+static void test_ttl_expiry(void)
+{
+	fresh(0.3);
+	fp_put("a.txt", "hello");
+	struct rc_ref root;
+	take_root(&root);
+	CHECK_INT(lookup_size(&root, "a.txt"), 5);
+	unsigned long calls = rc_calls(1);
+	/* within the TTL: answered from the cache, even though the remote moved */
+	fp_put("a.txt", "hello world");
+	CHECK_INT(lookup_size(&root, "a.txt"), 5);
+	CHECK_INT(rc_calls(1), calls);
+	/* after it: asked again */
+	sleep_s(0.35);
+	CHECK_INT(lookup_size(&root, "a.txt"), 11);
+	CHECK(rc_calls(1) > calls);
+	/* a missing name is not made up */
+	CHECK_INT(lookup_size(&root, "nope"), -ENOENT);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_invalidated_when_a_run_starts_or_ends(void)
+{
+	fresh(100);
+	fp_put("a.txt", "hello");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_entry e;
+	CHECK_INT(rc_lookup(&root, "a.txt", &e), 0);
+	struct rc_ref file;
+	CHECK_INT(rc_ref_get(e.id, &file), 0);
+	/* a run changes the file: the long TTL would hide it */
+	fp_put("a.txt", "changed by a run");
+	struct sfs_rstat st;
+	CHECK_INT(rc_getattr(&file, &st), 0);
+	CHECK_INT(st.size, 5);
+	/* the run ends: every node of the sandbox is stale, for us and the caller */
+	rc_invalidate_sandbox(1);
+	CHECK(stale_calls >= 2); /* the root and the file */
+	CHECK_INT(rc_getattr(&file, &st), 0);
+	CHECK_INT(st.size, 16);
+	/* another sandbox's invalidation does not touch this one */
+	unsigned long calls = rc_calls(1);
+	rc_invalidate_sandbox(2);
+	CHECK_INT(rc_getattr(&file, &st), 0);
+	CHECK_INT(rc_calls(1), calls);
+	rc_ref_put(&file);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_close_to_open(void)
+{
+	fresh(0.2);
+	fp_put("a.txt", "first");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_file *f;
+	bool keep;
+	open_file(&root, "a.txt", O_RDONLY, &f, &keep);
+	CHECK_INT(fp_calls(&FP.reads), 1); /* fetched on open */
+	CHECK_STREQ(cached(f), "first");
+	CHECK(!keep);
+	rc_release(f);
+	/* unchanged remote: the cache file is still good, nothing fetched */
+	sleep_s(0.25);
+	open_file(&root, "a.txt", O_RDONLY, &f, &keep);
+	CHECK_INT(fp_calls(&FP.reads), 1);
+	CHECK(keep);
+	/* changed while open: the open file keeps what it had */
+	fp_put("a.txt", "second version");
+	CHECK_STREQ(cached(f), "first");
+	rc_release(f);
+	/* the next open after the TTL sees the change */
+	sleep_s(0.25);
+	open_file(&root, "a.txt", O_RDONLY, &f, &keep);
+	CHECK_INT(fp_calls(&FP.reads), 2);
+	CHECK_STREQ(cached(f), "second version");
+	CHECK(!keep);
+	rc_release(f);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_write_back_on_flush_fsync_and_close(void)
+{
+	fresh(100);
+	fp_put("a.txt", "old");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_file *w, *r;
+	bool keep;
+	open_file(&root, "a.txt", O_RDWR, &w, &keep);
+	open_file(&root, "a.txt", O_RDONLY, &r, &keep);
+	write_at(w, "new", 0);
+	/* nothing is sent before a flush, and a reader's close sends nothing */
+	CHECK_INT(fp_calls(&FP.writes), 0);
+	CHECK_INT(rc_flush(r), 0);
+	CHECK_INT(fp_calls(&FP.writes), 0);
+	CHECK_STREQ(fp_get("a.txt"), "old");
+	/* flush (close) of the writer sends it */
+	CHECK_INT(rc_flush(w), 0);
+	CHECK_INT(fp_calls(&FP.writes), 1);
+	CHECK_STREQ(fp_get("a.txt"), "new");
+	/* a clean flush sends nothing */
+	CHECK_INT(rc_flush(w), 0);
+	CHECK_INT(fp_calls(&FP.writes), 1);
+	/* fsync sends, through any handle */
+	write_at(w, "newer", 0);
+	CHECK_INT(rc_fsync(r), 0);
+	CHECK_STREQ(fp_get("a.txt"), "newer");
+	rc_release(r);
+	/* the last close of a dirty file without a flush: the retry thread saves it */
+	CHECK_INT(rc_start(), 0);
+	write_at(w, "newest", 0);
+	rc_release(w);
+	CHECK(wait_remote("a.txt", "newest"));
+	/* create makes the file remotely at once, then writes back like any other */
+	struct rc_entry e;
+	struct rc_file *c;
+	CHECK_INT(rc_create(&root, "b.txt", 0600, O_WRONLY | O_CREAT, &e, &c), 0);
+	CHECK_STREQ(fp_get("b.txt"), "");
+	CHECK(fp_find("b.txt") != NULL);
+	write_at(c, "made here", 0);
+	CHECK_INT(rc_flush(c), 0);
+	CHECK_STREQ(fp_get("b.txt"), "made here");
+	rc_release(c);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_failed_write_back_keeps_the_data_and_retries(void)
+{
+	fresh(100);
+	fp_put("a.txt", "old");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_file *f;
+	bool keep;
+	open_file(&root, "a.txt", O_RDWR, &f, &keep);
+	write_at(f, "precious", 0);
+	fp_fail(true);
+	CHECK_INT(rc_flush(f), -EIO);
+	CHECK_INT(rc_fsync(f), -EIO);
+	/* kept: in the cache file, with a note naming the remote path */
+	CHECK_STREQ(cached(f), "precious");
+	CHECK_INT(count_pending(), 1);
+	CHECK_INT(rc_dirty_count(1), 1);
+	CHECK_STREQ(fp_get("a.txt"), "old");
+	/* attributes show the local data while the remote is away */
+	struct rc_entry e;
+	CHECK_INT(rc_lookup(&root, "a.txt", &e), 0);
+	CHECK_INT(e.st.size, 8);
+	/* an open after the failure still reads the unsaved data */
+	struct rc_ref ref;
+	CHECK_INT(rc_ref_get(e.id, &ref), 0);
+	struct rc_file *again;
+	CHECK_INT(rc_open(&ref, O_RDONLY, &again, &keep), 0);
+	CHECK_STREQ(cached(again), "precious");
+	rc_release(again);
+	rc_ref_put(&ref);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	/* a later flush goes through once the remote is back */
+	fp_fail(false);
+	CHECK_INT(rc_flush(f), 0);
+	CHECK_STREQ(fp_get("a.txt"), "precious");
+	CHECK_INT(count_pending(), 0);
+	CHECK_INT(rc_dirty_count(1), 0);
+	/* and with nobody flushing again, the retry thread does it */
+	CHECK_INT(rc_start(), 0);
+	write_at(f, "second", 0);
+	fp_fail(true);
+	CHECK_INT(rc_flush(f), -EIO);
+	rc_release(f); /* closed with unsaved data */
+	sleep_s(0.2);  /* a few failed retries */
+	CHECK(fp_calls(&FP.writes) >= 3);
+	CHECK_STREQ(fp_get("a.txt"), "precious");
+	fp_fail(false);
+	CHECK(wait_remote("a.txt", "secondus")); /* "second" over "precious" */
+	for (int i = 0; i < 100 && count_pending(); i++)
+		sleep_s(0.02);
+	CHECK_INT(count_pending(), 0);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_unsaved_data_survives_a_restart(void)
+{
+	fresh(100);
+	fp_put("a.txt", "old");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_file *f;
+	bool keep;
+	open_file(&root, "a.txt", O_RDWR, &f, &keep);
+	write_at(f, "written while away", 0);
+	fp_fail(true);
+	CHECK_INT(rc_flush(f), -EIO);
+	rc_release(f);
+	rc_ref_put(&root);
+	/* the daemon stops with the remote still away: the data stays on disk */
+	rc_shutdown();
+	CHECK_INT(count_pending(), 1);
+	CHECK_STREQ(fp_get("a.txt"), "old");
+	/* the next daemon: recovery starts no thread (it runs before the fork of
+	 * daemonizing); the retry thread, started after, saves the data */
+	fp_fail(false);
+	int threads = threads_of_self();
+	struct rc_options opt = {.ttl = 100, .retry_interval = 0.05};
+	CHECK_INT(rc_init(&opt, &hooks), 0);
+	rc_recover_sandbox(&SB);
+	CHECK_INT(threads_of_self(), threads);
+	CHECK_INT(rc_dirty_count(1), 1);
+	CHECK_STREQ(fp_get("a.txt"), "old");
+	CHECK_INT(rc_start(), 0);
+	CHECK_INT(threads_of_self(), threads + 1);
+	CHECK(wait_remote("a.txt", "written while away"));
+	for (int i = 0; i < 100 && count_pending(); i++)
+		sleep_s(0.02);
+	CHECK_INT(count_pending(), 0);
+	/* and it reads back through the new cache */
+	take_root(&root);
+	open_file(&root, "a.txt", O_RDONLY, &f, &keep);
+	CHECK_STREQ(cached(f), "written while away");
+	rc_release(f);
+	rc_ref_put(&root);
+	rc_stop();
+	CHECK_INT(threads_of_self(), threads);
+	done();
+}
+
+CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_invalidated_when_a_run_starts_or_ends),
+	   CHECK_CASE(test_close_to_open), CHECK_CASE(test_write_back_on_flush_fsync_and_close),
+	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
+	   CHECK_CASE(test_unsaved_data_survives_a_restart))
