@@ -349,9 +349,16 @@ int main(int argc, char **argv)
 			close(lfd);
 		}
 	}
-	/* threads start after the fork of daemonizing */
+	/* threads start after the fork of daemonizing: a thread does not
+	 * survive fork, and a lock it held then would stay held in the child */
 	if (sfs_fs_start(&err) < 0) {
 		sfs_log(SFS_LOG_ERR, "%s", err.msg);
+		goto out_unmount;
+	}
+	r = rws_start();
+	if (r < 0) {
+		sfs_log(SFS_LOG_ERR, "remote workspace retry thread: %s", strerror(-r));
+		sfs_fs_stop();
 		goto out_unmount;
 	}
 	sfs_log(SFS_LOG_INFO, "mounted on %s, state in %s, default provider %s", c.mountpoint,
