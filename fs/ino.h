@@ -39,7 +39,7 @@ enum sfs_kind {
 	SFS_K_RUN_CTL,
 	SFS_K_SNAPSHOT,	    /* aux = sfs_snapshot.serial (never reused) */
 	SFS_K_PORT,	    /* aux = port */
-	SFS_K_RWS = 0x7ffe, /* remote workspace node (fs/remote.c): low 48 bits are its id */
+	SFS_K_RWS = 0x7ffe, /* remote workspace node (fs/cache): low 48 bits are its id */
 	SFS_K_WS = 0x7fff,  /* workspace node: low 48 bits are the node id */
 };
 

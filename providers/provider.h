@@ -177,7 +177,7 @@ struct sfs_provider_ops {
 	 * Remote file access, for providers whose workspace is not on this host
 	 * (workspace_root_fd gives -EOPNOTSUPP).  Paths are relative to the
 	 * workspace root ("" is the root itself, no leading '/', never "..").
-	 * fs/remote.c caches on top of these (SPEC §5 close-to-open); each
+	 * fs/cache/ caches on top of these (SPEC §5 close-to-open); each
 	 * call should be one round trip where the provider's API allows.
 	 */
 	int (*fs_stat)(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,

@@ -1,4 +1,4 @@
-/* The toolbox file API behind workspace/ (fs/remote.c caches on top). */
+/* The toolbox file API behind workspace/ (fs/cache/ caches on top). */
 #include "daytona.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
  * reachable from this host (a remote engine, no overlay2, or
  * -o docker.fs=archive): stat, read and write through the archive API, one
  * request each; listings and the other changes through short sh scripts.
- * fs/remote.c caches on top.  Paths are relative to the workspace root.
+ * fs/cache/ caches on top.  Paths are relative to the workspace root.
  */
 #include "docker.h"
 #include "engine.h"
