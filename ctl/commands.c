@@ -534,8 +534,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 	}
 	case V_DESTROY: {
 		char name[64];
-		memcpy(name, sb->name, sizeof(name));
-		return tree_destroy(name, err);
+		return tree_destroy(sfs_sb_copy_name(sb, name), err);
 	}
 	case V_ENV:
 		return do_env(sb, c, true, err);
@@ -547,7 +546,9 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 
 int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char **result)
 {
-	int r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sb->name);
+	char name[64];
+	int r =
+	    drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sfs_sb_copy_name(sb, name));
 	tree_set_last_result(sb, *result);
 	return r;
 }
@@ -600,8 +601,8 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 		  char **result)
 {
 	struct run_ctx ctx = {sb, run};
-	char who[96];
-	snprintf(who, sizeof(who), "%s run %d", sb->name, run->n);
+	char who[96], name[64];
+	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name), run->n);
 	return drive(ctl_run_verbs, buf, len, run_run, &ctx, result, who);
 }
 
@@ -652,9 +653,13 @@ static const char *file_who(struct ctl_file *f, char *buf, size_t size)
 {
 	if (f->kind == CTL_FILE_MOUNT)
 		return "mount";
+	/* a copy: `mv` may rename the sandbox meanwhile */
+	char name[64];
+	sfs_sb_copy_name(f->sb, name);
 	if (f->kind == CTL_FILE_SANDBOX)
-		return f->sb->name;
-	snprintf(buf, size, "%s run %d", f->sb->name, f->run->n);
+		snprintf(buf, size, "%s", name);
+	else
+		snprintf(buf, size, "%s run %d", name, f->run->n);
 	return buf;
 }
 

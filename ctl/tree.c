@@ -438,16 +438,23 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 	int r = ctl_check_sandbox_name(to, err);
 	if (r)
 		return r;
-	pthread_mutex_lock(&sfs_records_mu);
-	struct sfs_sandbox *sb = find_locked(from);
+	struct sfs_sandbox *sb = get_or_err(from, err);
 	if (!sb)
+		return -ENOENT;
+	if (sfs_sb_get_state(sb) == SFS_SB_CREATING) {
+		tree_put(sb);
+		return sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", from);
+	}
+	/* the name is a field readers see: it changes only under the op lock
+	 * (provider.h's rule), so an op that reads it bare never sees it torn */
+	pthread_mutex_lock(&sb->op_mutex);
+	pthread_mutex_lock(&sfs_records_mu);
+	if (strcmp(sb->name, from) != 0 || find_locked(from) != sb)
 		r = sfs_errf(err, -ENOENT, "no sandbox named \"%s\"", from);
 	else if (strcmp(from, to) == 0)
 		r = 0;
 	else if (find_locked(to))
 		r = sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", to);
-	else if (sb->state == SFS_SB_CREATING)
-		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", from);
 	else {
 		char old[64];
 		memcpy(old, sb->name, sizeof(old));
@@ -457,6 +464,8 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 			memcpy(sb->name, old, sizeof(old));
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
+	pthread_mutex_unlock(&sb->op_mutex);
+	tree_put(sb);
 	return r;
 }
 

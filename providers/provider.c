@@ -195,6 +195,14 @@ char *sfs_sb_dup_id(struct sfs_sandbox *sb)
 	return dup_locked_field(&sb->id);
 }
 
+char *sfs_sb_copy_name(struct sfs_sandbox *sb, char name[64])
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	memcpy(name, sb->name, sizeof(sb->name));
+	pthread_mutex_unlock(&sfs_records_mu);
+	return name;
+}
+
 char *sfs_sb_dup_workspace(struct sfs_sandbox *sb)
 {
 	return dup_locked_field(&sb->workspace);

@@ -253,6 +253,8 @@ struct sfs_provider {
  * ctl/tree.c keeps); short, never held across a provider call.
  *
  * Lock order (docs/architecture.md), outermost first:
+ *   0. a ctl file's write lock (ctl/commands.h struct ctl_file: one write at
+ *      a time, held while its lines run)
  *   1. sb->op_mutex          one sandbox's provider ops (long; never two at once,
  *                            except a fork's source while its new record is
  *                            not yet listed)
@@ -284,6 +286,9 @@ enum sfs_sb_state sfs_sb_get_state(struct sfs_sandbox *sb);
 /* Copies of sb->id / sb->workspace for threads that do not hold
  * sb->op_mutex (NULL when unset or on ENOMEM); free() them. */
 char *sfs_sb_dup_id(struct sfs_sandbox *sb);
+/* Copies sb->name (`mv` changes it) for a thread that does not hold
+ * sb->op_mutex; returns name. */
+char *sfs_sb_copy_name(struct sfs_sandbox *sb, char name[64]);
 char *sfs_sb_dup_workspace(struct sfs_sandbox *sb);
 /* What sb stands for is gone (its container was removed): state error and
  * msg as its error.  A destroyed sandbox stays destroyed. */

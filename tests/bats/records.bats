@@ -165,3 +165,34 @@ PY
 	sfs_unmount
 	no_tsan_reports
 }
+
+# `mv` changes the name status and ctl messages show: under the owner's
+# locks, and readers copy it.
+# bats test_tags=tsan
+@test "records: mv back and forth while ctl writes and status readers run sees no race" {
+	sfs_mount
+	mkdir "$MNT/m0"
+	local stop="$BATS_TEST_TMPDIR/stop" i
+	for i in 1 2 3 4; do
+		(while [ ! -e "$stop" ]; do
+			for n in m0 m1; do
+				cat "$MNT/$n/status" >/dev/null 2>&1
+				ctl_write "$MNT/$n/ctl" "env A$i=$i" >/dev/null 2>&1
+				ctl_write "$MNT/$n/ctl" "bogus" >/dev/null 2>&1 # an error names the sandbox
+			done
+		done) &
+		echo $! >>"$BATS_TEST_TMPDIR/readers.pids"
+	done
+	for i in $(seq 1 25); do
+		mv "$MNT/m0" "$MNT/m1"
+		mv "$MNT/m1" "$MNT/m0"
+	done
+	touch "$stop"
+	local p
+	while read -r p; do wait "$p" || true; done <"$BATS_TEST_TMPDIR/readers.pids"
+	rm -f "$BATS_TEST_TMPDIR/readers.pids"
+	grep -qx 'name m0' "$MNT/m0/status"
+	[ ! -e "$MNT/m1" ]
+	sfs_unmount
+	no_tsan_reports
+}
