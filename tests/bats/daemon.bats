@@ -85,6 +85,7 @@ teardown() {
 	for i in 1 2; do
 		(while :; do :; done) 3>&- &
 		echo $! >>"$BATS_TEST_TMPDIR/load.pids"
+		disown # no "Killed" job notice at teardown
 	done
 	STATE="$BATS_TEST_TMPDIR/state"
 	MNT="$BATS_TEST_TMPDIR/mnt"
