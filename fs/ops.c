@@ -130,7 +130,9 @@ static void lookup_workspace(fuse_req_t req, struct synth *dir)
 		return;
 	}
 	if (r) {
-		sfs_log(SFS_LOG_WARN, "%s: workspace: %s", dir->sb->name, err.msg);
+		char name[64];
+		sfs_log(SFS_LOG_WARN, "%s: workspace: %s", sfs_sb_copy_name(dir->sb, name),
+			err.msg);
 		fuse_reply_err(req, r == -EOPNOTSUPP ? ENOENT : -r);
 		return;
 	}
@@ -568,9 +570,10 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 	case SFS_K_RUN_STDIN: {
 		struct sfs_err err = {0};
 		r = tree_stdin_write(h->sb, h->run, buf, len, &err);
+		char name[64];
 		if (r)
-			sfs_log(SFS_LOG_WARN, "%s run %d stdin: %s", h->sb->name, h->run->n,
-				err.msg);
+			sfs_log(SFS_LOG_WARN, "%s run %d stdin: %s", sfs_sb_copy_name(h->sb, name),
+				h->run->n, err.msg);
 		break;
 	}
 	default:
