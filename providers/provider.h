@@ -103,8 +103,9 @@ struct sfs_port {
  * it); the fields a reader can see (status, the registry, readdir) change
  * only through the owner functions below, under sfs_records_mu, and only by
  * the thread that holds sb->op_mutex (or before the record is listed).  So
- * the op holder may read them bare; every other thread reads them under
- * sfs_records_mu or through a copying accessor (sfs_sb_dup_*).
+ * the op holder may read them bare (state excepted: see sfs_sb_set_failed);
+ * every other thread reads them under sfs_records_mu or through a copying
+ * accessor (sfs_sb_dup_*, sfs_sb_copy_name, sfs_sb_get_state).
  */
 struct sfs_sandbox {
 	/* Persisted in the registry. */
@@ -291,7 +292,9 @@ char *sfs_sb_dup_id(struct sfs_sandbox *sb);
 char *sfs_sb_copy_name(struct sfs_sandbox *sb, char name[64]);
 char *sfs_sb_dup_workspace(struct sfs_sandbox *sb);
 /* What sb stands for is gone (its container was removed): state error and
- * msg as its error.  A destroyed sandbox stays destroyed. */
+ * msg as its error.  A destroyed sandbox stays destroyed.  The one owner
+ * function a thread without sb->op_mutex may call (a provider's watcher), so
+ * sb->state is read through sfs_sb_get_state() even by the op holder. */
 void sfs_sb_set_failed(struct sfs_sandbox *sb, const char *msg);
 /* Whether a sandbox of provider p with local key `key` is in the tree (its
  * owner, ctl/tree.c, installs the lookup at startup). */

@@ -137,7 +137,7 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (r)
 		return r;
 	bool was_running = info.running;
-	if (!info.running && sb->state != SFS_SB_STOPPED) {
+	if (!info.running && sfs_sb_get_state(sb) != SFS_SB_STOPPED) {
 		r = dk_container_start(info.id, err);
 		dk_info_free(&info);
 		if (!r)
