@@ -293,6 +293,15 @@ static void rws_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 
 /* ---- namespace changes -------------------------------------------------- */
 
+/* The creator's umask.  With FUSE_CAP_DONT_MASK (on for the local
+ * workspace's POSIX ACLs, and session-wide) the kernel leaves it to us;
+ * remote files have no ACLs, so it always applies, and applying it to a mode
+ * the kernel already masked changes nothing. */
+static mode_t masked(fuse_req_t req, mode_t mode)
+{
+	return mode & ~(fuse_req_ctx(req)->umask & 0777);
+}
+
 static void rws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		       struct fuse_file_info *fi)
 {
@@ -301,7 +310,7 @@ static void rws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		return;
 	struct rc_entry ce;
 	struct rc_file *f;
-	int r = rc_create(&dir, name, mode, fi->flags, &ce, &f);
+	int r = rc_create(&dir, name, masked(req, mode), fi->flags, &ce, &f);
 	if (r) {
 		reply_err(req, r);
 	} else {
@@ -323,7 +332,7 @@ static void rws_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!rws_ref(req, parent, &dir))
 		return;
 	struct rc_entry ce;
-	int r = rc_mknod(&dir, name, mode, &ce);
+	int r = rc_mknod(&dir, name, masked(req, mode), &ce);
 	reply_entry(req, dir.sb, &ce, r);
 	rc_ref_put(&dir);
 }
@@ -334,7 +343,7 @@ static void rws_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!rws_ref(req, parent, &dir))
 		return;
 	struct rc_entry ce;
-	int r = rc_mkdir(&dir, name, mode, &ce);
+	int r = rc_mkdir(&dir, name, masked(req, mode), &ce);
 	reply_entry(req, dir.sb, &ce, r);
 	rc_ref_put(&dir);
 }

@@ -142,6 +142,27 @@ f" ]
 	[ "$(dt_run w1 'cat t')" = abc ]
 }
 
+@test "daytona: new files and directories get the creator's umask, here and in the sandbox" {
+	dt_new m1 >/dev/null
+	W=$(ws m1)
+	(
+		umask 022
+		echo a >"$W/u22.txt"
+		mkdir "$W/d22"
+		umask 077
+		echo b >"$W/u77.txt"
+		mkdir "$W/d77"
+	)
+	[ "$(stat -c %a "$W/u22.txt" "$W/d22" "$W/u77.txt" "$W/d77")" = "644
+755
+600
+700" ]
+	[ "$(dt_run m1 'stat -c %a u22.txt d22 u77.txt d77')" = "644
+755
+600
+700" ]
+}
+
 @test "daytona: editor saves (temp + rename, backup, swap, fsync; vim) land in the sandbox" {
 	dt_new e1 >/dev/null
 	W=$(ws e1)
