@@ -330,6 +330,9 @@ static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *
 		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
 		tree_set_error(sb, "cancelled: the provider cannot kill a process, so the "
 				   "sandbox was destroyed");
+		/* its runs went with it: `lost`, every reader answered now,
+		 * and so it stays after a restart (RUNDIR/ended) */
+		journal_end_sandbox(sb, true);
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (!r)

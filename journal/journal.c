@@ -1,6 +1,7 @@
 #include "journal.h"
 
 #include "../providers/config.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -362,11 +363,13 @@ static void apply_locked(struct job *job)
 	struct journal *j = job->run->journal;
 	switch (job->kind) {
 	case JOB_REFRESH:
+		if (!j || j->ended)
+			break; /* ended meanwhile (journal_end_sandbox): that stays */
 		job->run->state = job->state.state;
 		job->run->code = job->state.code;
 		break;
 	case JOB_READ:
-		if (!j || j->size != job->off)
+		if (!j || j->ended || j->size != job->off)
 			break; /* detached, or bytes came another way meanwhile */
 		if (job->n > 0) {
 			append_locked(j, job->buf, (size_t)job->n);
@@ -596,6 +599,89 @@ void journal_engine_stop(void)
 	eng.inotify_fd = eng.wake_fd = -1;
 }
 
+/* RUNDIR/ended: "exit N", "signal N" or "lost", written when the run's
+ * sandbox was destroyed under it (journal_end_sandbox). */
+static bool read_ended(struct sfs_run *run, struct sfs_run *out)
+{
+	char path[4300], text[64] = "";
+	snprintf(path, sizeof(path), "%s/ended", run->dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;
+	bool ok = fgets(text, sizeof(text), f) != NULL;
+	fclose(f);
+	int n;
+	if (ok && sscanf(text, "exit %d", &n) == 1) {
+		out->state = SFS_RUN_EXITED;
+		out->code = n;
+	} else if (ok && sscanf(text, "signal %d", &n) == 1) {
+		out->state = SFS_RUN_KILLED;
+		out->code = n;
+	} else {
+		out->state = SFS_RUN_LOST;
+	}
+	return true;
+}
+
+static void write_ended(struct sfs_run *run, enum sfs_run_state state, int code)
+{
+	char path[4300], text[64];
+	snprintf(path, sizeof(path), "%s/ended", run->dir);
+	int len = state == SFS_RUN_EXITED   ? snprintf(text, sizeof(text), "exit %d\n", code)
+		  : state == SFS_RUN_KILLED ? snprintf(text, sizeof(text), "signal %d\n", code)
+					    : snprintf(text, sizeof(text), "lost\n");
+	struct sfs_err err = {0};
+	if (sfs_write_file_atomic(path, text, (size_t)len, &err) < 0)
+		sfs_log(SFS_LOG_WARN, "run %d: %s", run->n, err.msg);
+}
+
+void journal_end_sandbox(struct sfs_sandbox *sb, bool record)
+{
+	struct ready_list l = {0};
+	struct jobs jobs = {0};
+	struct final {
+		struct sfs_run *run;
+		enum sfs_run_state state;
+		int code;
+	} *finals = NULL;
+	size_t nfinals = 0, cap = 0;
+	pthread_mutex_lock(&eng.mu);
+	for (struct journal *j = eng.journals; j; j = j->next) {
+		if (j->sb != sb)
+			continue;
+		stop_follower_locked(j, &jobs);
+		if (j->run->state == SFS_RUN_RUNNING)
+			j->run->state = SFS_RUN_LOST; /* gone with its sandbox, end unseen */
+		j->size = stat_size(j);
+		j->ended = true;
+		j->final_pending = false;
+		/* every reader at once: the bytes there are, then EOF or the
+		 * status (one not armed yet is answered by the engine's next pass) */
+		collect_locked(j, &l);
+		set_watch_locked(j);
+		if (record && nfinals == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct final *grown = realloc(finals, ncap * sizeof(*grown));
+			if (grown) {
+				finals = grown;
+				cap = ncap;
+			}
+		}
+		if (record && nfinals < cap)
+			finals[nfinals++] = (struct final){j->run, j->run->state, j->run->code};
+	}
+	pthread_mutex_unlock(&eng.mu);
+	for (size_t i = 0; i < jobs.n; i++)
+		run_job(&jobs.v[i]);
+	free(jobs.v);
+	deliver_all(&l);
+	free(l.v);
+	for (size_t i = 0; i < nfinals; i++)
+		write_ended(finals[i].run, finals[i].state, finals[i].code);
+	free(finals);
+	journal_poke();
+}
+
 int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	struct journal *j = calloc(1, sizeof(*j));
@@ -613,14 +699,22 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 		/* bytes fetched by the follower or by bounded reads land here */
 		snprintf(j->path, sizeof(j->path), "%s/journal.mirror", run->dir);
 	}
-	/* the first look at the run's state happens here, before readers come */
+	/* the first look at the run's state happens here, before readers come;
+	 * a run its sandbox's destruction ended says so itself (the provider
+	 * has nothing left to ask) */
 	struct sfs_run copy = *run;
-	ops->run_refresh(sb, &copy, NULL);
+	bool final = read_ended(run, &copy);
+	if (!final)
+		ops->run_refresh(sb, &copy, NULL);
 	pthread_mutex_lock(&eng.mu);
 	run->state = copy.state;
 	run->code = copy.code;
 	run->journal = j;
 	settle_locked(j);
+	if (final) {
+		j->ended = true;
+		j->final_pending = false;
+	}
 	j->next = eng.journals;
 	eng.journals = j;
 	pthread_mutex_unlock(&eng.mu);

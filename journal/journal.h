@@ -59,6 +59,14 @@ void journal_engine_stop(void);
 
 /* Starts tracking a run (new or found at startup); refreshes its state. */
 int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+/*
+ * sb was destroyed: its runs still `running` become `lost` (nothing is left
+ * to ask), every journal ends where its bytes end, and every parked reader
+ * of them is answered at once (journal: the bytes, then EOF; wait: the
+ * status).  With record, each run's final status is written to RUNDIR/ended
+ * so a restarted daemon shows the same without asking the provider.
+ */
+void journal_end_sandbox(struct sfs_sandbox *sb, bool record);
 /* Stops tracking every run of sb and answers its parked requests with -ENOENT. */
 void journal_detach_sandbox(struct sfs_sandbox *sb);
 

@@ -276,6 +276,33 @@ dt_snapshot() {
 	fi
 }
 
+@test "daytona: cancel ends its runs as lost and releases journal and wait readers at once" {
+	dt_new c2 >/dev/null
+	n=$(ctl_write "$MNT/c2/ctl" 'exec echo started; sleep 300')
+	wait_for grep -q started "$MNT/c2/runs/$n/journal"
+	cat "$MNT/c2/runs/$n/journal" >"$BATS_TEST_TMPDIR/j.out" 3>&- &
+	jpid=$!
+	cat "$MNT/c2/runs/$n/wait" >"$BATS_TEST_TMPDIR/w.out" 3>&- &
+	wpid=$!
+	sleep 0.5
+	kill -0 "$jpid"
+	kill -0 "$wpid"
+	run ctl_write "$MNT/c2/ctl" cancel
+	[ "$status" -eq 0 ]
+	# both readers come back without an rmdir
+	wait_for bash -c "! kill -0 $jpid 2>/dev/null && ! kill -0 $wpid 2>/dev/null"
+	[ "$(cat "$BATS_TEST_TMPDIR/w.out")" = lost ]
+	grep -q started "$BATS_TEST_TMPDIR/j.out"
+	[ "$(cat "$MNT/c2/runs/$n/status")" = lost ]
+	grep -qx 'state destroyed' "$MNT/c2/status"
+	# and so it stays after a restart: no reader blocks on the gone sandbox
+	sfs_unmount
+	sfs_mount --log-level 3
+	[ "$(cat "$MNT/c2/runs/$n/status")" = lost ]
+	[ "$(timeout 10 cat "$MNT/c2/runs/$n/wait")" = lost ]
+	timeout 10 cat "$MNT/c2/runs/$n/journal" | grep -q started
+}
+
 # ---- faults -------------------------------------------------------------------
 
 no_pending() {
