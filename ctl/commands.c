@@ -547,11 +547,29 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 	return sfs_errf(err, -EINVAL, "unknown command");
 }
 
+/* A ctl opened before its sandbox was forgotten or destroyed refuses every
+ * verb: a run started there would be one nobody can see or kill. */
+static int refuse_if_gone(struct sfs_sandbox *sb, char **result)
+{
+	struct sfs_err err = {0};
+	int r = tree_check_live(sb, &err);
+	if (!r)
+		return 0;
+	struct sfs_buf o = {0};
+	sfs_buf_printf(&o, "error: %s\n", err.msg);
+	*result = o.buf;
+	char name[64];
+	sfs_log(SFS_LOG_WARN, "%s ctl: %s", sfs_sb_copy_name(sb, name), err.msg);
+	return r;
+}
+
 int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char **result)
 {
+	int r = refuse_if_gone(sb, result);
+	if (r)
+		return r;
 	char name[64];
-	int r =
-	    drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sfs_sb_copy_name(sb, name));
+	r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sfs_sb_copy_name(sb, name));
 	tree_set_last_result(sb, *result);
 	return r;
 }
@@ -603,6 +621,9 @@ static int run_run(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_e
 int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, size_t len,
 		  char **result)
 {
+	int r = refuse_if_gone(sb, result);
+	if (r)
+		return r;
 	struct run_ctx ctx = {sb, run};
 	char who[96], name[64];
 	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name), run->n);

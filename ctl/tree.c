@@ -8,6 +8,9 @@
 #include "../providers/util.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +37,8 @@ struct sfs_sandbox *tree_get(const char *name)
 {
 	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_sandbox *sb = find_locked(name);
+	if (sb && sb->destroying)
+		sb = NULL; /* on its way out (tree_rmdir): already gone to fs/ */
 	if (sb)
 		sb->refs++;
 	pthread_mutex_unlock(&sfs_records_mu);
@@ -45,7 +50,7 @@ struct sfs_sandbox *tree_get_serial(uint32_t serial)
 	struct sfs_sandbox *sb = NULL;
 	pthread_mutex_lock(&sfs_records_mu);
 	for (size_t i = 0; i < tree.nsbs; i++) {
-		if (tree.sbs[i]->serial == serial) {
+		if (tree.sbs[i]->serial == serial && !tree.sbs[i]->destroying) {
 			sb = tree.sbs[i];
 			sb->refs++;
 			break;
@@ -68,9 +73,11 @@ size_t tree_list(char (*names)[64], uint32_t *serials, size_t max)
 {
 	pthread_mutex_lock(&sfs_records_mu);
 	size_t n = 0;
-	for (size_t i = 0; i < tree.nsbs && n < max; i++, n++) {
+	for (size_t i = 0; i < tree.nsbs && n < max; i++) {
+		if (tree.sbs[i]->destroying)
+			continue;
 		memcpy(names[n], tree.sbs[i]->name, 64);
-		serials[n] = tree.sbs[i]->serial;
+		serials[n++] = tree.sbs[i]->serial;
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
 	return n;
@@ -152,6 +159,9 @@ static bool known(const struct sfs_provider *p, const char *key)
 	return found;
 }
 
+static void reserve_space(void);
+static void marker_path(const struct sfs_sandbox *sb, char *buf, size_t len);
+
 int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	      struct sfs_err *err)
 {
@@ -171,8 +181,20 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	r = registry_load(statedir, &sbs, &nsbs, &tree.kept, err);
 	if (r)
 		return r;
+	reserve_space();
+	bool resave = false;
 	for (size_t i = 0; i < nsbs; i++) {
 		struct sfs_sandbox *sb = sbs[i];
+		char marker[4300];
+		marker_path(sb, marker, sizeof(marker));
+		if (access(marker, F_OK) == 0) {
+			/* destroyed, but the registry write did not happen: finish */
+			sfs_log(SFS_LOG_INFO, "%s: finishing its destruction", sb->name);
+			sfs_rm_rf(sb->statedir);
+			sandbox_free(sb);
+			resave = true;
+			continue;
+		}
 		pthread_mutex_lock(&sfs_records_mu);
 		bool dup = find_locked(sb->name) != NULL;
 		int ar = dup ? -EEXIST : add_locked(sb);
@@ -195,6 +217,9 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		runs_load(sb);
 	}
 	free(sbs);
+	struct sfs_err serr = {0};
+	if (resave && tree_save(&serr) < 0)
+		sfs_log(SFS_LOG_ERR, "registry: %s", serr.msg);
 	return 0;
 }
 
@@ -234,9 +259,14 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 	sb->state = SFS_SB_CREATING;
 	sfs_now_rfc3339(sb->created, sizeof(sb->created));
 	pthread_mutex_lock(&sfs_records_mu);
-	if (find_locked(name)) {
+	struct sfs_sandbox *old = find_locked(name);
+	if (old) {
+		bool going = old->destroying;
 		pthread_mutex_unlock(&sfs_records_mu);
 		sandbox_free(sb);
+		if (going)
+			return sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being destroyed",
+					name);
 		return sfs_errf(err, -EEXIST, "sandbox \"%s\" already exists", name);
 	}
 	r = add_locked(sb);
@@ -378,17 +408,148 @@ static struct sfs_sandbox *get_or_err(const char *name, struct sfs_err *err)
 	return sb;
 }
 
-/* Takes sb out of the tree for good; runs' readers get ENOENT. */
+/* ---- destroy and forget -----------------------------------------------
+ *
+ * Destroy is ordered so that a failure anywhere leaves a state that says
+ * what it is, and so that it works on a full state disk:
+ *   1. the provider destroys (local: its runs end together, TERM then KILL
+ *      after one grace, and the workspace goes: space is freed first);
+ *   2. the runs end for the journal engine (`lost` where unseen) and every
+ *      reader is answered;
+ *   3. STATE/sandboxes/KEY is emptied but for a `destroyed` marker (more space);
+ *   4. the registry is written without the sandbox (on ENOSPC once more
+ *      after releasing STATE/.reserve, kept for that);
+ *   5. only then does the record leave the tree, and the marker goes.
+ * A failure in 1 changes nothing but the error shown; a failure in 4 leaves
+ * the sandbox listed as `destroyed` (rmdir again finishes it), and a daemon
+ * that starts and finds the marker finishes it too.
+ */
+
+#define RESERVE_BYTES (256 * 1024)
+
+/* STATE/.reserve: space held back so that the registry can be written on a
+ * full disk; released when a write of it fails with ENOSPC. */
+static void reserve_space(void)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
+	struct stat st;
+	if (stat(path, &st) == 0 && st.st_size >= RESERVE_BYTES)
+		return;
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	int r = posix_fallocate(fd, 0, RESERVE_BYTES);
+	close(fd);
+	if (r)
+		unlink(path); /* a reserve that is not there must not look like one */
+}
+
+static bool release_space(void)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
+	return unlink(path) == 0;
+}
+
+/* The registry as it is, but without sb; callers hold sfs_records_mu. */
+static int save_without_locked(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	struct sfs_sandbox **rest = calloc(tree.nsbs ? tree.nsbs : 1, sizeof(*rest));
+	if (!rest)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	size_t n = 0;
+	for (size_t i = 0; i < tree.nsbs; i++)
+		if (tree.sbs[i] != sb)
+			rest[n++] = tree.sbs[i];
+	int r = registry_save(tree.statedir, rest, n, tree.kept, err);
+	if (r == -ENOSPC && release_space()) {
+		sfs_log(SFS_LOG_WARN, "state dir full: the reserve was released to write the "
+				      "registry");
+		sfs_err_clear(err);
+		r = registry_save(tree.statedir, rest, n, tree.kept, err);
+	}
+	free(rest);
+	return r;
+}
+
+/* Takes sb out of the tree for good once the registry no longer lists it;
+ * on failure sb stays where it was. */
 static int drop(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	pthread_mutex_lock(&sfs_records_mu);
-	remove_locked(sb, true);
-	int r = save_locked(err);
+	int r = save_without_locked(sb, err);
+	if (!r)
+		remove_locked(sb, true);
 	pthread_mutex_unlock(&sfs_records_mu);
+	if (r)
+		return r;
 	journal_detach_sandbox(sb);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
-	return r;
+	return 0;
+}
+
+static void marker_path(const struct sfs_sandbox *sb, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/destroyed", sb->statedir);
+}
+
+/* Everything in dir but the marker: journals, caches. */
+static void empty_statedir(struct sfs_sandbox *sb)
+{
+	DIR *d = opendir(sb->statedir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char path[4400];
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+		    !strcmp(e->d_name, "destroyed"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", sb->statedir, e->d_name);
+		int r = sfs_rm_rf(path);
+		if (r)
+			sfs_log(SFS_LOG_WARN, "%s: %s", path, strerror(-r));
+	}
+	closedir(d);
+}
+
+/* Steps 1-5 above; callers hold sb->op_mutex. */
+static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	if (st == SFS_SB_CREATING) {
+		char name[64];
+		return sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created",
+				sfs_sb_copy_name(sb, name));
+	}
+	if (st != SFS_SB_DESTROYED) {
+		int r = sb->provider->ops->destroy(sb, err);
+		if (r) {
+			tree_set_error(sb, err ? err->msg : "destroy failed");
+			return r;
+		}
+		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
+	}
+	journal_end_sandbox(sb, false);
+	char marker[4300];
+	marker_path(sb, marker, sizeof(marker));
+	int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	empty_statedir(sb);
+	int r = drop(sb, err);
+	if (r) {
+		char msg[SFS_ERR_MAX + 64];
+		snprintf(msg, sizeof(msg), "destroyed, but not yet taken out of the registry: %s",
+			 err ? err->msg : strerror(-r));
+		tree_set_error(sb, msg);
+		return r;
+	}
+	sfs_rm_rf(sb->statedir);
+	reserve_space(); /* best effort: there may be room again */
+	return 0;
 }
 
 int tree_destroy(const char *name, struct sfs_err *err)
@@ -397,23 +558,121 @@ int tree_destroy(const char *name, struct sfs_err *err)
 	if (!sb)
 		return -ENOENT;
 	pthread_mutex_lock(&sb->op_mutex);
-	int r = 0;
-	enum sfs_sb_state st = sfs_sb_get_state(sb);
-	if (st == SFS_SB_CREATING)
-		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
-	else if (st != SFS_SB_DESTROYED)
-		r = sb->provider->ops->destroy(sb, err);
-	if (!r) {
-		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
-		r = drop(sb, err);
-		if (!r)
-			sfs_rm_rf(sb->statedir);
-	} else {
-		tree_set_error(sb, err ? err->msg : "destroy failed");
-	}
+	int r = destroy_locked(sb, err);
 	pthread_mutex_unlock(&sb->op_mutex);
 	tree_put(sb);
 	return r;
+}
+
+/* Destroys that went on after their rmdir returned (tree_rmdir). */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int n;
+} finishers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void *finish_destroy(void *arg)
+{
+	struct sfs_sandbox *sb = arg;
+	struct sfs_err err = {0};
+	pthread_mutex_lock(&sb->op_mutex);
+	int r = destroy_locked(sb, &err);
+	if (r) {
+		/* it comes back, saying why */
+		pthread_mutex_lock(&sfs_records_mu);
+		sb->destroying = false;
+		pthread_mutex_unlock(&sfs_records_mu);
+		char name[64];
+		sfs_log(SFS_LOG_ERR, "rmdir %s: %s", sfs_sb_copy_name(sb, name), err.msg);
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	tree_put(sb);
+	pthread_mutex_lock(&finishers.mu);
+	finishers.n--;
+	pthread_cond_broadcast(&finishers.cv);
+	pthread_mutex_unlock(&finishers.mu);
+	return NULL;
+}
+
+static bool has_active_runs(struct sfs_sandbox *sb)
+{
+	bool active = false;
+	for (int n = tree_nruns(sb); n >= 1 && !active; n--) {
+		struct sfs_run *run = tree_run(sb, n);
+		active = run && journal_run_active(run);
+	}
+	return active;
+}
+
+int tree_rmdir(const char *name, struct sfs_err *err)
+{
+	struct sfs_sandbox *sb = get_or_err(name, err);
+	if (!sb)
+		return -ENOENT;
+	pthread_mutex_lock(&sb->op_mutex);
+	int r;
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	/* The kernel holds the root directory's lock for the whole of an
+	 * rmdir: waiting out the runs' grace here would stall every mkdir
+	 * and lookup in the root.  So a sandbox with runs going leaves the
+	 * tree now and a thread of its own ends it.  (Only a provider that
+	 * kills gives runs a grace; the others' destroy does not wait.) */
+	if (st != SFS_SB_CREATING && st != SFS_SB_DESTROYED &&
+	    sb->provider->caps[SFS_CAP_KILLABLE] && has_active_runs(sb)) {
+		pthread_mutex_lock(&finishers.mu);
+		finishers.n++;
+		pthread_mutex_unlock(&finishers.mu);
+		pthread_mutex_lock(&sfs_records_mu);
+		sb->destroying = true;
+		pthread_mutex_unlock(&sfs_records_mu);
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		r = pthread_create(&t, &attr, finish_destroy, sb);
+		pthread_attr_destroy(&attr);
+		if (!r) {
+			pthread_mutex_unlock(&sb->op_mutex);
+			return 0; /* the thread has our reference */
+		}
+		pthread_mutex_lock(&sfs_records_mu);
+		sb->destroying = false;
+		pthread_mutex_unlock(&sfs_records_mu);
+		pthread_mutex_lock(&finishers.mu);
+		finishers.n--;
+		pthread_mutex_unlock(&finishers.mu);
+		/* no thread: do it here after all */
+	}
+	r = destroy_locked(sb, err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	tree_put(sb);
+	return r;
+}
+
+void tree_drain(void)
+{
+	pthread_mutex_lock(&finishers.mu);
+	while (finishers.n > 0)
+		pthread_cond_wait(&finishers.cv, &finishers.mu);
+	pthread_mutex_unlock(&finishers.mu);
+}
+
+int tree_check_live(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	bool in = false;
+	for (size_t i = 0; i < tree.nsbs && !in; i++)
+		in = tree.sbs[i] == sb;
+	bool destroyed = sb->destroying || sb->state == SFS_SB_DESTROYED;
+	bool live = in && !sb->destroying;
+	char name[64];
+	memcpy(name, sb->name, sizeof(name));
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (live)
+		return 0;
+	return sfs_errf(err, -ENOENT,
+			"sandbox \"%s\" was %s: a file opened before that no longer works", name,
+			destroyed ? "destroyed" : "forgotten");
 }
 
 int tree_forget(const char *name, struct sfs_err *err)
@@ -507,6 +766,13 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 	if (r)
 		return r;
 	pthread_mutex_lock(&sb->op_mutex);
+	/* forget and destroy take op_mutex too: after this check no run can
+	 * start that nobody sees */
+	r = tree_check_live(sb, err);
+	if (r) {
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r;
+	}
 	enum sfs_sb_state st = sfs_sb_get_state(sb);
 	if (st != SFS_SB_RUNNING) {
 		/* in state error, say why (a container removed behind our back ...) */

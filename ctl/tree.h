@@ -56,6 +56,16 @@ int tree_save(struct sfs_err *err);
 int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err *err);
 int tree_resume(const char *name, const char *provider, const char *id, struct sfs_err *err);
 int tree_destroy(const char *name, struct sfs_err *err);
+/* rmdir: tree_destroy, except that a sandbox with runs still going leaves
+ * the tree at once and is destroyed by a thread of its own (the runs get
+ * their grace without the kernel's lock on the root held meanwhile); if
+ * that fails the sandbox comes back with the error in its status. */
+int tree_rmdir(const char *name, struct sfs_err *err);
+/* Waits for the destroys tree_rmdir left running (at unmount). */
+void tree_drain(void);
+/* 0 while sb is in the tree; -ENOENT with a message naming why not
+ * (forgotten, destroyed) for a file opened before it left. */
+int tree_check_live(struct sfs_sandbox *sb, struct sfs_err *err);
 int tree_forget(const char *name, struct sfs_err *err);
 int tree_rename(const char *from, const char *to, struct sfs_err *err);
 int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, struct sfs_err *err);

@@ -204,6 +204,15 @@ static void sfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	struct stat st;
 	int r = stat_ino(ino, &st);
+	unsigned kind = SFS_INO_KIND(ino);
+	if (r == -ENOENT && (kind == SFS_K_SB_CTL || kind == SFS_K_RUN_CTL)) {
+		/* a ctl opened before its sandbox went (forget, destroy) is
+		 * still read for the error its verbs now get; readers fstat
+		 * first (cat), as they may an unlinked file */
+		struct synth s = {.kind = kind};
+		r = synth_stat(&s, &st);
+		st.st_ino = ino;
+	}
 	if (r)
 		fuse_reply_err(req, -r);
 	else
@@ -297,7 +306,7 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		if (strcmp(name, "ctl") == 0 || strcmp(name, "providers") == 0)
 			r = -EPERM;
 		else
-			r = tree_destroy(name, &err);
+			r = tree_rmdir(name, &err);
 	} else if (SFS_INO_KIND(parent) == SFS_K_SB_SNAPSHOTS) {
 		struct synth s;
 		r = synth_resolve(parent, &s);
@@ -963,6 +972,7 @@ int sfs_fs_start(struct sfs_err *err)
 
 void sfs_fs_stop(void)
 {
+	tree_drain(); /* destroys an rmdir left going end before the engine stops */
 	journal_engine_stop();
 	ws_stop();
 	notify_stop();

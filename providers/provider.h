@@ -136,6 +136,9 @@ struct sfs_sandbox {
 	size_t nruns;
 	char *last_result;	       /* result of the last ctl command */
 	uint32_t last_snapshot_serial; /* the last sfs_snapshot.serial handed out */
+	/* rmdir went on without waiting for the runs (ctl/tree.c): hidden from
+	 * lookups, refuses verbs; guarded by the tree lock */
+	bool destroying;
 	void *priv; /* the provider's own state (state_load/state_free), under its
 		       own leaf lock */
 };

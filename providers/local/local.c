@@ -443,14 +443,55 @@ static int local_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_e
 	return 0;
 }
 
+/* Ends every run of sb together: TERM to all groups at once, one grace
+ * period for all of them, then KILL to what is left (never a grace per
+ * run: ten runs that ignore TERM cost one grace, not ten). */
+static void end_all_runs(struct sfs_sandbox *sb)
+{
+	/* run records are never freed while the daemon runs: the pointers
+	 * stay good outside the lock, and the pid files are read there */
+	pthread_mutex_lock(&sfs_records_mu);
+	size_t n = sb->nruns;
+	struct sfs_run **runs = calloc(n ? n : 1, sizeof(*runs));
+	if (runs)
+		memcpy(runs, sb->runs, n * sizeof(*runs));
+	pthread_mutex_unlock(&sfs_records_mu);
+	int *groups = runs ? calloc(n ? n : 1, sizeof(*groups)) : NULL;
+	for (size_t i = 0; groups && i < n; i++)
+		groups[i] = read_pid(runs[i], "pid");
+	free(runs);
+	if (!groups)
+		return;
+	size_t live = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (groups[i] > 0 && group_alive(groups[i]) && kill(-groups[i], SIGTERM) == 0)
+			groups[live++] = groups[i];
+	}
+	double grace = sfs_config_get_double("local.kill_grace", 2.0);
+	struct timespec step = {0, 20 * 1000 * 1000};
+	for (int sig = SIGTERM; live && sig; sig = sig == SIGTERM ? SIGKILL : 0) {
+		if (sig == SIGKILL)
+			for (size_t i = 0; i < live; i++)
+				kill(-groups[i], SIGKILL);
+		double limit = sig == SIGTERM ? grace : 5.0;
+		for (double waited = 0; live && waited < limit; waited += 0.02) {
+			size_t k = 0;
+			for (size_t i = 0; i < live; i++)
+				if (group_alive(groups[i]))
+					groups[k++] = groups[i];
+			live = k;
+			if (live)
+				nanosleep(&step, NULL);
+		}
+	}
+	for (size_t i = 0; i < live; i++)
+		sfs_log(SFS_LOG_ERR, "%s: process group %d survived SIGKILL", sb->name, groups[i]);
+	free(groups);
+}
+
 static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	for (size_t i = 0; i < sb->nruns; i++) {
-		struct sfs_run *run = sb->runs[i];
-		int pgid = read_pid(run, "pid");
-		if (pgid > 0 && group_alive(pgid))
-			local_run_kill(sb, run, SIGTERM, true, NULL);
-	}
+	end_all_runs(sb);
 	char buf[4096];
 	bool owned = false;
 	const char *dir = local_dir(sb, buf, &owned);

@@ -26,6 +26,11 @@ sb_dir() {
 	dirname "$(awk '$1=="workspace"{print $2}' "$MNT/$1/status")"
 }
 
+# (functions, so that wait_for evaluates them afresh each time)
+no_runs_left() { [ -z "$(sfs_run_pids "$STATE")" ]; }
+no_sandbox_dirs() { [ -z "$(ls "$STATE/sandboxes")" ]; }
+one_sandbox_dir() { [ "$(ls "$STATE/sandboxes" | wc -l)" = 1 ]; }
+
 # kill_daemon: kill -9 of the daemon, and the mount let go.
 kill_daemon() {
 	kill -9 "$SFS_PID"
@@ -93,7 +98,7 @@ kill_daemon() {
 	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
 	echo "kill 1" >"$MNT/demo/ctl"
 	[ "$(timeout 10 cat "$MNT/demo/runs/1/wait")" = "killed TERM" ]
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for no_runs_left
 }
 
 @test "kill -9 of the daemon while 4 writers exec: every run dir is a listed run, no number is reused" {
@@ -128,4 +133,164 @@ kill_daemon() {
 	done
 	[ "$(cat "$MNT/demo/runs/$n/status")" = "exited 7" ]
 	[ "$(cat "$MNT/demo/runs/$n/journal")" = fresh ]
+}
+
+# ---- item 5: rmdir on a full state disk ---------------------------------------
+
+# fill DIR: writes into DIR until its filesystem has no byte left.
+fill() {
+	dd if=/dev/zero of="$1/filler1" bs=64k 2>/dev/null || true
+	dd if=/dev/zero of="$1/filler2" bs=512 2>/dev/null || true
+	[ "$(df --output=avail "$1" | tail -n1 | tr -d ' ')" = 0 ]
+}
+
+# bats test_tags=core
+@test "rmdir on a full state disk succeeds and leaves nothing half done" {
+	sfs_unmount
+	SMALL_FS="$BATS_TEST_TMPDIR/small"
+	mkdir -p "$SMALL_FS"
+	mount -t tmpfs -o size=8m tmpfs "$SMALL_FS"
+	STATE="$SMALL_FS/state"
+	sfs_mount
+	mkdir "$MNT/demo" "$MNT/empty" "$MNT/keep"
+	head -c 2M /dev/urandom >"$MNT/demo/workspace/big"
+	run_cmd demo 'echo hello'
+	cat "$MNT/demo/runs/1/wait"
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/demo/status")
+	d=$(sb_dir demo)
+	fill "$SMALL_FS"
+	# nothing of its own to free: the registry still gets written
+	rmdir "$MNT/empty"
+	[ ! -e "$MNT/empty" ]
+	fill "$SMALL_FS"
+	rmdir "$MNT/demo"
+	[ ! -e "$MNT/demo" ]
+	[ ! -e "$ws" ]
+	[ ! -e "$d" ]
+	run ! grep -q '"name": "demo"' "$STATE/registry.json"
+	run ! grep -q '"name": "empty"' "$STATE/registry.json"
+	grep -q '"name": "keep"' "$STATE/registry.json"
+	sfs_unmount
+	sfs_mount
+	[ ! -e "$MNT/demo" ]
+	[ ! -e "$MNT/empty" ]
+	grep -qx 'state running' "$MNT/keep/status"
+}
+
+# ---- item 6: rmdir with runs that ignore TERM -----------------------------------
+
+# bats test_tags=core
+@test "rmdir signals every run at once and does not hold up mkdir in the root" {
+	sfs_unmount
+	sfs_mount -o local.kill_grace=3
+	mkdir "$MNT/demo"
+	for i in $(seq 1 10); do
+		run_cmd demo 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
+	done
+	for i in $(seq 1 10); do
+		wait_for grep -q up "$MNT/demo/runs/$i/journal"
+	done
+	rmdir "$MNT/demo" 3>&- &
+	rpid=$!
+	# the root is free while the TERM-ignoring runs still have their grace
+	timeout 2 mkdir "$MNT/other"
+	[ -n "$(sfs_run_pids "$STATE")" ]
+	[ -d "$MNT/other" ]
+	wait "$rpid"
+	[ ! -e "$MNT/demo" ]
+	# one grace for all ten, not ten in a row (30 s)
+	wait_for no_runs_left
+	wait_for one_sandbox_dir
+}
+
+# bats test_tags=core
+@test "destroy through ctl waits one grace for all runs, and mkdir goes on meanwhile" {
+	sfs_unmount
+	sfs_mount -o local.kill_grace=3
+	mkdir "$MNT/demo"
+	for i in $(seq 1 5); do
+		run_cmd demo 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
+	done
+	for i in $(seq 1 5); do
+		wait_for grep -q up "$MNT/demo/runs/$i/journal"
+	done
+	ctl_write "$MNT/demo/ctl" destroy >"$BATS_TEST_TMPDIR/destroy.out" 2>&1 3>&- &
+	dpid=$!
+	sleep 0.5
+	timeout 2 mkdir "$MNT/other"
+	wait "$dpid"
+	# destroy returned: nothing of the sandbox is left
+	[ ! -e "$MNT/demo" ]
+	[ -z "$(sfs_run_pids "$STATE")" ]
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = 1 ]
+}
+
+# ---- item 8: handles of a forgotten or destroyed sandbox ---------------------
+
+# bats test_tags=core
+@test "a ctl opened before forget refuses every verb afterwards" {
+	mkdir "$MNT/demo"
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/demo/status")
+	run_cmd demo 'sleep 30' >/dev/null
+	exec 8<>"$MNT/demo/ctl"
+	exec 9>"$MNT/demo/runs/1/ctl"
+	echo "forget demo" >"$MNT/ctl"
+	[ ! -e "$MNT/demo" ]
+	for verb in "exec touch marker" "kill" "env A=1" "cancel" "destroy"; do
+		run bash -c "echo '$verb' >&8"
+		[ "$status" -ne 0 ]
+		msg=$(cat <&8)
+		[[ "$msg" == "error: "*"forgotten"* ]]
+	done
+	# (runs/N/ctl opens write-only: its refusal is the errno alone)
+	run bash -c "echo kill >&9"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No such file or directory"* ]]
+	exec 8>&- 9>&-
+	sleep 0.3
+	[ ! -e "$ws/marker" ]
+	# the forgotten sandbox's run was left alone
+	[ -n "$(sfs_run_pids "$STATE")" ]
+	[ ! -e "$(dirname "$ws")/runs/2" ]
+}
+
+# bats test_tags=core
+@test "a ctl opened before rmdir refuses every verb afterwards" {
+	mkdir "$MNT/demo"
+	exec 8<>"$MNT/demo/ctl"
+	rmdir "$MNT/demo"
+	run bash -c "echo 'exec true' >&8"
+	[ "$status" -ne 0 ]
+	msg=$(cat <&8)
+	exec 8>&-
+	[[ "$msg" == "error: "*"destroyed"* ]]
+	[ -z "$(ls "$STATE/sandboxes")" ]
+}
+
+# ---- item 13: adopted host directories -----------------------------------------
+
+# bats test_tags=core
+@test "rmdir of an adopted sandbox never deletes the adopted directory's contents" {
+	adopted="$BATS_TEST_TMPDIR/adopted"
+	mkdir -p "$adopted/sub"
+	echo precious >"$adopted/f"
+	echo deep >"$adopted/sub/g"
+	run ctl_write "$MNT/ctl" "new ad dir=$adopted"
+	[ "$status" -eq 0 ]
+	run_cmd ad 'echo started; sleep 30' >/dev/null
+	wait_for grep -q started "$MNT/ad/journal"
+	rmdir "$MNT/ad"
+	[ ! -e "$MNT/ad" ]
+	# with a run going the destroy ends after rmdir returns: wait for all of it
+	wait_for no_sandbox_dirs
+	[ -z "$(sfs_run_pids "$STATE")" ]
+	[ "$(cat "$adopted/f")" = precious ]
+	[ "$(cat "$adopted/sub/g")" = deep ]
+	# adopted by resume: the same
+	echo "resume ad2 provider=local id=$adopted" >"$MNT/ctl"
+	[ "$(cat "$MNT/ad2/workspace/f")" = precious ]
+	rmdir "$MNT/ad2"
+	[ "$(cat "$adopted/f")" = precious ]
+	[ "$(cat "$adopted/sub/g")" = deep ]
+	[ -z "$(ls "$STATE/sandboxes")" ]
 }
