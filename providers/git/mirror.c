@@ -1,0 +1,364 @@
+/*
+ * Bare mirrors of git sources, one per URL, under STATE/git/mirrors.
+ *
+ * A mirror is named by a hash of its URL and records the URL as its origin,
+ * so a (vanishingly unlikely) hash collision is detected, not served.  A new
+ * mirror is fetched into a temporary directory and renamed into place once
+ * complete; updates take an flock on NAME.lock so two `new`s from the same
+ * source fetch one after the other, the second finding little to fetch.
+ */
+#include "git.h"
+#include "internal.h"
+
+#include "../http/http.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <git2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_result;
+
+static void init_libgit2(void)
+{
+	init_result = git_libgit2_init() < 0 ? -EIO : 0;
+}
+
+int gk_init(struct sfs_err *err)
+{
+	pthread_once(&init_once, init_libgit2);
+	if (init_result)
+		return sfs_errf(err, init_result, "libgit2 could not start");
+	return 0;
+}
+
+int gk_error(struct sfs_err *err, int rc, const char *what)
+{
+	const git_error *e = git_error_last();
+	const char *msg = e && e->message ? e->message : "unknown error";
+	int code = -EIO;
+	if (rc == GIT_ENOTFOUND || (e && strstr(msg, "could not find repository")))
+		code = -ENOENT;
+	else if (rc == GIT_EAUTH)
+		code = -EACCES;
+	/* the message passes the redactor on its way to status and logs */
+	return sfs_errf(err, code, "%s: %s", what, msg);
+}
+
+void gk_report(struct gk_progress *p, const char *phase, size_t done, size_t total, uint64_t bytes)
+{
+	if (!p->fn)
+		return;
+	unsigned pct = total ? (unsigned)(done * 100 / total) : 0;
+	/* one report per percent and phase: status readers see it move,
+	 * the records lock is not taken per object */
+	if (p->phase == phase && p->pct == pct && done != total)
+		return;
+	p->phase = phase;
+	p->pct = pct;
+	char text[160];
+	sfs_git_progress_text(text, sizeof(text), phase, done, total, bytes);
+	p->fn(p->ctx, text);
+}
+
+static int transfer_cb(const git_indexer_progress *st, void *payload)
+{
+	struct gk_progress *p = payload;
+	if (st->received_objects < st->total_objects || st->total_deltas == 0)
+		gk_report(p, p->fetch_phase, st->received_objects, st->total_objects,
+			  st->received_bytes);
+	else
+		gk_report(p, "resolve", st->indexed_deltas, st->total_deltas, 0);
+	return 0;
+}
+
+/* Credentials: ssh keys from the agent; for http(s) the token from
+ * $SANDBOXFS_GIT_TOKEN or the config's git.token (registered with the
+ * redactor by sfs_http_credential), never written anywhere. */
+static int cred_cb(git_credential **out, const char *url, const char *user, unsigned int allowed,
+		   void *payload)
+{
+	struct gk_progress *p = payload;
+	if (p->cred_tries++ >= 2)
+		return GIT_EAUTH; /* refused twice: do not loop */
+	if (allowed & GIT_CREDENTIAL_SSH_KEY)
+		return git_credential_ssh_key_from_agent(out, user ? user : "git");
+	if (allowed & GIT_CREDENTIAL_USERPASS_PLAINTEXT) {
+		const char *token = sfs_http_credential("SANDBOXFS_GIT_TOKEN", "git.token");
+		if (token)
+			return git_credential_userpass_plaintext_new(
+			    out, user && *user ? user : "x-access-token", token);
+	}
+	return GIT_PASSTHROUGH;
+}
+
+/* A local source packs its objects for us first (libgit2's packbuilder),
+ * which is most of a local clone's time: shown as clone progress too. */
+static int pack_cb(int stage, uint32_t current, uint32_t total, void *payload)
+{
+	struct gk_progress *p = payload;
+	if (stage == GIT_PACKBUILDER_DELTAFICATION)
+		gk_report(p, p->fetch_phase, current, total, 0);
+	return 0;
+}
+
+void gk_callbacks(git_remote_callbacks *cb, struct gk_progress *p)
+{
+	cb->transfer_progress = transfer_cb;
+	cb->pack_progress = pack_cb;
+	cb->credentials = cred_cb;
+	cb->payload = p;
+}
+
+/* FNV-1a, 64 bits: a stable directory name for a URL. */
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* The URL libgit2 is given: a host path is used as it is. */
+static int check_source(const char *url, struct sfs_err *err)
+{
+	int kind = sfs_git_url_classify(url, err);
+	if (kind < 0)
+		return kind;
+	if (kind == SFS_GIT_URL_PATH || kind == SFS_GIT_URL_FILE) {
+		const char *path = kind == SFS_GIT_URL_FILE ? url + strlen("file://") : url;
+		struct stat st;
+		if (stat(path, &st) < 0)
+			return sfs_errf(err, -errno, "source: %s: %s", url, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return sfs_errf(err, -ENOENT, "source: %s: not a git repository", url);
+	}
+	return 0;
+}
+
+static int fetch_into(git_repository *repo, const char *url, bool created, struct gk_progress *p,
+		      struct sfs_git_fetch_stats *stats, struct sfs_err *err)
+{
+	git_remote *remote = NULL;
+	git_buf head = {0};
+	int rc = created ? git_remote_create_with_fetchspec(&remote, repo, "origin", url,
+							    "+refs/heads/*:refs/heads/*")
+			 : git_remote_lookup(&remote, repo, "origin");
+	if (rc < 0)
+		return gk_error(err, rc, "source: mirror remote");
+	int r = 0;
+	if (created &&
+	    (rc = git_remote_add_fetch(repo, "origin", "+refs/tags/*:refs/tags/*")) < 0) {
+		r = gk_error(err, rc, "source: mirror remote");
+		goto out;
+	}
+	if (!created && strcmp(git_remote_url(remote), url) != 0) {
+		r = sfs_errf(err, -EIO, "source: mirror %s belongs to another URL",
+			     git_repository_path(repo));
+		goto out;
+	}
+	if (created) {
+		/* the refspecs were added after the lookup handle was made */
+		git_remote_free(remote);
+		remote = NULL;
+		if ((rc = git_remote_lookup(&remote, repo, "origin")) < 0) {
+			r = gk_error(err, rc, "source: mirror remote");
+			goto out;
+		}
+	}
+	git_remote_callbacks cb;
+	git_remote_init_callbacks(&cb, GIT_REMOTE_CALLBACKS_VERSION);
+	gk_callbacks(&cb, p);
+	p->fetch_phase = "clone";
+	rc = git_remote_connect(remote, GIT_DIRECTION_FETCH, &cb, NULL, NULL);
+	if (rc < 0) {
+		char what[600];
+		snprintf(what, sizeof(what), "source: %s", url);
+		r = gk_error(err, rc, what);
+		if (r == -ENOENT && err) {
+			char why[SFS_ERR_MAX];
+			snprintf(why, sizeof(why), "%s", err->msg);
+			sfs_errf(err, r, "%s (not a git repository)", why);
+		}
+		goto out;
+	}
+	/* the source's HEAD names its default branch: the mirror's HEAD follows it */
+	int have_head = git_remote_default_branch(&head, remote) == 0;
+	git_fetch_options fo;
+	git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
+	fo.callbacks = cb;
+	fo.prune = GIT_FETCH_PRUNE;
+	fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_ALL;
+	rc = git_remote_download(remote, NULL, &fo);
+	if (rc == 0)
+		rc = git_remote_update_tips(remote, &cb, 1, GIT_REMOTE_DOWNLOAD_TAGS_ALL, NULL);
+	if (rc == 0)
+		rc = git_remote_prune(remote, &cb);
+	if (rc < 0) {
+		r = gk_error(err, rc, "source: fetch");
+		goto out;
+	}
+	const git_indexer_progress *st = git_remote_stats(remote);
+	if (stats) {
+		stats->created = created;
+		stats->received_objects = st->received_objects;
+		stats->received_bytes = st->received_bytes;
+	}
+	if (have_head && (rc = git_repository_set_head(repo, head.ptr)) < 0) {
+		r = gk_error(err, rc, "source: mirror HEAD");
+		goto out;
+	}
+	if (!have_head && created) {
+		r = sfs_errf(err, -ENOENT, "source: %s has no branches (an empty repository?)",
+			     url);
+		goto out;
+	}
+out:
+	if (remote)
+		git_remote_disconnect(remote);
+	git_buf_dispose(&head);
+	git_remote_free(remote);
+	return r;
+}
+
+/* An flock on path, made if missing.  A lock file is removed by a holder
+ * whose new mirror failed (nothing left behind), so after locking, the
+ * path must still be the file locked; else lock again.  fd or -errno. */
+static int lock_file(const char *path, struct sfs_err *err)
+{
+	for (;;) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return sfs_errf(err, -errno, "source: %s: %s", path, strerror(errno));
+		struct stat a, b;
+		if (flock(fd, LOCK_EX) < 0 || fstat(fd, &a) < 0) {
+			int r = sfs_errf(err, -errno, "source: lock %s: %s", path, strerror(errno));
+			close(fd);
+			return r;
+		}
+		if (stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return fd;
+		close(fd);
+	}
+}
+
+int sfs_git_mirror_update(const char *statedir, const char *url, sfs_git_progress_fn progress,
+			  void *ctx, char **mirror, struct sfs_git_fetch_stats *stats,
+			  struct sfs_err *err)
+{
+	*mirror = NULL;
+	int r = gk_init(err);
+	if (r || (r = check_source(url, err)))
+		return r;
+	char dir[4096], path[4200], lock[4200], tmp[4200];
+	snprintf(dir, sizeof(dir), "%s/git/mirrors", statedir);
+	if ((r = sfs_mkdir_p(dir, 0700)))
+		return sfs_errf(err, r, "source: %s: %s", dir, strerror(-r));
+	uint64_t h = fnv1a(url);
+	snprintf(path, sizeof(path), "%s/%016llx.git", dir, (unsigned long long)h);
+	snprintf(lock, sizeof(lock), "%s/%016llx.lock", dir, (unsigned long long)h);
+	int lfd = lock_file(lock, err);
+	if (lfd < 0)
+		return lfd;
+	struct gk_progress p = {.fn = progress, .ctx = ctx};
+	git_repository *repo = NULL;
+	bool created = access(path, F_OK) != 0;
+	const char *at = path;
+	if (created) {
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)h);
+		if (!mkdtemp(tmp)) {
+			r = sfs_errf(err, -errno, "source: %s: %s", tmp, strerror(errno));
+			goto out;
+		}
+		at = tmp;
+	}
+	int rc = created ? git_repository_init(&repo, at, 1) : git_repository_open_bare(&repo, at);
+	if (rc < 0) {
+		r = gk_error(err, rc, "source: mirror");
+		goto out;
+	}
+	r = fetch_into(repo, url, created, &p, stats, err);
+	git_repository_free(repo);
+	if (!r && created && rename(tmp, path) < 0)
+		r = sfs_errf(err, -errno, "source: mirror %s: %s", path, strerror(errno));
+	if (!r && !(*mirror = strdup(path)))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+out:
+	if (created && at == tmp && (r || access(tmp, F_OK) == 0))
+		sfs_rm_rf(tmp); /* a half-fetched mirror is never kept */
+	if (created && r)
+		unlink(lock); /* still locked: a waiter sees the inode change and retries */
+	flock(lfd, LOCK_UN);
+	close(lfd);
+	return r;
+}
+
+int sfs_git_mirror_resolve(const char *mirror, const char *ref, char oid[41], char **branch,
+			   struct sfs_err *err)
+{
+	*branch = NULL;
+	int r = gk_init(err);
+	if (r)
+		return r;
+	git_repository *repo = NULL;
+	int rc = git_repository_open_bare(&repo, mirror);
+	if (rc < 0)
+		return gk_error(err, rc, "source: mirror");
+	git_object *commit = NULL;
+	git_reference *found = NULL;
+	if (!ref) {
+		rc = git_repository_head(&found, repo);
+		if (rc < 0)
+			r = sfs_errf(err, -ENOENT, "source has no default branch");
+	} else {
+		char names[2][256];
+		bool maybe_sha;
+		size_t n = sfs_git_ref_candidates(ref, names, 2, &maybe_sha);
+		for (size_t i = 0; i < n && !found; i++)
+			if (git_reference_lookup(&found, repo, names[i]) < 0)
+				found = NULL;
+		if (!found && maybe_sha) {
+			git_oid id;
+			if (git_oid_fromstrn(&id, ref, strlen(ref)) == 0 &&
+			    git_object_lookup_prefix(&commit, repo, &id, strlen(ref),
+						     GIT_OBJECT_ANY) == 0) {
+				git_object *peeled = NULL;
+				rc = git_object_peel(&peeled, commit, GIT_OBJECT_COMMIT);
+				git_object_free(commit);
+				commit = rc < 0 ? NULL : peeled;
+			}
+		}
+		if (!found && !commit)
+			r = sfs_errf(
+			    err, -ENOENT,
+			    "ref \"%s\": no branch, tag or commit of that name in the source", ref);
+	}
+	if (!r && found) {
+		rc = git_reference_peel(&commit, found, GIT_OBJECT_COMMIT);
+		if (rc < 0)
+			r = gk_error(err, rc, "ref");
+		else if (git_reference_is_branch(found) &&
+			 !(*branch = strdup(git_reference_shorthand(found))))
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	if (!r)
+		git_oid_tostr(oid, 41, git_object_id(commit));
+	git_object_free(commit);
+	git_reference_free(found);
+	git_repository_free(repo);
+	if (r) {
+		free(*branch);
+		*branch = NULL;
+	}
+	return r;
+}
