@@ -26,7 +26,8 @@ struct ctl_verb {
 	int max_args; /* -1: no limit */
 	int flags;
 	const char *const *keys; /* allowed option keys, NULL-terminated; "env." = any key with
-				    that prefix; NULL with CTL_OPTS means none known */
+				    that prefix; "setup*" = a key that may repeat;
+				    NULL with CTL_OPTS means none known */
 	const char *usage;	 /* shown in errors and in help */
 };
 

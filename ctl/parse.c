@@ -180,9 +180,23 @@ static bool key_allowed(const struct ctl_verb *verb, const char *key)
 		if (n && (*k)[n - 1] == '.') {
 			if (strncmp(key, *k, n) == 0 && key[n])
 				return true;
-		} else if (strcmp(key, *k) == 0) {
-			return true;
+		} else {
+			size_t m = n && (*k)[n - 1] == '*' ? n - 1 : n; /* "setup*": repeatable */
+			if (strncmp(key, *k, m) == 0 && !key[m])
+				return true;
 		}
+	}
+	return false;
+}
+
+/* A key entry ending in '*' ("setup*") may be given more than once: each
+ * value is kept, in order.  Any other key given twice keeps the last. */
+static bool key_repeatable(const struct ctl_verb *verb, const char *key)
+{
+	for (const char *const *k = verb->keys; k && *k; k++) {
+		size_t n = strlen(*k);
+		if (n > 1 && (*k)[n - 1] == '*' && strncmp(key, *k, n - 1) == 0 && !key[n - 1])
+			return true;
 	}
 	return false;
 }
@@ -214,7 +228,8 @@ static int take_word(struct ctl_cmd *cmd, const char *line, char **words, size_t
 			return ctl_errf_at(err, line, offsets[i], "%s: unknown option \"%s\"%s",
 					   verb->name, words[i], usage);
 		}
-		if (sfs_kv_set(&cmd->opts, words[i], eq + 1))
+		if ((key_repeatable(verb, words[i]) ? sfs_kv_add : sfs_kv_set)(&cmd->opts, words[i],
+									       eq + 1))
 			return sfs_errf(err, -ENOMEM, "%s: out of memory", verb->name);
 		free(words[i]);
 		words[i] = NULL;

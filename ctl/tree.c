@@ -3,6 +3,7 @@
 #include "registry.h"
 #include "runs.h"
 #include "sandbox.h"
+#include "source.h"
 
 #include "../journal/journal.h"
 #include "../providers/util.h"
@@ -334,11 +335,11 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	char why[256];
 	if (p->ops->configured && !p->ops->configured(why, sizeof(why)))
 		return sfs_errf(err, -EIO, "provider %s is not usable: %s", p->name, why);
+	int r = source_check(p, opts, err);
+	if (r)
+		return r;
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key;
-		if (strcmp(k, "source") == 0 || strcmp(k, "ref") == 0 || strcmp(k, "setup") == 0)
-			return sfs_errf(err, -EOPNOTSUPP,
-					"new: %s= is not supported by this version (see docs/)", k);
 		if (strncmp(k, "env.", 4) == 0) {
 			int r = sfs_provider_require(p, SFS_CAP_ENV, err);
 			if (r)
@@ -346,20 +347,25 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		}
 	}
 	struct sfs_sandbox *sb;
-	int r = reserve(name, p, &sb, err);
+	r = reserve(name, p, &sb, err);
 	if (r)
 		return r;
+	struct sfs_kvlist popts = {0}; /* the provider's options: source= etc. are ours */
 	for (size_t i = 0; i < opts->n && !r; i++)
 		if (strncmp(opts->v[i].key, "env.", 4) == 0)
 			r = sfs_kv_set(&sb->env, opts->v[i].key + 4, opts->v[i].val);
+		else if (!source_key(opts->v[i].key))
+			r = sfs_kv_add(&popts, opts->v[i].key, opts->v[i].val);
 	if (r) {
+		sfs_kv_free(&popts);
 		unreserve(sb);
 		return sfs_errf(err, r, "out of memory");
 	}
 	pthread_mutex_lock(&sb->op_mutex);
-	r = p->ops->create(sb, opts, err);
+	r = p->ops->create(sb, &popts, err);
+	sfs_kv_free(&popts);
 	if (!r) {
-		r = commit_created(sb, err);
+		r = source_populate(sb, opts, err);
 		if (r)
 			p->ops->destroy(sb, NULL);
 	}
@@ -368,7 +374,28 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		unreserve(sb);
 		return r;
 	}
+	/* setup runs are ordinary runs of the still-creating sandbox; a failed
+	 * one leaves it visible in state error with its journal (SPEC §9) */
+	r = source_setup(sb, opts, err);
+	pthread_mutex_lock(&sb->op_mutex);
+	if (r) {
+		tree_set_error(sb, err ? err->msg : "setup failed");
+		sfs_sb_set_progress(sb, NULL);
+		sfs_sb_set_state(sb, SFS_SB_ERROR);
+		tree_save(NULL);
+	} else {
+		r = commit_created(sb, err);
+		if (r)
+			p->ops->destroy(sb, NULL);
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r && sfs_sb_get_state(sb) != SFS_SB_ERROR) {
+		unreserve(sb);
+		return r;
+	}
 	tree_put(sb);
+	if (r)
+		return r;
 	sfs_log(SFS_LOG_INFO, "created sandbox %s on %s (%s)", name, p->name, sb->id);
 	return 0;
 }
@@ -760,7 +787,9 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	return 0;
 }
 
-int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err)
+/* setup: a setup= command of a sandbox still creating (ctl/source.c). */
+static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
+		    struct sfs_err *err)
 {
 	int r = sfs_provider_require(sb->provider, SFS_CAP_EXEC, err);
 	if (r)
@@ -774,7 +803,7 @@ int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *e
 		return r;
 	}
 	enum sfs_sb_state st = sfs_sb_get_state(sb);
-	if (st != SFS_SB_RUNNING) {
+	if (st != (setup ? SFS_SB_CREATING : SFS_SB_RUNNING)) {
 		/* in state error, say why (a container removed behind our back ...) */
 		char why[512] = "";
 		pthread_mutex_lock(&sfs_records_mu);
@@ -824,6 +853,16 @@ fail_dir:
 	sandbox_run_free(run);
 	pthread_mutex_unlock(&sb->op_mutex);
 	return r;
+}
+
+int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err)
+{
+	return exec_run(sb, cmd, n, false, err);
+}
+
+int tree_exec_setup(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err)
+{
+	return exec_run(sb, cmd, n, true, err);
 }
 
 /* ---- what fs/ reaches through the tree ---------------------------------- */

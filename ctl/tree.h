@@ -89,6 +89,9 @@ bool tree_workspace_is_remote(const struct sfs_sandbox *sb);
 
 /* Starts a run; *n gets its number. */
 int tree_exec(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err);
+/* The same for a setup= command of a sandbox still creating (ctl/source.c);
+ * the caller does not hold sb->op_mutex. */
+int tree_exec_setup(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_err *err);
 
 /* Records sb's last error (redacted) or clears it with NULL. */
 void tree_set_error(struct sfs_sandbox *sb, const char *msg);

@@ -2,13 +2,15 @@
 
 #include <stddef.h>
 
-static const char *const new_keys[] = {"provider", "image", "source", "ref", "setup", "env.", NULL};
+static const char *const new_keys[] = {"provider", "image",  "source", "ref",
+				       "depth",	   "setup*", "env.",   NULL};
 static const char *const resume_keys[] = {"provider", "id", NULL};
 static const char *const fork_keys[] = {"from", NULL};
 
 const struct ctl_verb ctl_mount_verbs[] = {
     {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
-     "new NAME [provider=P] [image=I] [env.K=V]..."},
+     "new NAME [provider=P] [image=I] [source=URL [ref=REF] [depth=N]] [setup=CMD]... "
+     "[env.K=V]..."},
     {V_RESUME, "resume", 1, 1, CTL_OPTS, resume_keys, "resume NAME provider=P id=REMOTE-ID"},
     {V_FORGET, "forget", 1, 1, 0, NULL, "forget NAME"},
     {0, NULL, 0, 0, 0, NULL, NULL},

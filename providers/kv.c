@@ -14,16 +14,24 @@ const char *sfs_kv_get(const struct sfs_kvlist *l, const char *key)
 
 int sfs_kv_set(struct sfs_kvlist *l, const char *key, const char *val)
 {
-	char *v = strdup(val);
-	if (!v)
-		return -ENOMEM;
 	for (size_t i = 0; i < l->n; i++) {
 		if (strcmp(l->v[i].key, key) == 0) {
+			char *v = strdup(val);
+			if (!v)
+				return -ENOMEM;
 			free(l->v[i].val);
 			l->v[i].val = v;
 			return 0;
 		}
 	}
+	return sfs_kv_add(l, key, val);
+}
+
+int sfs_kv_add(struct sfs_kvlist *l, const char *key, const char *val)
+{
+	char *v = strdup(val);
+	if (!v)
+		return -ENOMEM;
 	char *k = strdup(key);
 	struct sfs_kv *nv = realloc(l->v, (l->n + 1) * sizeof(*nv));
 	if (!k || !nv) {

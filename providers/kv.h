@@ -17,6 +17,8 @@ struct sfs_kvlist {
 const char *sfs_kv_get(const struct sfs_kvlist *l, const char *key);
 /* Replaces an existing key in place, else appends.  0 or -ENOMEM. */
 int sfs_kv_set(struct sfs_kvlist *l, const char *key, const char *val);
+/* Appends even when key is there (repeatable options).  0 or -ENOMEM. */
+int sfs_kv_add(struct sfs_kvlist *l, const char *key, const char *val);
 /* 1 when removed, 0 when absent. */
 int sfs_kv_del(struct sfs_kvlist *l, const char *key);
 int sfs_kv_copy(struct sfs_kvlist *dst, const struct sfs_kvlist *src);

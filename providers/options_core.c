@@ -96,5 +96,10 @@ const struct sfs_opt sfs_core_options[] = {
      .min = 1,
      .max = 100,
      .help = "tries of an idempotent HTTP request before it fails"},
+    {.key = "git.token",
+     .type = SFS_OPT_STRING,
+     .arg = "TOKEN",
+     .help = "password for https git sources (new … source=); $SANDBOXFS_GIT_TOKEN wins; never "
+	     "written anywhere, redacted everywhere"},
     {0},
 };
