@@ -11,13 +11,16 @@
 #include "../journal/journal.h"
 #include "../providers/git/git.h"
 #include "../providers/redact.h"
+#include "../providers/tar.h"
 #include "../providers/util.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const source_keys[] = {"source", "ref", "depth", "setup", NULL};
@@ -45,6 +48,11 @@ static void redact_url_password(const char *url)
 	char pw[512];
 	snprintf(pw, sizeof(pw), "%.*s", (int)(at - colon - 1), colon + 1);
 	sfs_redact_add_secret(pw);
+}
+
+static bool host_workspace(const struct sfs_provider *p)
+{
+	return p->host_fs && p->ops->workspace_root_fd;
 }
 
 int source_check(const struct sfs_provider *p, const struct sfs_kvlist *opts, struct sfs_err *err)
@@ -78,11 +86,12 @@ int source_check(const struct sfs_provider *p, const struct sfs_kvlist *opts, st
 		return sfs_errf(err, -EINVAL, "new: depth=%s: not a whole number from 1", depth);
 	if ((r = sfs_provider_require(p, SFS_CAP_FS, err)))
 		return r;
-	/* the tree is checked out where the workspace is: on this host.  Remote
-	 * workspaces (one bulk upload per provider) are not done yet. */
-	if (!p->host_fs || !p->ops->workspace_root_fd)
+	/* the tree is checked out on this host: straight into a host workspace,
+	 * else into a temporary tree that goes up in one bulk transfer */
+	if (!host_workspace(p) && !p->ops->fs_put_tree)
 		return sfs_errf(err, -EOPNOTSUPP,
-				"new: source= is not supported on provider %s yet (local only)",
+				"new: source= is not supported on provider %s (it has no bulk "
+				"upload)",
 				p->name);
 	return 0;
 }
@@ -123,15 +132,50 @@ static void clear_dir(const char *dir)
 	closedir(d);
 }
 
+/* Checks the tree out in a temporary directory of the state dir, makes one
+ * tar of it and hands that to the provider's bulk upload; both go after. */
+static int upload_tree(struct sfs_sandbox *sb, const char *mirror, const char *src, const char *oid,
+		       const char *branch, struct sfs_err *err)
+{
+	char tree[4200], tarp[4200];
+	snprintf(tree, sizeof(tree), "%s/source-tree", sb->statedir);
+	snprintf(tarp, sizeof(tarp), "%s/source.tar", sb->statedir);
+	sfs_rm_rf(tree);
+	int r = sfs_mkdir_p(tree, 0700);
+	if (r)
+		return sfs_errf(err, r, "new: source=: %s: %s", tree, strerror(-r));
+	r = sfs_git_checkout(mirror, src, oid, branch, tree, report, sb, err);
+	int fd = -1;
+	if (!r && (fd = open(tarp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		r = sfs_errf(err, -errno, "new: source=: %s: %s", tarp, strerror(errno));
+	if (!r)
+		r = sfs_tar_write_dir(tree, fd, err);
+	sfs_rm_rf(tree);
+	struct stat st;
+	if (!r && (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0))
+		r = sfs_errf(err, -errno, "new: source=: %s: %s", tarp, strerror(errno));
+	if (!r) {
+		char text[64];
+		snprintf(text, sizeof(text), "upload %.1f MiB", (double)st.st_size / 1048576);
+		sfs_sb_set_progress(sb, text);
+		r = sb->provider->ops->fs_put_tree(sb, fd, st.st_size, err);
+	}
+	if (fd >= 0)
+		close(fd);
+	unlink(tarp);
+	return r;
+}
+
 int source_populate(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
 {
 	const char *src = sfs_kv_get(opts, "source"), *ref = sfs_kv_get(opts, "ref");
 	if (!src)
 		return 0;
+	bool local = host_workspace(sb->provider);
 	const char *dest = sb->workspace; /* the op holder reads it bare */
 	if (!dest)
 		return sfs_errf(err, -EIO, "new: source=: the sandbox has no workspace");
-	int r = dir_has_entries(dest);
+	int r = local ? dir_has_entries(dest) : 0;
 	if (r)
 		return r < 0
 			   ? sfs_errf(err, r, "new: source=: workspace %s: %s", dest, strerror(-r))
@@ -147,10 +191,12 @@ int source_populate(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struc
 			st.received_objects, (unsigned long long)st.received_bytes);
 		r = sfs_git_mirror_resolve(mirror, ref, oid, &branch, err);
 	}
-	if (!r) {
+	if (!r && local) {
 		r = sfs_git_checkout(mirror, src, oid, branch, dest, report, sb, err);
 		if (r)
 			clear_dir(dest);
+	} else if (!r) {
+		r = upload_tree(sb, mirror, src, oid, branch, err);
 	}
 	free(mirror);
 	free(branch);

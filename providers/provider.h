@@ -199,6 +199,10 @@ struct sfs_provider_ops {
 	int (*fs_chmod)(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 	int (*fs_symlink)(struct sfs_sandbox *sb, const char *target, const char *path,
 			  struct sfs_err *err);
+	/* Optional: the entries of a tar archive (fd at offset 0, size bytes)
+	 * unpacked at the workspace root in one transfer: how a remote
+	 * workspace gets a checked-out source tree (ctl/source.c). */
+	int (*fs_put_tree)(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 
 	/* Optional: NULL means -EOPNOTSUPP. */
 	int (*run_kill)(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,

@@ -99,4 +99,8 @@ void sfs_tar_header(unsigned char h[SFS_TAR_BLOCK], const char *name, char type,
  * 0 when the name is short enough, or -ENAMETOOLONG past limit. */
 long sfs_tar_long_name(unsigned char *out, size_t cap, const char *name);
 
+/* Writes dir's tree (regular files, directories, symlinks; names relative to
+ * dir) to out as a tar archive with its end blocks (tar_write.c). */
+int sfs_tar_write_dir(const char *dir, int out, struct sfs_err *err);
+
 #endif

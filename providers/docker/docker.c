@@ -654,6 +654,7 @@ static const struct sfs_provider_ops docker_ops = {
     .fs_list = dk_fs_list,
     .fs_read = dk_fs_read,
     .fs_write = dk_fs_write,
+    .fs_put_tree = dk_fs_put_tree,
     .fs_mkdir = dk_fs_mkdir,
     .fs_remove = dk_fs_remove,
     .fs_rename = dk_fs_rename,

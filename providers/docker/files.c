@@ -503,3 +503,54 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	dk_resp_free(&resp);
 	return r;
 }
+
+/* ---- put_tree: one PUT of a whole archive at the workspace root ---------- */
+
+struct fd_source {
+	int fd;
+	int error;
+};
+
+static size_t fd_read(char *buf, size_t size, size_t nmemb, void *arg)
+{
+	struct fd_source *s = arg;
+	for (;;) {
+		ssize_t n = read(s->fd, buf, size * nmemb);
+		if (n >= 0)
+			return (size_t)n;
+		if (errno != EINTR) {
+			s->error = -errno;
+			return CURL_READFUNC_ABORT;
+		}
+	}
+}
+
+int dk_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	char cid[DK_ID_MAX], full[4096];
+	int r = container(sb, cid, sizeof(cid), err);
+	if (!r)
+		r = full_path(sb, "", full, sizeof(full), err);
+	if (r)
+		return r;
+	char *e = dk_urlencode(full);
+	if (!e)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char url[12400];
+	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid, e);
+	free(e);
+	struct fd_source s = {.fd = fd};
+	struct dk_resp resp;
+	r = dk_upload("PUT", url, "application/x-tar", fd_read, &s, (size_t)size, 600, &resp, err);
+	if (r)
+		return s.error ? sfs_errf(err, s.error, "docker: upload: reading the archive: %s",
+					  strerror(-s.error))
+			       : r;
+	if (resp.status >= 400) {
+		char msg[512];
+		dk_reply_message(&resp, msg, sizeof(msg));
+		r = sfs_errf(err, dk_errno(resp.status), "docker: upload to %s: %s", full, msg);
+	}
+	dk_resp_free(&resp);
+	return r;
+}

@@ -5,6 +5,7 @@
 # 127.0.0.1; nothing reaches outside this machine.
 
 load helpers
+load docker_helpers
 
 setup() {
 	export SANDBOXFS_GIT_TOKEN=tok-$RANDOM-sekrit-$RANDOM
@@ -17,6 +18,7 @@ teardown() {
 	if [ -n "${RELAY_PID:-}" ]; then kill "$RELAY_PID" 2>/dev/null || true; fi
 	if [ -n "${GITD_PID:-}" ]; then kill "$GITD_PID" 2>/dev/null || true; fi
 	sfs_teardown
+	docker_cleanup
 }
 
 gitc() { git -c user.email=t@example.org -c user.name=t -c init.defaultBranch=main "$@"; }
@@ -295,4 +297,31 @@ serve_git() {
 	[[ "$output" != *"pw-$SANDBOXFS_GIT_TOKEN"* ]]
 	run grep -rF "pw-$SANDBOXFS_GIT_TOKEN" "$BATS_TEST_TMPDIR/daemon.log" "$STATE"
 	[ "$status" -ne 0 ]
+}
+
+@test "docker: the checked-out tree goes up in one archive upload, setup runs in the container" {
+	docker_require
+	run dk_new d "source=$REPO ref=feature setup='cat f.txt; git --version >/dev/null 2>&1 || true'"
+	[ "$status" -eq 0 ]
+	[ "$(state_of d)" = running ]
+	[ "$(cat "$MNT/d/workspace/f.txt")" = feat ]
+	[ "$(cat "$MNT/d/workspace/a.txt")" = one ]
+	[ "$(cat "$MNT/d/workspace/.git/HEAD")" = "ref: refs/heads/feature" ]
+	[ "$(cat "$MNT/d/runs/1/journal")" = feat ]
+	# the repository inside is whole: the container sees the same files
+	id=$(dk_id d)
+	[ "$(docker exec -w "$(ws d)" "$id" cat f.txt)" = feat ]
+	[ "$(docker exec -w "$(ws d)" "$id" cat .git/HEAD)" = "ref: refs/heads/feature" ]
+	# nothing left on the host but the mirror
+	[ ! -e "$STATE/sandboxes/$(ls "$STATE/sandboxes")/source.tar" ]
+	[ ! -e "$STATE/sandboxes/$(ls "$STATE/sandboxes")/source-tree" ]
+}
+
+@test "docker: a missing ref fails new and leaves no container" {
+	docker_require
+	run dk_new d "source=$REPO ref=nope"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'ref "nope": no branch, tag or commit'* ]]
+	[ -z "$(docker ps -aq --filter "label=sandboxfs.state=$STATE")" ]
+	nothing_left
 }
