@@ -453,7 +453,7 @@ static void end_all_runs(struct sfs_sandbox *sb)
 	pthread_mutex_lock(&sfs_records_mu);
 	size_t n = sb->nruns;
 	struct sfs_run **runs = calloc(n ? n : 1, sizeof(*runs));
-	if (runs)
+	if (runs && n)
 		memcpy(runs, sb->runs, n * sizeof(*runs));
 	pthread_mutex_unlock(&sfs_records_mu);
 	int *groups = runs ? calloc(n ? n : 1, sizeof(*groups)) : NULL;
