@@ -10,6 +10,7 @@
 
 #include "../journal/journal.h"
 #include "../providers/git/git.h"
+#include "../providers/http/http.h"
 #include "../providers/redact.h"
 #include "../providers/tar.h"
 #include "../providers/util.h"
@@ -76,6 +77,8 @@ int source_check(const struct sfs_provider *p, const struct sfs_kvlist *opts, st
 	if (!src)
 		return 0;
 	redact_url_password(src);
+	/* the token is hidden from the first source= on, whatever fails next */
+	(void)sfs_http_credential(SFS_GIT_TOKEN_ENV, "git.token");
 	int r = sfs_git_url_classify(src, err);
 	if (r < 0)
 		return r;

@@ -20,6 +20,10 @@
 
 #include "../err.h"
 
+/* Where an https source's token comes from (else the config's git.token);
+ * never handed on to a run. */
+#define SFS_GIT_TOKEN_ENV "SANDBOXFS_GIT_TOKEN"
+
 enum sfs_git_url_kind {
 	SFS_GIT_URL_HTTPS,
 	SFS_GIT_URL_HTTP,

@@ -92,7 +92,7 @@ static int cred_cb(git_credential **out, const char *url, const char *user, unsi
 	if (allowed & GIT_CREDENTIAL_SSH_KEY)
 		return git_credential_ssh_key_from_agent(out, user ? user : "git");
 	if (allowed & GIT_CREDENTIAL_USERPASS_PLAINTEXT) {
-		const char *token = sfs_http_credential("SANDBOXFS_GIT_TOKEN", "git.token");
+		const char *token = sfs_http_credential(SFS_GIT_TOKEN_ENV, "git.token");
 		if (token)
 			return git_credential_userpass_plaintext_new(
 			    out, user && *user ? user : "x-access-token", token);

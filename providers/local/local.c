@@ -5,6 +5,8 @@
  * directory so a restarted daemon finds it again.
  */
 #include "local.h"
+
+#include "../git/git.h"
 #include "../config.h"
 #include "../provider.h"
 #include "../util.h"
@@ -222,6 +224,7 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
 	for (size_t i = 0; i < sfs_nproviders; i++)
 		for (const char *const *c = sfs_providers[i]->credential_env; c && *c; c++)
 			sfs_kv_del(&env, *c);
+	sfs_kv_del(&env, SFS_GIT_TOKEN_ENV); /* git sources' token (providers/git) */
 	if (!r)
 		r = sfs_kv_copy(&env, &sb->env);
 	const char *scrub = sfs_config_get("local.scrub_env", "");

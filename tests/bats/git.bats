@@ -297,6 +297,40 @@ serve_git() {
 	[[ "$output" != *"pw-$SANDBOXFS_GIT_TOKEN"* ]]
 	run grep -rF "pw-$SANDBOXFS_GIT_TOKEN" "$BATS_TEST_TMPDIR/daemon.log" "$STATE"
 	[ "$status" -ne 0 ]
+	# an http server on 127.0.0.1 that asks for a password gets the token
+	# (Basic, user x-access-token) and refuses it: new fails, the token shows nowhere
+	port=$((20000 + RANDOM % 20000))
+	python3 - "$port" "$BATS_TEST_TMPDIR/auth.seen" 3>&- <<-'PY' &
+	import http.server, sys
+	port, seen = int(sys.argv[1]), sys.argv[2]
+	class H(http.server.BaseHTTPRequestHandler):
+	    def do_GET(self):
+	        auth = self.headers.get("Authorization")
+	        if auth:
+	            open(seen, "a").write(auth + "\n")
+	        self.send_response(403 if auth else 401)
+	        self.send_header("WWW-Authenticate", 'Basic realm="t"')
+	        self.send_header("Content-Length", "0")
+	        self.end_headers()
+	    def log_message(self, *a):
+	        pass
+	http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+	PY
+	GITD_PID=$!
+	wait_for bash -c "exec 9<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+	run ctl_write "$MNT/ctl" "new y source=http://127.0.0.1:$port/r.git"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: source: http://127.0.0.1:$port/r.git"* ]]
+	want="Basic $(printf 'x-access-token:%s' "$SANDBOXFS_GIT_TOKEN" | base64 -w0)"
+	grep -qxF "$want" "$BATS_TEST_TMPDIR/auth.seen"
+	nothing_left
+	# a run never gets the token in its environment
+	mkdir "$MNT/r"
+	n=$(ctl_write "$MNT/r/ctl" "exec env; echo \"[\$SANDBOXFS_GIT_TOKEN]\"")
+	wait_for grep -q '^exited 0' "$MNT/r/runs/$n/status"
+	grep -qx '\[\]' "$MNT/r/runs/$n/journal"
+	run grep -rF "$SANDBOXFS_GIT_TOKEN" "$BATS_TEST_TMPDIR/daemon.log" "$STATE" "$MNT/r/runs/$n/journal"
+	[ "$status" -ne 0 ]
 }
 
 @test "docker: the checked-out tree goes up in one archive upload, setup runs in the container" {
