@@ -195,8 +195,10 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		    kind_mode(SFS_K_PROVIDERS));
 		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < tree.nsbs; i++)
-			add(&l, tree.sbs[i]->name, SFS_INO_MAKE(SFS_K_SB, tree.sbs[i]->serial, 0),
-			    kind_mode(SFS_K_SB));
+			if (!tree.sbs[i]->destroying) /* rmdir'd, its runs still ending */
+				add(&l, tree.sbs[i]->name,
+				    SFS_INO_MAKE(SFS_K_SB, tree.sbs[i]->serial, 0),
+				    kind_mode(SFS_K_SB));
 		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	}

@@ -198,6 +198,9 @@ fill() {
 	[ -d "$MNT/other" ]
 	wait "$rpid"
 	[ ! -e "$MNT/demo" ]
+	# gone from the listing too while its runs still end
+	[ -n "$(sfs_run_pids "$STATE")" ]
+	[ "$(ls "$MNT" | tr '\n' ' ')" = "ctl other providers " ]
 	# one grace for all ten, not ten in a row (30 s)
 	wait_for no_runs_left
 	wait_for one_sandbox_dir
