@@ -66,6 +66,7 @@ int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	       struct sfs_err *err);
 int dt_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
 int dt_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err);
+int dt_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 int dt_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 int dt_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
 int dt_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);

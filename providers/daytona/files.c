@@ -347,3 +347,35 @@ int dt_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 	free(out);
 	return r;
 }
+
+/* The source tree of `new … source=` (ctl/source.c): the toolbox has no bulk
+ * upload the emulator offers, so the archive goes up as one file and is
+ * unpacked in the sandbox by one command: two calls, whatever the file count. */
+int dt_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	static const char rel[] = ".sandboxfs-source.tar";
+	int r = dt_fs_write(sb, rel, fd, 0600, err);
+	if (r)
+		return r;
+	char *tar = dt_abs_path(sb, rel, false), *root = dt_abs_path(sb, "", false);
+	if (!tar || !root) {
+		free(tar);
+		free(root);
+		dt_fs_remove(sb, rel, false, NULL);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	const char *args[] = {tar, root, NULL};
+	int code = -1;
+	char *out = NULL;
+	r = dt_exec(sb, "tar -xf \"$1\" -C \"$2\"; s=$?; rm -f -- \"$1\"; exit $s", args, 0, &code,
+		    &out, err);
+	if (!r && code != 0)
+		r = sfs_errf(err, -EIO, "daytona: unpacking the source tree (%lld bytes): tar: %s",
+			     (long long)size, out && *out ? out : "failed");
+	if (r)
+		dt_fs_remove(sb, rel, false, NULL);
+	free(out);
+	free(tar);
+	free(root);
+	return r;
+}
