@@ -113,14 +113,19 @@ int sfs_git_checkout(const char *mirror, const char *url, const char *oid, const
 		return r;
 	struct gk_progress p = {.fn = progress, .ctx = ctx, .fetch_phase = "copy"};
 	git_repository *repo = NULL;
-	git_remote *origin = NULL;
+	git_config *cfg = NULL;
 	git_repository *msrc = NULL;
 	git_commit *commit = NULL;
 	git_reference *local = NULL;
 	int rc = git_repository_init(&repo, dest, 0);
 	if (rc < 0)
 		return gk_error(err, rc, "source: init workspace repository");
-	if ((rc = git_remote_create(&origin, repo, "origin", url)) < 0) {
+	/* origin written as config keys, not through git_remote_create (see
+	 * mirror.c on libgit2 1.5's regex leak) */
+	if ((rc = git_repository_config(&cfg, repo)) < 0 ||
+	    (rc = git_config_set_string(cfg, "remote.origin.url", url)) < 0 ||
+	    (rc = git_config_set_string(cfg, "remote.origin.fetch",
+					"+refs/heads/*:refs/remotes/origin/*")) < 0) {
 		r = gk_error(err, rc, "source: origin");
 		goto out;
 	}
@@ -147,11 +152,14 @@ int sfs_git_checkout(const char *mirror, const char *url, const char *oid, const
 		goto out;
 	}
 	if (branch) {
-		char upstream[300], head[300];
-		snprintf(upstream, sizeof(upstream), "origin/%s", branch);
+		char head[300];
 		snprintf(head, sizeof(head), "refs/heads/%s", branch);
+		char key[400];
+		snprintf(key, sizeof(key), "branch.%s.remote", branch);
 		if ((rc = git_branch_create(&local, repo, branch, commit, 0)) < 0 ||
-		    (rc = git_branch_set_upstream(local, upstream)) < 0 ||
+		    (rc = git_config_set_string(cfg, key, "origin")) < 0 ||
+		    (snprintf(key, sizeof(key), "branch.%s.merge", branch),
+		     rc = git_config_set_string(cfg, key, head)) < 0 ||
 		    (rc = git_repository_set_head(repo, head)) < 0) {
 			r = gk_error(err, rc, "source: branch");
 			goto out;
@@ -171,7 +179,7 @@ out:
 	git_reference_free(local);
 	git_commit_free(commit);
 	git_repository_free(msrc);
-	git_remote_free(origin);
+	git_config_free(cfg);
 	git_repository_free(repo);
 	return r;
 }

@@ -146,35 +146,43 @@ static int check_source(const char *url, struct sfs_err *err)
 	return 0;
 }
 
+/*
+ * libgit2 1.5 leaks a PCRE2 match block (~20 KiB) on every regex that does
+ * not match (fixed upstream by libgit2 PR #6382), and named remotes,
+ * insteadOf rewriting and branch upstreams all match config keys by regex:
+ * about 2 MB per clone in a daemon that lives for weeks.  So the mirror has
+ * no named remote: its URL is the config key sandboxfs.url, and each fetch
+ * is an anonymous remote with explicit refspecs and no insteadOf lookup.
+ */
 static int fetch_into(git_repository *repo, const char *url, bool created, struct gk_progress *p,
 		      struct sfs_git_fetch_stats *stats, struct sfs_err *err)
 {
 	git_remote *remote = NULL;
-	git_buf head = {0};
-	int rc = created ? git_remote_create_with_fetchspec(&remote, repo, "origin", url,
-							    "+refs/heads/*:refs/heads/*")
-			 : git_remote_lookup(&remote, repo, "origin");
-	if (rc < 0)
-		return gk_error(err, rc, "source: mirror remote");
+	git_config *cfg = NULL;
+	git_buf head = {0}, saved = {0};
 	int r = 0;
-	if (created &&
-	    (rc = git_remote_add_fetch(repo, "origin", "+refs/tags/*:refs/tags/*")) < 0) {
-		r = gk_error(err, rc, "source: mirror remote");
-		goto out;
-	}
-	if (!created && strcmp(git_remote_url(remote), url) != 0) {
+	int rc = git_repository_config(&cfg, repo);
+	if (rc < 0)
+		return gk_error(err, rc, "source: mirror config");
+	if (created)
+		rc = git_config_set_string(cfg, "sandboxfs.url", url);
+	else if ((rc = git_config_get_string_buf(&saved, cfg, "sandboxfs.url")) == 0 &&
+		 strcmp(saved.ptr, url) != 0) {
 		r = sfs_errf(err, -EIO, "source: mirror %s belongs to another URL",
 			     git_repository_path(repo));
 		goto out;
 	}
-	if (created) {
-		/* the refspecs were added after the lookup handle was made */
-		git_remote_free(remote);
-		remote = NULL;
-		if ((rc = git_remote_lookup(&remote, repo, "origin")) < 0) {
-			r = gk_error(err, rc, "source: mirror remote");
-			goto out;
-		}
+	if (rc < 0) {
+		r = gk_error(err, rc, "source: mirror config");
+		goto out;
+	}
+	git_remote_create_options ro;
+	git_remote_create_options_init(&ro, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+	ro.repository = repo;
+	ro.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	if ((rc = git_remote_create_with_opts(&remote, url, &ro)) < 0) {
+		r = gk_error(err, rc, "source: remote");
+		goto out;
 	}
 	git_remote_callbacks cb;
 	git_remote_init_callbacks(&cb, GIT_REMOTE_CALLBACKS_VERSION);
@@ -194,14 +202,16 @@ static int fetch_into(git_repository *repo, const char *url, bool created, struc
 	}
 	/* the source's HEAD names its default branch: the mirror's HEAD follows it */
 	int have_head = git_remote_default_branch(&head, remote) == 0;
+	char *specs[] = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
+	git_strarray refspecs = {specs, 2};
 	git_fetch_options fo;
 	git_fetch_options_init(&fo, GIT_FETCH_OPTIONS_VERSION);
 	fo.callbacks = cb;
 	fo.prune = GIT_FETCH_PRUNE;
-	fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_ALL;
-	rc = git_remote_download(remote, NULL, &fo);
+	fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE; /* the refspecs have them */
+	rc = git_remote_download(remote, &refspecs, &fo);
 	if (rc == 0)
-		rc = git_remote_update_tips(remote, &cb, 1, GIT_REMOTE_DOWNLOAD_TAGS_ALL, NULL);
+		rc = git_remote_update_tips(remote, &cb, 0, GIT_REMOTE_DOWNLOAD_TAGS_NONE, NULL);
 	if (rc == 0)
 		rc = git_remote_prune(remote, &cb);
 	if (rc < 0) {
@@ -227,7 +237,9 @@ out:
 	if (remote)
 		git_remote_disconnect(remote);
 	git_buf_dispose(&head);
+	git_buf_dispose(&saved);
 	git_remote_free(remote);
+	git_config_free(cfg);
 	return r;
 }
 
