@@ -333,6 +333,28 @@ serve_git() {
 	[ "$status" -ne 0 ]
 }
 
+@test "git sources leak no memory (the ASan build, leak checks on)" {
+	asan="$SFS_ROOT/build-asan/sandboxfs"
+	[ -x "$asan" ] || skip "no build-asan/sandboxfs (cmake -B build-asan -DSFS_SANITIZE=ON)"
+	sfs_unmount
+	STATE="$BATS_TEST_TMPDIR/state-asan"
+	MNT="$BATS_TEST_TMPDIR/mnt-asan"
+	ASAN_OPTIONS="detect_leaks=1:log_path=$BATS_TEST_TMPDIR/asan" SFS_BIN="$asan" sfs_mount
+	ctl_write "$MNT/ctl" "new a source=$REPO"
+	ctl_write "$MNT/ctl" "new b source=file://$REPO ref=feature setup=true"
+	ctl_write "$MNT/ctl" "new c source=$REPO ref=v1"
+	run ctl_write "$MNT/ctl" "new d source=$REPO ref=nope"
+	[ "$status" -ne 0 ]
+	run ctl_write "$MNT/ctl" "new e source=git://127.0.0.1:1/r"
+	[ "$status" -ne 0 ]
+	sfs_unmount
+	reports=$(ls "$BATS_TEST_TMPDIR"/asan.* 2>/dev/null || true)
+	if [ -n "$reports" ]; then
+		cat $reports >&2
+		false
+	fi
+}
+
 @test "docker: the checked-out tree goes up in one archive upload, setup runs in the container" {
 	docker_require
 	run dk_new d "source=$REPO ref=feature setup='cat f.txt; git --version >/dev/null 2>&1 || true'"
