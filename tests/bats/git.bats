@@ -153,6 +153,26 @@ nothing_left_but() {
 	grep -q "m3: source $REPO: mirror updated, 0 objects fetched" "$BATS_TEST_TMPDIR/daemon.log"
 }
 
+@test "two sandboxes from one new source at once share one mirror" {
+	( ctl_write "$MNT/ctl" "new p1 source=$REPO" >"$BATS_TEST_TMPDIR/p1.out" 2>&1 ) &
+	p1=$!
+	( ctl_write "$MNT/ctl" "new p2 source=file://$REPO" >"$BATS_TEST_TMPDIR/p2.out" 2>&1 ) &
+	p2=$!
+	( ctl_write "$MNT/ctl" "new p3 source=$REPO ref=feature" >"$BATS_TEST_TMPDIR/p3.out" 2>&1 ) &
+	p3=$!
+	wait "$p1" "$p2" "$p3"
+	[ "$(cat "$BATS_TEST_TMPDIR/p1.out")" = p1 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/p2.out")" = p2 ]
+	[ "$(cat "$BATS_TEST_TMPDIR/p3.out")" = p3 ]
+	[ "$(cat "$MNT/p1/workspace/b.txt")" = two ]
+	[ "$(cat "$MNT/p3/workspace/f.txt")" = feat ]
+	# one mirror for the path, one for the file:// URL, nothing half-made
+	[ "$(ls -d "$STATE"/git/mirrors/*.git | wc -l)" -eq 2 ]
+	[ -z "$(find "$STATE/git" -name '.tmp-*')" ]
+	grep -q "p[13]: source $REPO: new mirror" "$BATS_TEST_TMPDIR/daemon.log"
+	grep -q "p[13]: source $REPO: mirror updated, 0 objects fetched" "$BATS_TEST_TMPDIR/daemon.log"
+}
+
 # serve_git DIR: `git daemon` on 127.0.0.1 exporting DIR's repositories; sets GITD_PORT
 serve_git() {
 	GITD_PORT=$((20000 + RANDOM % 20000))
