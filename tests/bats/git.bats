@@ -16,6 +16,7 @@ setup() {
 
 teardown() {
 	if [ -n "${RELAY_PID:-}" ]; then kill "$RELAY_PID" 2>/dev/null || true; fi
+	if [ -n "${HB:-}" ]; then rm -rf "$HB"; fi
 	if [ -n "${GITD_PID:-}" ]; then kill "$GITD_PID" 2>/dev/null || true; fi
 	sfs_teardown
 	docker_cleanup
@@ -125,6 +126,36 @@ nothing_left_but() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"error: source: git://127.0.0.1:$GITD_PORT/nothing-here"* ]]
 	nothing_left_but g
+}
+
+@test "source=http:// from git http-backend behind a CGI server on 127.0.0.1" {
+	# http.server runs CGI scripts as nobody when started by root: a world-readable tree
+	HB=$(mktemp -d /tmp/sfs-git-http.XXXXXX)
+	chmod 755 "$HB"
+	mkdir "$HB/cgi-bin" "$HB/srv"
+	git clone -q --bare "$REPO" "$HB/srv/r.git"
+	chmod -R a+rX "$HB"
+	cat >"$HB/cgi-bin/git" <<-EOF
+	#!/bin/sh
+	export GIT_PROJECT_ROOT=$HB/srv GIT_HTTP_EXPORT_ALL=1
+	export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
+	exec git http-backend
+	EOF
+	chmod 755 "$HB/cgi-bin/git"
+	port=$((20000 + RANDOM % 20000))
+	python3 -m http.server --cgi --bind 127.0.0.1 --directory "$HB" "$port" \
+		>"$BATS_TEST_TMPDIR/http.log" 2>&1 3>&- &
+	GITD_PID=$!
+	wait_for bash -c "exec 9<>/dev/tcp/127.0.0.1/$port" 2>/dev/null
+	url="http://127.0.0.1:$port/cgi-bin/git/r.git"
+	run ctl_write "$MNT/ctl" "new h source=$url ref=v1"
+	[ "$status" -eq 0 ]
+	w=$(ws h)
+	[ "$(git -C "$w" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse v1^{commit})" ]
+	[ "$(git -C "$w" remote get-url origin)" = "$url" ]
+	# the smart protocol was used (not a dumb file walk)
+	grep -q 'info/refs?service=git-upload-pack' "$BATS_TEST_TMPDIR/http.log"
+	grep -q 'POST /cgi-bin/git/r.git/git-upload-pack' "$BATS_TEST_TMPDIR/http.log"
 }
 
 @test "a second sandbox from the same source fetches only what is new" {
