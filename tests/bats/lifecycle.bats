@@ -177,6 +177,45 @@ fill() {
 	grep -qx 'state running' "$MNT/keep/status"
 }
 
+# bats test_tags=core
+@test "an rmdir the full disk stops before the registry says so, and is finished by a retry or a restart" {
+	sfs_unmount
+	SMALL_FS="$BATS_TEST_TMPDIR/small"
+	mkdir -p "$SMALL_FS"
+	mount -t tmpfs -o size=4m tmpfs "$SMALL_FS"
+	STATE="$SMALL_FS/state"
+	sfs_mount
+	mkdir "$MNT/a" "$MNT/b" "$MNT/keep"
+	da=$(sb_dir a)
+	db=$(sb_dir b)
+	# no reserve left and nothing of their own to free: the registry
+	# cannot be written
+	rm -f "$STATE/.reserve"
+	fill "$SMALL_FS"
+	run rmdir "$MNT/a"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No space left on device"* ]]
+	# consistent: listed as destroyed, saying why, and still in the registry
+	grep -qx 'state destroyed' "$MNT/a/status"
+	grep -q '^error destroyed, but not yet taken out of the registry' "$MNT/a/status"
+	grep -q '"name": "a"' "$STATE/registry.json"
+	run rmdir "$MNT/b"
+	[ "$status" -ne 0 ]
+	# room again: a retry finishes a
+	rm -f "$SMALL_FS/filler1"
+	rmdir "$MNT/a"
+	[ ! -e "$MNT/a" ]
+	[ ! -e "$da" ]
+	run ! grep -q '"name": "a"' "$STATE/registry.json"
+	# and a restart finishes b
+	sfs_unmount
+	sfs_mount
+	[ ! -e "$MNT/b" ]
+	[ ! -e "$db" ]
+	run ! grep -q '"name": "b"' "$STATE/registry.json"
+	grep -qx 'state running' "$MNT/keep/status"
+}
+
 # ---- item 6: rmdir with runs that ignore TERM -----------------------------------
 
 # bats test_tags=core
