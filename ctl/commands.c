@@ -721,15 +721,37 @@ int ctl_file_write(struct ctl_file *f, const char *buf, size_t len, char **resul
 void ctl_file_close(struct ctl_file *f)
 {
 	pthread_mutex_lock(&f->mu);
-	char *line = ctl_linebuf_take(&f->lb);
+	char *dropped = NULL;
+	char *line = ctl_linebuf_take(&f->lb, &dropped);
 	pthread_mutex_unlock(&f->mu);
 	if (line) {
-		/* `echo -n CMD > ctl`: closed without a newline, the line is
-		 * complete; its result goes to the log and the sandbox's ctl */
+		/* `echo -n CMD > ctl`: the file's one write, closed without a
+		 * newline, is a whole line; its result goes to the log and the
+		 * sandbox's ctl */
 		char *result = NULL;
 		dispatch(f, line, strlen(line), &result);
 		free(result);
 		free(line);
+	} else if (dropped) {
+		/* several writes and no final newline: maybe a writer killed
+		 * mid-command, so the tail never runs */
+		struct sfs_err err = {0};
+		char shown[200], who[96];
+		sfs_escape_text(dropped, strlen(dropped) < 40 ? strlen(dropped) : 40, shown,
+				sizeof(shown));
+		sfs_errf(&err, -EINVAL,
+			 "not run: \"%s%s\" had no newline when the file was closed after several "
+			 "writes (end every line with a newline; only a single write may omit it)",
+			 shown, strlen(dropped) > 40 ? "..." : "");
+		sfs_log(SFS_LOG_WARN, "%s ctl: %s", file_who(f, who, sizeof(who)), err.msg);
+		if (f->kind == CTL_FILE_SANDBOX) {
+			struct sfs_buf o = {0};
+			sfs_buf_printf(&o, "error: %s\n", err.msg);
+			if (o.buf)
+				tree_set_last_result(f->sb, o.buf);
+			free(o.buf);
+		}
+		free(dropped);
 	}
 	ctl_linebuf_free(&f->lb);
 	pthread_mutex_destroy(&f->mu);

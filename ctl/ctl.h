@@ -83,7 +83,9 @@ int ctl_for_each_line(const char *buf, size_t len, int (*fn)(const char *line, v
 struct ctl_linebuf {
 	char *held; /* bytes after the last newline so far, NUL-terminated */
 	size_t len;
-	bool skipping; /* dropping the rest of a line that failed, up to its newline */
+	bool skipping;	      /* dropping the rest of a line that failed, up to its newline */
+	unsigned long writes; /* feeds so far */
+	bool had_newline;     /* any newline fed so far */
 };
 
 /*
@@ -99,8 +101,14 @@ int ctl_linebuf_feed(struct ctl_linebuf *lb, const char *data, size_t len, char 
 /* The lines of the last feed failed: the held tail is dropped, and the rest
  * of its line, up to its newline, fails in the writes that bring it. */
 void ctl_linebuf_fail(struct ctl_linebuf *lb);
-/* At the last close: the held line (malloc'd) if it is not blank, else NULL. */
-char *ctl_linebuf_take(struct ctl_linebuf *lb);
+/*
+ * At the last close: the held line (malloc'd) if it is not blank, else NULL.
+ * Only a file whose one and only write was that line (`echo -n CMD > ctl`)
+ * gives it back: after several writes, or after a newline, the tail may be
+ * a command cut short by a writer that died mid-stream, so it is dropped,
+ * and *dropped (may be NULL) gets it instead (malloc'd) for the error.
+ */
+char *ctl_linebuf_take(struct ctl_linebuf *lb, char **dropped);
 bool ctl_linebuf_pending(const struct ctl_linebuf *lb);
 void ctl_linebuf_free(struct ctl_linebuf *lb);
 

@@ -45,6 +45,9 @@ int ctl_linebuf_feed(struct ctl_linebuf *lb, const char *data, size_t len, char 
 		     struct sfs_err *err)
 {
 	*lines = NULL;
+	lb->writes++;
+	if (len && memchr(data, '\n', len))
+		lb->had_newline = true;
 	const char *nul = len ? memchr(data, '\0', len) : NULL;
 	if (nul) {
 		fail_write(lb, data, len);
@@ -127,19 +130,31 @@ void ctl_linebuf_fail(struct ctl_linebuf *lb)
 	lb->len = 0;
 }
 
-char *ctl_linebuf_take(struct ctl_linebuf *lb)
+char *ctl_linebuf_take(struct ctl_linebuf *lb, char **dropped)
 {
 	char *line = lb->held;
 	size_t len = lb->len;
+	bool whole = lb->writes == 1 && !lb->had_newline;
 	lb->held = NULL;
 	lb->len = 0;
 	lb->skipping = false;
+	if (dropped)
+		*dropped = NULL;
 	if (!line)
 		return NULL;
-	for (size_t i = 0; i < len; i++)
-		if (!ctl_is_blank(line[i]))
-			return line;
-	free(line);
+	bool blank = true;
+	for (size_t i = 0; i < len && blank; i++)
+		blank = ctl_is_blank(line[i]);
+	if (blank) {
+		free(line);
+		return NULL;
+	}
+	if (whole)
+		return line;
+	if (dropped)
+		*dropped = line;
+	else
+		free(line);
 	return NULL;
 }
 

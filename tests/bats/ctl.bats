@@ -115,6 +115,39 @@ pad() {
 }
 
 # bats test_tags=core
+@test "a writer killed mid-command: the unfinished line never runs, and ctl says why" {
+	mkdir "$MNT/demo"
+	W=$(ws demo)
+	# two writes, the second cut mid-command, then the writer dies (as a
+	# killed `cat script > ctl` does): its close must not run `touch cu`
+	python3 - "$MNT/demo/ctl" <<'PY' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, b"exec touch first\n")
+os.write(fd, b"exec touch cu")
+time.sleep(60)
+os.write(fd, b"t_marker\n")
+PY
+	writer=$!
+	wait_for test -e "$W/first"
+	kill -9 "$writer"
+	wait "$writer" || true
+	wait_for grep -q 'not run: "exec touch cu"' "$MNT/demo/ctl"
+	[ ! -e "$W/cu" ]
+	[ ! -e "$W/cut_marker" ]
+	[ ! -e "$MNT/demo/runs/2" ]
+	grep -q 'not run: .*exec touch cu' "$BATS_TEST_TMPDIR/daemon.log"
+
+	# one write with a newline and a tail: the tail is not run either
+	printf 'exec touch one\nexec touch tw' >"$MNT/demo/ctl"
+	wait_for grep -q 'not run: "exec touch tw"' "$MNT/demo/ctl"
+	[ ! -e "$W/tw" ]
+	# while one write without a newline is a whole command (echo -n)
+	echo -n 'exec touch whole' >"$MNT/demo/ctl"
+	wait_for test -e "$W/whole"
+}
+
+# bats test_tags=core
 @test "a line over 65536 bytes fails whole with EINVAL, and its tail never runs" {
 	mkdir "$MNT/demo"
 	W=$(ws demo)

@@ -89,7 +89,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(lines);
 		off += piece;
 	}
-	char *last = ctl_linebuf_take(&lb);
+	unsigned long writes = lb.writes;
+	char *dropped = NULL;
+	char *last = ctl_linebuf_take(&lb, &dropped);
+	if (last && dropped)
+		abort();
+	if (last && (writes != 1 || memchr(stream, '\n', len)))
+		abort(); /* only a single write without a newline runs at close */
+	if (!last)
+		last = dropped;
 	if (last) {
 		/* the unfinished last line: it must be the stream's own tail */
 		size_t n = strlen(last);

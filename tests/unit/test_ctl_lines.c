@@ -31,7 +31,7 @@ static void test_whole_lines_pass_through(void)
 	CHECK_INT(feed(&lb, "exec a\nkill 1\n", &err), 0);
 	CHECK_STREQ(got, "exec a\nkill 1\n");
 	CHECK(!ctl_linebuf_pending(&lb));
-	CHECK(ctl_linebuf_take(&lb) == NULL);
+	CHECK(ctl_linebuf_take(&lb, NULL) == NULL);
 	ctl_linebuf_free(&lb);
 }
 
@@ -71,13 +71,32 @@ static void test_take_at_close(void)
 	struct ctl_linebuf lb = {0};
 	struct sfs_err err;
 	CHECK_INT(feed(&lb, "exec touch x", &err), 0);
-	char *line = ctl_linebuf_take(&lb);
-	CHECK_STREQ(line, "exec touch x");
+	char *dropped = (char *)"unset";
+	char *line = ctl_linebuf_take(&lb, &dropped);
+	CHECK_STREQ(line, "exec touch x"); /* the file's one write: echo -n */
+	CHECK(dropped == NULL);
 	free(line);
-	CHECK(ctl_linebuf_take(&lb) == NULL); /* once */
-	/* a blank tail is nothing to run */
+	CHECK(ctl_linebuf_take(&lb, NULL) == NULL); /* once */
+	ctl_linebuf_free(&lb);
+
+	/* a blank tail is nothing to run, nor an error */
 	CHECK_INT(feed(&lb, "exec a\n  \t", &err), 0);
-	CHECK(ctl_linebuf_take(&lb) == NULL);
+	CHECK(ctl_linebuf_take(&lb, &dropped) == NULL);
+	CHECK(dropped == NULL);
+	ctl_linebuf_free(&lb);
+
+	/* a tail after a newline, or after several writes, may be a command cut
+	 * by a writer that died: never run, given back as dropped */
+	CHECK_INT(feed(&lb, "exec true\nexec rm -rf /a/", &err), 0);
+	CHECK(ctl_linebuf_take(&lb, &dropped) == NULL);
+	CHECK_STREQ(dropped, "exec rm -rf /a/");
+	free(dropped);
+	ctl_linebuf_free(&lb);
+	CHECK_INT(feed(&lb, "exec rm -rf ", &err), 0);
+	CHECK_INT(feed(&lb, "/a/", &err), 0);
+	CHECK(ctl_linebuf_take(&lb, &dropped) == NULL);
+	CHECK_STREQ(dropped, "exec rm -rf /a/");
+	free(dropped);
 	ctl_linebuf_free(&lb);
 }
 
@@ -136,7 +155,7 @@ static void test_failed_lines_drop_their_tail(void)
 	ctl_linebuf_fail(&lb);
 	CHECK(!ctl_linebuf_pending(&lb));
 	CHECK_INT(feed(&lb, "b/c\n", &err), -EINVAL);
-	CHECK(ctl_linebuf_take(&lb) == NULL);
+	CHECK(ctl_linebuf_take(&lb, NULL) == NULL);
 	/* a failed write that ended at a newline leaves nothing to skip */
 	CHECK_INT(feed(&lb, "bad\n", &err), 0);
 	ctl_linebuf_fail(&lb);
@@ -145,7 +164,7 @@ static void test_failed_lines_drop_their_tail(void)
 	/* nothing runs at close while skipping */
 	CHECK_INT(feed(&lb, "bad\nexec half", &err), 0);
 	ctl_linebuf_fail(&lb);
-	CHECK(ctl_linebuf_take(&lb) == NULL);
+	CHECK(ctl_linebuf_take(&lb, NULL) == NULL);
 	ctl_linebuf_free(&lb);
 }
 
