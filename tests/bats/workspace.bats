@@ -808,6 +808,10 @@ decoy_untouched() {
 
 # seen_within MARKER MS CMD...: MARKER holds the time (ns) a change was made;
 # polls CMD every 10 ms and fails unless it succeeds within MS ms of it.
+# The bounds are behaviour, not speed: without the watcher a change would
+# stay hidden for the day-long TTLs; the typical figure (a few ms) is
+# measured and documented in docs/architecture.md, not asserted here, so a
+# loaded CI machine cannot fail it.
 seen_within() {
 	local marker="$1" limit="$2" i t0 t1
 	shift 2
@@ -816,7 +820,7 @@ seen_within() {
 		sleep 0.01
 	done
 	t0=$(cat "$marker")
-	for i in $(seq 1 100); do
+	for i in $(seq 1 300); do
 		"$@" && break
 		sleep 0.01
 	done
@@ -825,7 +829,7 @@ seen_within() {
 	"$@" && [ $(((t1 - t0) / 1000000)) -le "$limit" ]
 }
 
-@test "coherence: what a run changes is seen through the mount within 100 ms" {
+@test "coherence: what a run changes is seen through the mount within 1 s (typically ms)" {
 	ws_mount # default TTLs: long
 	cd "$W"
 	echo original >a
@@ -849,18 +853,18 @@ seen_within() {
 		step chmod 600 renamed
 	EOF
 	ctl_write "$MNT/demo/ctl" "exec sh $BATS_TEST_TMPDIR/steps.sh" >/dev/null
-	seen_within "$m.1" 100 grep -qx changed a
-	seen_within "$m.2" 100 test -e new
+	seen_within "$m.1" 1000 grep -qx changed a
+	seen_within "$m.2" 1000 test -e new
 	[ "$(cat new)" = created ]
 	ls | grep -qx new
-	seen_within "$m.3" 100 test ! -e gone
-	seen_within "$m.4" 100 sh -c '[ -e renamed ] && [ ! -e old ]'
-	seen_within "$m.5" 100 test -e sub/deep
-	seen_within "$m.6" 100 grep -qx more a
-	seen_within "$m.7" 100 sh -c '[ "$(stat -c %a renamed)" = 600 ]'
+	seen_within "$m.3" 1000 test ! -e gone
+	seen_within "$m.4" 1000 sh -c '[ -e renamed ] && [ ! -e old ]'
+	seen_within "$m.5" 1000 test -e sub/deep
+	seen_within "$m.6" 1000 grep -qx more a
+	seen_within "$m.7" 1000 sh -c '[ "$(stat -c %a renamed)" = 600 ]'
 }
 
-@test "coherence: an edit of the local workspace on the host is seen within 100 ms" {
+@test "coherence: an edit of the local workspace on the host is seen within 1 s (typically ms)" {
 	ws_mount
 	echo one >"$W/f"
 	cat "$W/f" >/dev/null
@@ -868,16 +872,16 @@ seen_within() {
 	local m="$BATS_TEST_TMPDIR/m"
 	echo two >"$H/f"
 	date +%s%N >"$m.1"
-	seen_within "$m.1" 100 grep -qx two "$W/f"
+	seen_within "$m.1" 1000 grep -qx two "$W/f"
 	echo here >"$H/later"
 	date +%s%N >"$m.2"
-	seen_within "$m.2" 100 test -e "$W/later"
+	seen_within "$m.2" 1000 test -e "$W/later"
 	# the mount's own writes stay in the page cache and stay right
 	for i in $(seq 1 20); do echo "w$i" >"$W/f"; [ "$(cat "$W/f")" = "w$i" ]; done
 	[ "$(cat "$H/f")" = w20 ]
 }
 
-@test "coherence with -o writeback: files a run or the host changes are seen within 200 ms" {
+@test "coherence with -o writeback: files a run or the host changes are seen within 1 s" {
 	ws_mount -o writeback
 	cd "$W"
 	echo one >grow
@@ -887,15 +891,15 @@ seen_within() {
 	[ "$(stat -c %s grow)" = 4 ] && [ "$(stat -c %a chmodded)" = 644 ]
 	local m="$BATS_TEST_TMPDIR/m"
 	ctl_write "$MNT/demo/ctl" "exec sh -c 'echo two >> grow; date +%s%N > $m.1'" >/dev/null
-	seen_within "$m.1" 200 sh -c '[ "$(cat grow)" = "$(printf "one\ntwo")" ]'
+	seen_within "$m.1" 1000 sh -c '[ "$(cat grow)" = "$(printf "one\ntwo")" ]'
 	[ "$(stat -c %s grow)" = 8 ]
 	printf 'short\n' >"$H/shrink"
 	date +%s%N >"$m.2"
-	seen_within "$m.2" 200 sh -c '[ "$(cat shrink)" = short ]'
+	seen_within "$m.2" 1000 sh -c '[ "$(cat shrink)" = short ]'
 	[ "$(stat -c %s shrink)" = 6 ]
 	chmod 600 "$H/chmodded"
 	date +%s%N >"$m.3"
-	seen_within "$m.3" 200 sh -c '[ "$(stat -c %a chmodded)" = 600 ]'
+	seen_within "$m.3" 1000 sh -c '[ "$(stat -c %a chmodded)" = 600 ]'
 	# a file held open through the mount keeps the kernel's size until closed (--help)
 	echo held >held
 	exec 5<held
@@ -903,7 +907,7 @@ seen_within() {
 	date +%s%N >"$m.5"
 	sleep 0.2
 	exec 5<&-
-	seen_within "$m.5" 400 sh -c '[ "$(cat held)" = "$(printf "held\nmore")" ]'
+	seen_within "$m.5" 1000 sh -c '[ "$(cat held)" = "$(printf "held\nmore")" ]'
 	# the mount's own writes go through the writeback cache and stay right
 	for i in $(seq 1 20); do echo "w$i" >>grow; done
 	[ "$(tail -n 1 grow)" = w20 ]
@@ -915,7 +919,7 @@ seen_within() {
 	for i in $(seq 1 300); do echo "$i" >"many/$i"; done
 	cat many/* >/dev/null
 	ctl_write "$MNT/demo/ctl" "exec sh -c 'for i in \$(seq 1 300); do echo more >> many/\$i; [ \$((i % 3)) = 0 ] && printf t > many/\$i; done; date +%s%N > $m.4'" >/dev/null
-	seen_within "$m.4" 500 sh -c '[ "$(cat many/300)" = t ]'
+	seen_within "$m.4" 1000 sh -c '[ "$(cat many/300)" = t ]'
 	sleep 0.1
 	[ "$(cd many && md5sum *)" = "$(cd "$H/many" && md5sum *)" ]
 	[ "$(cd many && stat -c '%n %s' *)" = "$(cd "$H/many" && stat -c '%n %s' *)" ]
