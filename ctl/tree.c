@@ -162,6 +162,38 @@ static bool known(const struct sfs_provider *p, const char *key)
 
 static void reserve_space(void);
 static void marker_path(const struct sfs_sandbox *sb, char *buf, size_t len);
+static void decided_path(const struct sfs_sandbox *sb, char *buf, size_t len);
+static int write_marker(const struct sfs_sandbox *sb, const char *path);
+static void empty_statedir(struct sfs_sandbox *sb);
+
+/* Startup's side of a destroy that an rmdir decided (the `destroying`
+ * marker) but no daemon finished: the provider destroys now (local: the
+ * runs of the crashed daemon get TERM, one grace, KILL; the workspace goes),
+ * and the sandbox then goes the way of a `destroyed` one.  Before the mount
+ * exists, so nobody sees it in between.  0 when it is destroyed; otherwise
+ * sb is kept in state error, saying why, and the marker stays (rmdir again,
+ * or the next daemon, tries once more). */
+static int finish_decided(struct sfs_sandbox *sb)
+{
+	sfs_log(SFS_LOG_INFO, "%s: finishing the destroy its rmdir decided", sb->name);
+	struct sfs_err derr = {0};
+	int r = sb->provider->ops->destroy(sb, &derr);
+	if (r) {
+		char msg[SFS_ERR_MAX + 64];
+		snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s", derr.msg);
+		sfs_log(SFS_LOG_ERR, "%s: %s", sb->name, msg);
+		tree_set_error(sb, msg);
+		sfs_sb_set_state(sb, SFS_SB_ERROR);
+		return r;
+	}
+	char marker[4300];
+	marker_path(sb, marker, sizeof(marker));
+	r = write_marker(sb, marker);
+	if (r)
+		sfs_log(SFS_LOG_WARN, "%s: %s: %s", sb->name, marker, strerror(-r));
+	empty_statedir(sb); /* keeps the `destroyed` marker */
+	return 0;
+}
 
 int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	      struct sfs_err *err)
@@ -184,15 +216,28 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		return r;
 	reserve_space();
 	bool resave = false;
+	/* destroyed ones: their state dirs go once the registry no longer
+	 * lists them (a crash in between finds the marker again) */
+	struct sfs_sandbox **gone = calloc(nsbs ? nsbs : 1, sizeof(*gone));
+	size_t ngone = 0;
+	if (!gone) {
+		free(sbs);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
 	for (size_t i = 0; i < nsbs; i++) {
 		struct sfs_sandbox *sb = sbs[i];
-		char marker[4300];
+		char marker[4300], decided[4300];
 		marker_path(sb, marker, sizeof(marker));
-		if (access(marker, F_OK) == 0) {
+		decided_path(sb, decided, sizeof(decided));
+		bool runs_loaded = false;
+		if (access(marker, F_OK) != 0 && access(decided, F_OK) == 0) {
+			runs_load(sb); /* the provider ends them */
+			runs_loaded = true;
+		}
+		if (access(marker, F_OK) == 0 || (runs_loaded && finish_decided(sb) == 0)) {
 			/* destroyed, but the registry write did not happen: finish */
 			sfs_log(SFS_LOG_INFO, "%s: finishing its destruction", sb->name);
-			sfs_rm_rf(sb->statedir);
-			sandbox_free(sb);
+			gone[ngone++] = sb;
 			resave = true;
 			continue;
 		}
@@ -215,12 +260,20 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			}
 			pthread_mutex_unlock(&sb->op_mutex);
 		}
-		runs_load(sb);
+		if (!runs_loaded)
+			runs_load(sb);
 	}
 	free(sbs);
 	struct sfs_err serr = {0};
-	if (resave && tree_save(&serr) < 0)
+	int sr = resave ? tree_save(&serr) : 0;
+	if (sr < 0)
 		sfs_log(SFS_LOG_ERR, "registry: %s", serr.msg);
+	for (size_t i = 0; i < ngone; i++) {
+		if (!sr)
+			sfs_rm_rf(gone[i]->statedir);
+		sandbox_free(gone[i]);
+	}
+	free(gone);
 	return 0;
 }
 
@@ -449,7 +502,10 @@ static struct sfs_sandbox *get_or_err(const char *name, struct sfs_err *err)
  *   5. only then does the record leave the tree, and the marker goes.
  * A failure in 1 changes nothing but the error shown; a failure in 4 leaves
  * the sandbox listed as `destroyed` (rmdir again finishes it), and a daemon
- * that starts and finds the marker finishes it too.
+ * that starts and finds the marker finishes it too.  An rmdir that returns
+ * before steps 1-5 (runs going, tree_rmdir) first writes a `destroying`
+ * marker, fsync'd: the destroy is decided, and a daemon killed meanwhile
+ * leaves it for the next one to finish (finish_decided).
  */
 
 #define RESERVE_BYTES (256 * 1024)
@@ -522,6 +578,47 @@ static void marker_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 	snprintf(buf, len, "%s/destroyed", sb->statedir);
 }
 
+/* STATE/sandboxes/KEY/destroying: an rmdir returned 0 before the destroy
+ * was done (tree_rmdir), so the destroy is decided; a daemon that starts
+ * and finds it finishes the destroy (finish_decided). */
+static void decided_path(const struct sfs_sandbox *sb, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/destroying", sb->statedir);
+}
+
+static int write_marker_once(const struct sfs_sandbox *sb, const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	int r = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	/* the new name lives in the directory: that is what a crash loses */
+	int dfd = r ? -1 : open(sb->statedir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (!r && dfd < 0)
+		r = -errno;
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0)
+			r = -errno;
+		close(dfd);
+	}
+	if (r)
+		unlink(path);
+	return r;
+}
+
+/* An empty marker file, durable once this returns 0 (file and directory
+ * fsync'd); on a full disk once more after releasing STATE/.reserve. */
+static int write_marker(const struct sfs_sandbox *sb, const char *path)
+{
+	int r = write_marker_once(sb, path);
+	if ((r == -ENOSPC || r == -EDQUOT) && release_space()) {
+		sfs_log(SFS_LOG_WARN, "state dir full: the reserve was released to write %s", path);
+		r = write_marker_once(sb, path);
+	}
+	return r;
+}
+
 /* Everything in dir but the marker: journals, caches. */
 static void empty_statedir(struct sfs_sandbox *sb)
 {
@@ -562,9 +659,9 @@ static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
 	journal_end_sandbox(sb, false);
 	char marker[4300];
 	marker_path(sb, marker, sizeof(marker));
-	int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
+	int mr = write_marker(sb, marker);
+	if (mr)
+		sfs_log(SFS_LOG_WARN, "%s: %s", marker, strerror(-mr));
 	empty_statedir(sb);
 	int r = drop(sb, err);
 	if (r) {
@@ -605,12 +702,24 @@ static void *finish_destroy(void *arg)
 	pthread_mutex_lock(&sb->op_mutex);
 	int r = destroy_locked(sb, &err);
 	if (r) {
-		/* it comes back, saying why */
+		/* Its rmdir returned 0 long ago: it comes back in state error,
+		 * saying why (never as if nothing happened).  The `destroying`
+		 * marker stays: rmdir again, or the next daemon, tries again.
+		 * (Failed after the provider destroyed: it stays `destroyed`.) */
+		char msg[SFS_ERR_MAX + 64];
+		if (sfs_sb_get_state(sb) != SFS_SB_DESTROYED) {
+			snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s", err.msg);
+			tree_set_error(sb, msg);
+			sfs_sb_set_state(sb, SFS_SB_ERROR);
+		}
 		pthread_mutex_lock(&sfs_records_mu);
 		sb->destroying = false;
 		pthread_mutex_unlock(&sfs_records_mu);
 		char name[64];
 		sfs_log(SFS_LOG_ERR, "rmdir %s: %s", sfs_sb_copy_name(sb, name), err.msg);
+		struct sfs_err serr = {0};
+		if (tree_save(&serr) < 0)
+			sfs_log(SFS_LOG_ERR, "registry: %s", serr.msg);
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 	tree_put(sb);
@@ -644,8 +753,22 @@ int tree_rmdir(const char *name, struct sfs_err *err)
 	 * and lookup in the root.  So a sandbox with runs going leaves the
 	 * tree now and a thread of its own ends it.  (Only a provider that
 	 * kills gives runs a grace; the others' destroy does not wait.) */
+	char decided[4300];
+	decided_path(sb, decided, sizeof(decided));
+	bool marked = false;
 	if (st != SFS_SB_CREATING && st != SFS_SB_DESTROYED &&
 	    sb->provider->caps[SFS_CAP_KILLABLE] && has_active_runs(sb)) {
+		/* Returning 0 before the destroy is done tells the user it is
+		 * done: so it is decided durably first (a daemon killed in the
+		 * grace finishes it at its next start).  No marker, no early
+		 * return: then the destroy happens here after all. */
+		int mr = write_marker(sb, decided);
+		if (mr) {
+			sfs_log(SFS_LOG_WARN, "%s: %s: destroying in rmdir itself", decided,
+				strerror(-mr));
+			goto inline_destroy;
+		}
+		marked = true;
 		pthread_mutex_lock(&finishers.mu);
 		finishers.n++;
 		pthread_mutex_unlock(&finishers.mu);
@@ -670,7 +793,11 @@ int tree_rmdir(const char *name, struct sfs_err *err)
 		pthread_mutex_unlock(&finishers.mu);
 		/* no thread: do it here after all */
 	}
+inline_destroy:
 	r = destroy_locked(sb, err);
+	/* this rmdir reports its own failure: nothing was decided */
+	if (r && marked && sfs_sb_get_state(sb) != SFS_SB_DESTROYED)
+		unlink(decided);
 	pthread_mutex_unlock(&sb->op_mutex);
 	tree_put(sb);
 	return r;

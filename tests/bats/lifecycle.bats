@@ -10,6 +10,8 @@ setup() {
 }
 
 teardown() {
+	# an immutable file (the failing-destroy test) would outlive the test
+	if [ -n "${IMMUTABLE:-}" ]; then chattr -i "$IMMUTABLE" 2>/dev/null || true; fi
 	sfs_teardown
 	if [ -n "${SMALL_FS:-}" ] && mountpoint -q "$SMALL_FS" 2>/dev/null; then
 		umount -l "$SMALL_FS" 2>/dev/null || true
@@ -265,6 +267,74 @@ fill() {
 	[ ! -e "$MNT/demo" ]
 	[ -z "$(sfs_run_pids "$STATE")" ]
 	[ "$(ls "$STATE/sandboxes" | wc -l)" = 1 ]
+}
+
+# ---- an rmdir that returned 0 is decided (ATTACK.md finding 2) ---------------
+
+# bats test_tags=core
+@test "kill -9 of the daemon in an rmdir's grace: the next daemon finishes the destroy" {
+	sfs_unmount
+	# a long grace: the daemon is surely killed inside it
+	sfs_mount -o local.kill_grace=60
+	mkdir "$MNT/s" "$MNT/keep"
+	d=$(sb_dir s)
+	for i in 1 2 3; do
+		run_cmd s 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
+	done
+	for i in 1 2 3; do
+		wait_for grep -q up "$MNT/s/runs/$i/journal"
+	done
+	rmdir "$MNT/s"
+	[ ! -e "$MNT/s" ]
+	# decided on disk before rmdir returned
+	[ -e "$d/destroying" ]
+	# the runs ignore TERM: they are still in their grace
+	[ "$(sfs_run_pids "$STATE" | wc -w)" -ge 3 ]
+	kill_daemon
+	[ "$(sfs_run_pids "$STATE" | wc -w)" -ge 3 ]
+	sfs_mount -o local.kill_grace=0.5
+	# the next daemon finished it before its mount appeared
+	[ ! -e "$MNT/s" ]
+	[ "$(ls "$MNT" | tr '\n' ' ')" = "ctl keep providers " ]
+	[ -z "$(sfs_run_pids "$STATE")" ]
+	[ ! -e "$d" ]
+	run ! grep -q '"name": "s"' "$STATE/registry.json"
+	grep -qx 'state running' "$MNT/keep/status"
+}
+
+# sb_state_is NAME STATE: NAME is listed and in STATE.
+sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
+
+# bats test_tags=core
+@test "a background destroy that fails leaves the sandbox in state error, saying why" {
+	sfs_unmount
+	sfs_mount -o local.kill_grace=0.3
+	mkdir "$MNT/s"
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/s/status")
+	touch "$ws/pinned"
+	if ! chattr +i "$ws/pinned" 2>/dev/null; then
+		skip "chattr +i not supported here"
+	fi
+	IMMUTABLE="$ws/pinned"
+	run_cmd s 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
+	wait_for grep -q up "$MNT/s/runs/1/journal"
+	# a run going: rmdir returns at once and the destroy fails later
+	rmdir "$MNT/s"
+	wait_for sb_state_is s error
+	grep -q '^error rmdir: the destroy failed: .*Operation not permitted' "$MNT/s/status"
+	# the run was ended all the same
+	wait_for no_runs_left
+	# still so after a restart (the next daemon tried again, and failed)
+	sfs_unmount
+	sfs_mount
+	sb_state_is s error
+	grep -q '^error rmdir: the destroy failed: .*Operation not permitted' "$MNT/s/status"
+	# fixed: rmdir again finishes it
+	chattr -i "$IMMUTABLE"
+	rmdir "$MNT/s"
+	[ ! -e "$MNT/s" ]
+	[ ! -e "$ws" ]
+	wait_for no_sandbox_dirs
 }
 
 # ---- item 8: handles of a forgotten or destroyed sandbox ---------------------
