@@ -381,11 +381,12 @@ static void apply_locked(struct job *job)
 			/* nothing to fetch the rest with, or no hope of it */
 			if (!job->sb->provider->ops->journal_read || permanent_error(job->n) ||
 			    ++j->final_failures >= FINAL_TRIES) {
+				char nm[64]; /* mv may rename it meanwhile */
 				sfs_log(SFS_LOG_WARN,
 					"%s: run %d: journal ends at %lld bytes: the rest cannot "
 					"be fetched (%s)",
-					job->sb->name, job->run->n, (long long)j->size,
-					strerror((int)-job->n));
+					sfs_sb_copy_name(job->sb, nm), job->run->n,
+					(long long)j->size, strerror((int)-job->n));
 				j->ended = true;
 			}
 		}

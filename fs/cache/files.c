@@ -127,8 +127,10 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 		n->retry_at = rc_now() + R.opt.retry_interval;
 		pthread_mutex_unlock(&R.mu);
 		pthread_cond_signal(&R.cv);
+		char nm[64];
 		sfs_log(SFS_LOG_WARN, "%s: workspace: %s not saved yet (kept in %s, retrying)",
-			sb->name, path, n->rs->cachedir ? n->rs->cachedir : "the cache");
+			sfs_sb_copy_name(sb, nm), path,
+			n->rs->cachedir ? n->rs->cachedir : "the cache");
 		free(path);
 		return -EIO;
 	}
@@ -142,8 +144,10 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	n->rs->wctr++;
 	pthread_mutex_unlock(&R.mu);
 	rc_mark_pending(n, false, path);
+	char nm[64];
 	if (was_failed)
-		sfs_log(SFS_LOG_INFO, "%s: workspace: %s saved after a retry", sb->name, path);
+		sfs_log(SFS_LOG_INFO, "%s: workspace: %s saved after a retry",
+			sfs_sb_copy_name(sb, nm), path);
 	learn_saved(n, sb, path, size);
 	free(path);
 	return 0;

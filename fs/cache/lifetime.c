@@ -165,8 +165,9 @@ static void adopt_pending(struct rsb *rs, struct sfs_sandbox *sb, const char *da
 	if (!n) {
 		if (fd >= 0)
 			close(fd);
+		char nm[64];
 		sfs_log(SFS_LOG_WARN, "%s: workspace: cannot recover %s (data kept in %s)",
-			sb->name, text, data);
+			sfs_sb_copy_name(sb, nm), text, data);
 		free(text);
 		return;
 	}
@@ -175,9 +176,10 @@ static void adopt_pending(struct rsb *rs, struct sfs_sandbox *sb, const char *da
 	rename(data, name);
 	rc_mark_pending(n, true, text);
 	unlink(pend);
+	char nm[64];
 	sfs_log(SFS_LOG_INFO,
 		"%s: workspace: %s has unsaved changes from before a restart; saving them",
-		sb->name, text);
+		sfs_sb_copy_name(sb, nm), text);
 	free(text);
 }
 

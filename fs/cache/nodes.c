@@ -326,8 +326,9 @@ double rc_ref_ttl(const struct rc_ref *ref)
 int rc_log_err(struct sfs_sandbox *sb, const char *what, const char *path, int r,
 	       const struct sfs_err *err)
 {
+	char nm[64];
 	if (r && r != -ENOENT && r != -EEXIST && r != -ENOTEMPTY)
-		sfs_log(SFS_LOG_WARN, "%s: workspace: %s %s: %s", sb->name, what,
+		sfs_log(SFS_LOG_WARN, "%s: workspace: %s %s: %s", sfs_sb_copy_name(sb, nm), what,
 			path[0] ? path : "/", err->msg[0] ? err->msg : strerror(-r));
 	return r;
 }
