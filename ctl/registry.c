@@ -23,9 +23,8 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	for (size_t i = 0; ports && i < sb->nports; i++)
 		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
 						       "url", sb->ports[i].url));
-	/* providers with their own state hand it over; the others keep pdata */
-	json_t *pdata = sb->provider->ops->state_save ? sb->provider->ops->state_save(sb)
-						      : json_incref(sb->pdata);
+	/* a provider's own state (sb->priv) is saved as "pdata" */
+	json_t *pdata = sb->provider->ops->state_save ? sb->provider->ops->state_save(sb) : NULL;
 	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:o, s:o?, s:o, s:o}",
 			      "name", sb->name, "local_id", sb->key, "provider", sb->provider->name,
 			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
@@ -110,8 +109,6 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 			sfs_log(SFS_LOG_ERR, "registry: %s: %s", name, lerr.msg);
 			r = -EINVAL;
 		}
-	} else if (json_is_object(pd)) {
-		sb->pdata = json_deep_copy(pd);
 	}
 	size_t i;
 	json_t *s;

@@ -23,7 +23,6 @@ void sandbox_free(struct sfs_sandbox *sb)
 	free(sb->image);
 	free(sb->workspace);
 	sfs_kv_free(&sb->env);
-	json_decref(sb->pdata);
 	if (sb->priv && sb->provider && sb->provider->ops->state_free)
 		sb->provider->ops->state_free(sb);
 	for (size_t i = 0; i < sb->nsnapshots; i++) {

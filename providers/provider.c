@@ -146,15 +146,6 @@ int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, co
 	return 0;
 }
 
-void sfs_sb_set_pdata(struct sfs_sandbox *sb, json_t *pdata)
-{
-	pthread_mutex_lock(&sfs_records_mu);
-	json_t *old = sb->pdata;
-	sb->pdata = pdata;
-	pthread_mutex_unlock(&sfs_records_mu);
-	json_decref(old);
-}
-
 void sfs_sb_set_progress(struct sfs_sandbox *sb, const char *text)
 {
 	char *copy = text ? strdup(text) : NULL;

@@ -118,8 +118,6 @@ struct sfs_sandbox {
 	char *image;
 	char *workspace;       /* workspace root inside the sandbox */
 	struct sfs_kvlist env; /* environment for later runs */
-	json_t *pdata;	       /* provider-private state of providers without state_save;
-				  replaced only through sfs_sb_set_pdata */
 	struct sfs_snapshot *snapshots;
 	size_t nsnapshots;
 	struct sfs_port *ports;
@@ -227,8 +225,8 @@ struct sfs_provider_ops {
 	 * connections and cached fds (sandboxes and runs go on). */
 	void (*shutdown)(void);
 
-	/* Optional: provider state kept behind the provider's own lock in
-	 * sb->priv instead of the shared sb->pdata.  state_save returns a new
+	/* Optional: provider state kept behind the provider's own leaf lock in
+	 * sb->priv (the registry entry's "pdata").  state_save returns a new
 	 * JSON object for the registry (or NULL for none); it is called with
 	 * sfs_records_mu held, so it may take only a leaf lock of its own and
 	 * must not block.  state_load gets the registry's saved object (NULL
@@ -285,8 +283,6 @@ void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg);
  * argument replaces its field, all or none (-ENOMEM changes nothing). */
 int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, const char *workspace,
 		   struct sfs_err *err);
-/* Replaces sb->pdata with pdata (the reference is taken over). */
-void sfs_sb_set_pdata(struct sfs_sandbox *sb, json_t *pdata);
 /* Long work in progress for the status file ("pulling image..."); NULL clears. */
 void sfs_sb_set_progress(struct sfs_sandbox *sb, const char *text);
 void sfs_sb_set_state(struct sfs_sandbox *sb, enum sfs_sb_state state);

@@ -15,24 +15,10 @@
 #define SNAPSHOT_REPO "sandboxfs-snapshot"
 #define FORK_REPO "sandboxfs-fork"
 
-static json_t *make_pdata(const char *cid, const struct dk_spec *spec, const char *fork_image)
-{
-	json_t *s = dk_spec_to_json(spec);
-	json_t *pd = s ? json_pack("{s:s, s:o}", "container", cid, "spec", s) : NULL;
-	if (pd && fork_image && json_object_set_new(pd, "fork_image", json_string(fork_image))) {
-		json_decref(pd);
-		pd = NULL;
-	}
-	return pd;
-}
-
-/* Reads sb's spec from pdata (under the tree lock: the registry dumps it). */
+/* Copies sb's saved spec. */
 static int get_spec(struct sfs_sandbox *sb, struct dk_spec *spec, struct sfs_err *err)
 {
-	pthread_mutex_lock(&sfs_records_mu);
-	int r = sb->pdata ? dk_spec_from_json(json_object_get(sb->pdata, "spec"), spec) : -EINVAL;
-	pthread_mutex_unlock(&sfs_records_mu);
-	if (r)
+	if (dk_saved_spec(sb, spec))
 		return sfs_errf(err, -EINVAL, "docker: sandbox \"%s\" has no container spec",
 				sb->name);
 	return 0;
@@ -66,25 +52,12 @@ static int adopt_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const c
 	if (r)
 		return r;
 	struct dk_info info;
-	json_t *pd = NULL;
 	r = refresh_container(sb, cid, &info, err);
 	if (!r) {
 		dk_info_free(&info);
-		pd = make_pdata(cid, spec, fork_image);
-		r = pd ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	if (!r) {
 		/* images waiting for their last container outlive the swap */
-		pthread_mutex_lock(&sfs_records_mu);
-		json_t *doomed = sb->pdata ? json_object_get(sb->pdata, "doomed") : NULL;
-		if (doomed && json_object_set_new(pd, "doomed", json_deep_copy(doomed)))
-			r = sfs_errf(err, -ENOMEM, "out of memory");
-		pthread_mutex_unlock(&sfs_records_mu);
+		r = dk_publish(sb, cid, shown_image, spec, fork_image, err);
 	}
-	if (!r)
-		r = dk_publish(sb, cid, shown_image, spec->workdir, pd, err);
-	else
-		json_decref(pd);
 	if (r) {
 		struct sfs_err ignored = {0};
 		dk_container_remove(cid, &ignored);
@@ -123,13 +96,11 @@ static void forget_followers(const char *cid, bool kill_them)
 
 static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	pthread_mutex_lock(&sfs_records_mu);
-	const char *c =
-	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "container")) : NULL;
 	char want[DK_ID_MAX];
-	snprintf(want, sizeof(want), "%s", c ? c : sb->id ? sb->id : "");
-	bool adopting = c == NULL;
-	pthread_mutex_unlock(&sfs_records_mu);
+	dk_saved_container(sb, want, sizeof(want));
+	bool adopting = !want[0];
+	if (adopting) /* the op holder reads its record's fields bare */
+		snprintf(want, sizeof(want), "%s", sb->id ? sb->id : "");
 	if (!want[0])
 		return sfs_errf(err, -EINVAL, "docker: resume needs id=CONTAINER");
 	struct dk_info info;
@@ -158,9 +129,7 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 		    json_object_get(json_object_get(info.raw, "HostConfig"), "NetworkMode"));
 		if (net && strcmp(net, "default") != 0)
 			snprintf(spec.network, sizeof(spec.network), "%s", net);
-		json_t *pd = make_pdata(info.id, &spec, NULL);
-		r = pd ? dk_publish(sb, info.id, spec.image, spec.workdir, pd, err)
-		       : sfs_errf(err, -ENOMEM, "out of memory");
+		r = dk_publish(sb, info.id, spec.image, &spec, NULL, err);
 	}
 	bool running = info.running;
 	char id[DK_ID_MAX];
@@ -179,12 +148,8 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 
 static void remove_fork_image(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&sfs_records_mu);
-	const char *img =
-	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "fork_image")) : NULL;
 	char id[DK_ID_MAX];
-	snprintf(id, sizeof(id), "%s", img ? img : "");
-	pthread_mutex_unlock(&sfs_records_mu);
+	dk_saved_fork_image(sb, id, sizeof(id));
 	if (!id[0])
 		return;
 	char path[256];
@@ -194,33 +159,12 @@ static void remove_fork_image(struct sfs_sandbox *sb)
 	dk_json("DELETE", path, NULL, 60, NULL, "removing fork image", &err);
 }
 
-/* pdata["doomed"]: snapshot images deleted while a container still used
- * them; they go once that container has gone. */
-static void doom_image(struct sfs_sandbox *sb, const char *id)
-{
-	pthread_mutex_lock(&sfs_records_mu);
-	json_t *pd = sb->pdata ? json_deep_copy(sb->pdata) : json_object();
-	json_t *list = pd ? json_object_get(pd, "doomed") : NULL;
-	if (pd && !json_is_array(list)) {
-		list = json_array();
-		if (json_object_set_new(pd, "doomed", list))
-			list = NULL;
-	}
-	if (list && json_array_append_new(list, json_string(id)) == 0) {
-		json_decref(sb->pdata);
-		sb->pdata = pd;
-		pd = NULL;
-	}
-	pthread_mutex_unlock(&sfs_records_mu);
-	json_decref(pd);
-}
-
+/* Doomed images (snapshot images deleted while a container still used
+ * them) go once that container has gone. */
 static void delete_doomed(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&sfs_records_mu);
-	json_t *list = sb->pdata ? json_deep_copy(json_object_get(sb->pdata, "doomed")) : NULL;
-	pthread_mutex_unlock(&sfs_records_mu);
-	json_t *keep = json_array();
+	json_t *list = dk_saved_doomed(sb);
+	json_t *deleted = json_array();
 	size_t i;
 	json_t *v;
 	json_array_foreach(list, i, v)
@@ -230,18 +174,13 @@ static void delete_doomed(struct sfs_sandbox *sb)
 		snprintf(path, sizeof(path), "/images/%s", id ? id : "");
 		struct sfs_err err = {0};
 		int r = id ? dk_json("DELETE", path, NULL, 60, NULL, "deleting snapshot", &err) : 0;
-		if (r < 0 && r != -ENOENT && keep)
-			json_array_append(keep, v);
+		if ((r >= 0 || r == -ENOENT) && deleted)
+			json_array_append(deleted, v);
 	}
 	json_decref(list);
-	if (!keep)
-		return;
-	pthread_mutex_lock(&sfs_records_mu);
-	if (sb->pdata)
-		json_object_set_new(sb->pdata, "doomed", keep);
-	else
-		json_decref(keep);
-	pthread_mutex_unlock(&sfs_records_mu);
+	if (deleted)
+		dk_saved_undoom(sb, deleted);
+	json_decref(deleted);
 }
 
 static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
@@ -342,7 +281,9 @@ static int snapshot_delete_op(struct sfs_sandbox *sb, const char *snapshot_id, s
 		dk_json("DELETE", path, NULL, 60, NULL, what, &ignored);
 	}
 	json_decref(img);
-	doom_image(sb, snapshot_id);
+	if (dk_saved_doom(sb, snapshot_id))
+		sfs_log(SFS_LOG_WARN, "docker: snapshot image %s stays (out of memory)",
+			snapshot_id);
 	sfs_err_clear(err);
 	return 0;
 }
@@ -359,12 +300,8 @@ static int replace_container(struct sfs_sandbox *sb, const char *image, const ch
 		r = get_spec(sb, &spec, err);
 	if (r)
 		return r;
-	pthread_mutex_lock(&sfs_records_mu);
-	const char *fi =
-	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "fork_image")) : NULL;
 	char fork_image[DK_ID_MAX];
-	snprintf(fork_image, sizeof(fork_image), "%s", fi ? fi : "");
-	pthread_mutex_unlock(&sfs_records_mu);
+	dk_saved_fork_image(sb, fork_image, sizeof(fork_image));
 	r = adopt_new(sb, &spec, image, shown, fork_image[0] ? fork_image : NULL, cid, sizeof(cid),
 		      err);
 	if (r) {
@@ -670,6 +607,9 @@ static const struct sfs_provider_ops docker_ops = {
     .start = docker_start,
     .tick = dk_events_tick,
     .shutdown = docker_shutdown,
+    .state_save = dk_state_save,
+    .state_load = dk_state_load,
+    .state_free = dk_state_free,
     .configured = docker_configured,
 };
 

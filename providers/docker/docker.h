@@ -11,7 +11,9 @@
  *
  * Runtime state lives in tables keyed by the sandbox pointer (sandboxes are
  * never freed while the daemon runs) and the run number, guarded by one
- * mutex that is never held across a call to the engine.
+ * mutex that is never held across a call to the engine.  What the registry
+ * keeps (container, spec, fork image, doomed images) is sb->priv behind its
+ * own leaf lock (saved.c); the two locks are never held together.
  */
 #ifndef SFS_DOCKER_H
 #define SFS_DOCKER_H
@@ -29,7 +31,7 @@
 #define DK_DIR "/.sandboxfs"
 #define DK_RUNS_DIR DK_DIR "/runs"
 
-/* What a container is made from: kept in pdata "spec" for restore and fork. */
+/* What a container is made from: kept (saved.c) for restore and fork. */
 #define DK_MAX_PORTS 16
 struct dk_spec {
 	char image[256];
@@ -111,7 +113,7 @@ struct dk_sb {
 
 /* Runtime state; all of it guarded by dk_mu. */
 extern pthread_mutex_t dk_mu;
-/* The record for sb (created from pdata when new); NULL on ENOMEM.  Call with dk_mu. */
+/* The record for sb (created empty when new); NULL on ENOMEM.  Call with dk_mu. */
 struct dk_sb *dk_sb_locked(struct sfs_sandbox *sb);
 struct dk_run *dk_run_locked(struct dk_sb *d, int n);
 /* The container sb runs in now, or "" (copied under dk_mu). */
@@ -131,9 +133,10 @@ size_t dk_list(struct sfs_sandbox **sbs, char (*cids)[DK_ID_MAX], size_t max);
 void dk_state_shutdown(void);
 /* At unmount: closes the pooled engine connections. */
 void dk_engine_shutdown(void);
-/* Sets sb->id, sb->image, sb->workspace and sb->pdata under the tree lock. */
-int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
-	       json_t *pdata, struct sfs_err *err);
+/* Publishes sb's new container cid (sb->id, image, workspace: the owner's
+ * sfs_sb_publish) and saves it with the spec and fork image it came from. */
+int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image,
+	       const struct dk_spec *spec, const char *fork_image, struct sfs_err *err);
 /* Sets or clears sb->progress under the tree lock. */
 void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -145,6 +148,26 @@ bool dk_fs_archive_only(void);
 int dk_host_open(struct sfs_sandbox *sb, const char *path, int flags, mode_t mode, int *fd,
 		 struct sfs_err *err);
 int64_t dk_now_ms(void);
+
+/* ---- saved.c: what the registry keeps (sb->priv, its own leaf lock) ---- */
+json_t *dk_state_save(const struct sfs_sandbox *sb);
+int dk_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err);
+void dk_state_free(struct sfs_sandbox *sb);
+/* Copies the saved container id ("" when none). */
+void dk_saved_container(struct sfs_sandbox *sb, char *cid, size_t len);
+/* Copies the saved spec; -EINVAL when there is none. */
+int dk_saved_spec(struct sfs_sandbox *sb, struct dk_spec *spec);
+/* Copies the image sb was forked from ("" when none). */
+void dk_saved_fork_image(struct sfs_sandbox *sb, char *id, size_t len);
+/* Saves a new container with its spec and fork image (doomed images stay);
+ * -ENOMEM changes nothing. */
+int dk_saved_set(struct sfs_sandbox *sb, const char *cid, const struct dk_spec *spec,
+		 const char *fork_image);
+/* Snapshot images deleted while a container still used them ("doomed"):
+ * added here, copied out (an array, or NULL), and taken off once deleted. */
+int dk_saved_doom(struct sfs_sandbox *sb, const char *image_id);
+json_t *dk_saved_doomed(struct sfs_sandbox *sb);
+void dk_saved_undoom(struct sfs_sandbox *sb, json_t *deleted);
 
 /* ---- run.c, follow.c ---- */
 int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);

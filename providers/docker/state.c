@@ -61,17 +61,6 @@ struct dk_run *dk_run_locked(struct dk_sb *d, int n)
 	return r;
 }
 
-/* The container id from pdata, for a record made before any op ran (a
- * sandbox whose resume failed still has runs to refresh). */
-static void load_cid(struct sfs_sandbox *sb, char *cid, size_t len)
-{
-	pthread_mutex_lock(&sfs_records_mu);
-	const char *c =
-	    sb->pdata ? json_string_value(json_object_get(sb->pdata, "container")) : NULL;
-	snprintf(cid, len, "%s", c ? c : "");
-	pthread_mutex_unlock(&sfs_records_mu);
-}
-
 void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
 {
 	pthread_mutex_lock(&dk_mu);
@@ -82,7 +71,9 @@ void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
 	pthread_mutex_unlock(&dk_mu);
 	if (known)
 		return;
-	load_cid(sb, cid, len);
+	/* a record made before any op ran (a sandbox whose resume failed
+	 * still has runs to refresh): the saved container */
+	dk_saved_container(sb, cid, len);
 	pthread_mutex_lock(&dk_mu);
 	d = dk_sb_locked(sb);
 	if (d && !d->known) {
@@ -176,17 +167,13 @@ void dk_forget(struct sfs_sandbox *sb)
 	pthread_mutex_unlock(&dk_mu);
 }
 
-int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image, const char *workdir,
-	       json_t *pdata, struct sfs_err *err)
+int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image,
+	       const struct dk_spec *spec, const char *fork_image, struct sfs_err *err)
 {
-	int r = sfs_sb_publish(sb, cid, image, workdir, err);
-	if (r) {
-		json_decref(pdata);
-		return r;
-	}
-	if (pdata)
-		sfs_sb_set_pdata(sb, pdata);
-	return 0;
+	int r = sfs_sb_publish(sb, cid, image, spec->workdir, err);
+	if (!r && dk_saved_set(sb, cid, spec, fork_image))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	return r;
 }
 
 void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)

@@ -6,6 +6,7 @@
 
 load helpers
 load daytona_helpers
+load docker_helpers
 
 setup() {
 	# reports of the daemon, one file per process (log_path appends .PID)
@@ -18,6 +19,7 @@ teardown() {
 		while read -r p; do kill "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/readers.pids"
 	fi
 	dt_teardown
+	docker_cleanup
 }
 
 # no_tsan_reports: fails, showing them, when the daemon wrote any report.
@@ -87,6 +89,58 @@ no_tsan_reports() {
 	[ "$status" -eq 0 ]
 	[ "$(awk '$1=="id"{print $2}' "$MNT/slow/status")" != "$old_id" ]
 	emu_faults '{"latency_ms":0}'
+	sfs_unmount
+	no_tsan_reports
+}
+
+# Docker keeps its container and spec behind its own lock (sb->priv): FUSE
+# workers read them (status, workspace/, journals) while create, restore,
+# fork and a snapshot delete replace them.
+# bats test_tags=tsan
+@test "records: docker create, restore, fork and snapshot delete under 20 readers see no race" {
+	docker_require
+	sfs_mount
+	local done_flag="$BATS_TEST_TMPDIR/stop" i
+	for i in $(seq 1 20); do
+		(
+			while [ ! -e "$done_flag" ]; do
+				for s in d1 d2; do
+					if cat "$MNT/$s/status" >/dev/null 2>&1; then
+						touch "$BATS_TEST_TMPDIR/seen.$s"
+					fi
+					ls "$MNT/$s/workspace" >/dev/null 2>&1 || true
+					cat "$MNT/$s/runs/1/journal" >/dev/null 2>&1 || true
+				done
+			done
+			exit 0
+		) &
+		echo $! >>"$BATS_TEST_TMPDIR/readers.pids"
+	done
+	dk_new d1 >/dev/null
+	n=$(dk_exec d1 'echo one >f; echo ran')
+	[ "$(cat "$MNT/d1/runs/$n/wait")" = "exited 0" ]
+	run dk_ctl "$MNT/d1/ctl" "snapshot s1"
+	[ "$status" -eq 0 ]
+	local snap=$output
+	echo two >"$MNT/d1/workspace/f"
+	dk_ctl "$MNT/d1/ctl" "restore $snap" >/dev/null
+	dk_ctl "$MNT/d1/ctl" "fork d2" >/dev/null
+	n=$(dk_exec d2 'cat f')
+	[ "$(cat "$MNT/d2/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/d2/runs/$n/journal")" = one ]
+	rmdir "$MNT/d1/snapshots/$snap" # in use by d1's container: doomed
+	rmdir "$MNT/d2"
+	touch "$done_flag"
+	local rc=0 p
+	while read -r p; do wait "$p" || rc=$?; done <"$BATS_TEST_TMPDIR/readers.pids"
+	rm -f "$BATS_TEST_TMPDIR/readers.pids"
+	[ "$rc" -eq 0 ]
+	[ -e "$BATS_TEST_TMPDIR/seen.d1" ] && [ -e "$BATS_TEST_TMPDIR/seen.d2" ]
+	# the doomed image is saved with d1 and goes with it
+	grep -q "\"$snap\"" "$STATE/registry.json"
+	rmdir "$MNT/d1"
+	run docker image inspect "$snap"
+	[ "$status" -ne 0 ]
 	sfs_unmount
 	no_tsan_reports
 }
