@@ -302,6 +302,37 @@ fill() {
 	grep -qx 'state running' "$MNT/keep/status"
 }
 
+# bats test_tags=core
+@test "an rmdir with runs going on a full state disk is still decided before it returns" {
+	sfs_unmount
+	SMALL_FS="$BATS_TEST_TMPDIR/small"
+	mkdir -p "$SMALL_FS"
+	# out of inodes: even the empty marker needs the one STATE/.reserve frees
+	mount -t tmpfs -o size=8m,nr_inodes=200 tmpfs "$SMALL_FS"
+	STATE="$SMALL_FS/state"
+	sfs_mount -o local.kill_grace=60
+	mkdir "$MNT/s" "$MNT/keep"
+	d=$(sb_dir s)
+	run_cmd s 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
+	wait_for grep -q up "$MNT/s/runs/1/journal"
+	[ -e "$STATE/.reserve" ]
+	mkdir "$SMALL_FS/fill"
+	for i in $(seq 1 300); do : >"$SMALL_FS/fill/$i" 2>/dev/null || break; done
+	run touch "$SMALL_FS/fill/one-more"
+	[ "$status" -ne 0 ]
+	# returns at once (an rmdir that could not decide would wait the grace)
+	timeout 10 rmdir "$MNT/s"
+	[ -e "$d/destroying" ]
+	[ ! -e "$STATE/.reserve" ]
+	kill_daemon
+	sfs_mount -o local.kill_grace=0.3
+	[ ! -e "$MNT/s" ]
+	[ -z "$(sfs_run_pids "$STATE")" ]
+	[ ! -e "$d" ]
+	run ! grep -q '"name": "s"' "$STATE/registry.json"
+	grep -qx 'state running' "$MNT/keep/status"
+}
+
 # sb_state_is NAME STATE: NAME is listed and in STATE.
 sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 
