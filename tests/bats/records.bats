@@ -94,8 +94,9 @@ no_tsan_reports() {
 }
 
 # Docker keeps its container and spec behind its own lock (sb->priv): FUSE
-# workers read them (status, workspace/, journals) while create, restore,
-# fork and a snapshot delete replace them.
+# workers read them (status, workspace/, journals) and every registry save
+# (here: env written to the other sandbox) copies them while create,
+# restore, fork and a snapshot delete replace them.
 # bats test_tags=tsan
 @test "records: docker create, restore, fork and snapshot delete under 20 readers see no race" {
 	docker_require
@@ -119,15 +120,28 @@ no_tsan_reports() {
 	dk_new d1 >/dev/null
 	n=$(dk_exec d1 'echo one >f; echo ran')
 	[ "$(cat "$MNT/d1/runs/$n/wait")" = "exited 0" ]
+	dk_ctl "$MNT/d1/ctl" "fork d2" >/dev/null
+	# registry saves from d2's ctl while d1's container is replaced
+	(
+		i=0
+		while [ ! -e "$done_flag.saves" ]; do
+			i=$((i + 1))
+			dk_ctl "$MNT/d2/ctl" "env N=$i" >/dev/null 2>&1 || true
+		done
+	) &
+	echo $! >>"$BATS_TEST_TMPDIR/readers.pids"
 	run dk_ctl "$MNT/d1/ctl" "snapshot s1"
 	[ "$status" -eq 0 ]
 	local snap=$output
 	echo two >"$MNT/d1/workspace/f"
 	dk_ctl "$MNT/d1/ctl" "restore $snap" >/dev/null
-	dk_ctl "$MNT/d1/ctl" "fork d2" >/dev/null
+	touch "$done_flag.saves"
 	n=$(dk_exec d2 'cat f')
 	[ "$(cat "$MNT/d2/runs/$n/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/d2/runs/$n/journal")" = one ]
+	n=$(dk_exec d1 'cat f')
+	[ "$(cat "$MNT/d1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/d1/runs/$n/journal")" = one ]
 	rmdir "$MNT/d1/snapshots/$snap" # in use by d1's container: doomed
 	rmdir "$MNT/d2"
 	touch "$done_flag"
