@@ -273,6 +273,14 @@ static int check_value(const struct sfs_opt *o, const char *val, const char **ca
 			return sfs_errf(err, -EINVAL,
 					"option %s: \"%s\" is not an octal mode (0 .. 7777)",
 					o->key, val);
+		/* max, when set, is the mask of bits the key uses: a bit outside
+		 * it would otherwise be dropped without a word (runs_mode=0777) */
+		long mask = o->max > 0 ? (long)o->max : 07777;
+		if (v & ~mask)
+			return sfs_errf(err, -EINVAL,
+					"option %s: %s sets bits outside %04lo, the only ones it "
+					"uses",
+					o->key, val, mask);
 		return 0;
 	}
 	case SFS_OPT_ENUM: {

@@ -34,7 +34,8 @@ struct sfs_opt {
 	const char *def;     /* default as text; NULL: unset (help says what happens) */
 	const char *arg;     /* the value's name in --help ("DIR"); NULL: from the type */
 	const char *choices; /* SFS_OPT_ENUM: "a|b|c" */
-	double min, max;     /* SFS_OPT_INT, SFS_OPT_DOUBLE: inclusive bounds */
+	double min, max;     /* SFS_OPT_INT, SFS_OPT_DOUBLE: inclusive bounds;
+			      * SFS_OPT_MODE: max, if set, is the mask of allowed bits */
 	const char *help;    /* a sentence; --help wraps it */
 };
 

@@ -58,6 +58,7 @@ const struct sfs_opt sfs_core_options[] = {
     {.key = "runs_mode",
      .type = SFS_OPT_MODE,
      .def = "0400",
+     .max = 0444,
      .help = "read bits of each run's cmd, journal, status and wait (owner only by default: "
 	     "runs print secrets; 0444 lets every user of an allow_other mount read them)"},
     {.key = "max_threads",

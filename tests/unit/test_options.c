@@ -25,6 +25,7 @@ static const struct sfs_opt t_opts[] = {
      .choices = "auto|archive|none",
      .help = "an enum"},
     {.key = "t.perm", .type = SFS_OPT_MODE, .help = "a mode"},
+    {.key = "t.rperm", .type = SFS_OPT_MODE, .max = 0444, .help = "read bits only"},
     {.key = "t.secret_token", .type = SFS_OPT_INT, .min = 0, .max = 9, .help = "secret"},
     {0},
 };
@@ -76,6 +77,8 @@ static void test_parse_ok(void)
 	ok("t.mode", "archive", "archive");
 	ok("t.perm", "0750", "0750");
 	ok("t.perm", "644", "644");
+	ok("t.rperm", "0440", "0440");
+	ok("t.rperm", "0", "0");
 }
 
 static void test_unknown_key_suggests(void)
@@ -112,6 +115,9 @@ static void test_bad_int(void)
 	bad("t.delay", "-1", "out of range", NULL);
 	bad("t.perm", "0999", "not an octal mode", NULL);
 	bad("t.perm", "17777", "not an octal mode", NULL);
+	/* a bit the key does not use is refused, not dropped */
+	bad("t.rperm", "0777", "t.rperm", "0777 sets bits outside 0444", NULL);
+	bad("t.rperm", "0644", "outside 0444", NULL);
 }
 
 static void test_bad_bool(void)
@@ -259,6 +265,12 @@ static void test_builtin_tables(void)
 	CHECK(sfs_opt_find(t, n, "local.scrub_env") != NULL);
 	CHECK_STREQ(sfs_opt_nearest(t, n, "docker.fss"), "docker.fs");
 	CHECK_STREQ(sfs_opt_nearest(t, n, "writebak"), "writeback");
+	/* runs_mode uses read bits only: 0777 is refused, not cut to 0444 */
+	struct sfs_err merr = {0};
+	const char *mcanon;
+	CHECK_INT(sfs_opt_check(t, n, "runs_mode", "0777", &mcanon, &merr), -EINVAL);
+	CHECK(strstr(merr.msg, "runs_mode") != NULL);
+	CHECK_INT(sfs_opt_check(t, n, "runs_mode", "0444", &mcanon, &merr), 0);
 }
 
 static void test_help_lists_every_row(void)
