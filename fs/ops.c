@@ -335,8 +335,16 @@ static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		WS_CALL(rename, req, parent, name, newparent, newname, flags);
 		return;
 	}
-	if (IS_WS(parent) || IS_WS(newparent)) {
+	if (IS_WS(parent) && IS_WS(newparent)) {
+		/* two sandboxes' workspaces: mv copies, as across filesystems */
 		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	if (IS_WS(parent) || IS_WS(newparent)) {
+		/* the tree's own nodes never move into or out of a workspace.
+		 * EXDEV would make mv(1) copy a sandbox into a workspace and then
+		 * empty the original's workspace, deleting what it could */
+		fuse_reply_err(req, EPERM);
 		return;
 	}
 	if (parent != FUSE_ROOT_ID || newparent != FUSE_ROOT_ID) {

@@ -199,6 +199,23 @@ try_mount() {
 	[ "$status" -ne 0 ]
 }
 
+@test "mv of a sandbox into another's workspace is refused and copies nothing; files still move between workspaces" {
+	mkdir "$MNT/m1" "$MNT/m2"
+	echo one >"$MNT/m1/workspace/f"
+	run mv "$MNT/m1" "$MNT/m2/workspace/"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"not permitted"* ]]
+	[ "$(cat "$MNT/m1/workspace/f")" = one ]
+	[ ! -e "$MNT/m2/workspace/m1" ]
+	run mv "$MNT/m1/ctl" "$MNT/m2/workspace/"
+	[ "$status" -ne 0 ]
+	[ -e "$MNT/m1/ctl" ]
+	# a file moves between two sandboxes' workspaces (mv copies, as across filesystems)
+	mv "$MNT/m1/workspace/f" "$MNT/m2/workspace/"
+	[ "$(cat "$MNT/m2/workspace/f")" = one ]
+	[ ! -e "$MNT/m1/workspace/f" ]
+}
+
 @test "a bad command fails with EINVAL and the message is read back from ctl" {
 	mkdir "$MNT/demo"
 	exec 7<>"$MNT/demo/ctl"
