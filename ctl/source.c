@@ -234,10 +234,13 @@ int source_setup(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct s
 		char st[64] = "lost";
 		if (run)
 			journal_status_text(run, st, sizeof(st));
+		/* no command text: this goes to status, which others may read,
+		 * while runs/N/cmd keeps runs_mode */
 		if (strcmp(st, "exited 0") != 0)
-			return sfs_errf(err, -EIO,
-					"setup %d/%d (run %d: %s) %s; see runs/%d/journal", k,
-					total, n, cmd, st, n);
+			return sfs_errf(
+			    err, -EIO,
+			    "setup %d/%d (run %d) %s; see runs/%d/cmd and runs/%d/journal", k,
+			    total, n, st, n, n);
 	}
 	if (total) {
 		pthread_mutex_lock(&sb->op_mutex);

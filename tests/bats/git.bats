@@ -278,9 +278,12 @@ serve_git() {
 	run ctl_write "$MNT/ctl" "new e source=$REPO setup='echo ok' setup='echo broken >&2; exit 3' setup='touch never'"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Input/output error"* ]]
-	[[ "$output" == *"error: setup 2/3 (run 2: echo broken >&2; exit 3) exited 3; see runs/2/journal"* ]]
+	[[ "$output" == *"error: setup 2/3 (run 2) exited 3; see runs/2/cmd and runs/2/journal"* ]]
 	[ "$(state_of e)" = error ]
-	grep -q '^error setup 2/3 (run 2: ' "$MNT/e/status"
+	grep -q '^error setup 2/3 (run 2) exited 3' "$MNT/e/status"
+	# status is readable by others: it never carries the command's text
+	run grep -c 'broken' "$MNT/e/status"
+	[ "$output" = 0 ]
 	run grep -c '^progress' "$MNT/e/status"
 	[ "$output" = 0 ]
 	[ "$(cat "$MNT/e/runs/2/journal")" = broken ]
