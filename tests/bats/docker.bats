@@ -545,6 +545,19 @@ dk_snapshot() {
 	[ "$status" -ne 0 ]
 }
 
+@test "docker: rmdir of a sandbox deletes the snapshot images it still lists" {
+	sfs_mount
+	dk_new p3 >/dev/null
+	dk_snapshot p3 kept
+	sid=$SNAP
+	docker image inspect "$sid" >/dev/null
+	rmdir "$MNT/p3"
+	# nothing in the tree reaches the image any more
+	wait_for sh -c "! docker image inspect '$sid' >/dev/null 2>&1"
+	run docker image inspect "$sid"
+	[ "$status" -ne 0 ]
+}
+
 # The container is replaced by restore: the fs layer must let go of the old
 # one's workspace nodes (their fds point into a removed overlay) and look
 # "workspace" up again.
