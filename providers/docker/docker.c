@@ -520,7 +520,7 @@ static void append_orphans(char *why, size_t len)
 		const char *id = json_string_value(json_object_get(c, "Id"));
 		if (!st || !key || !id || !sfs_state_dir || strcmp(st, sfs_state_dir) != 0)
 			continue; /* another daemon's */
-		bool owned = sfs_sandbox_known(&sfs_provider_docker, key);
+		bool owned = sfs_sandbox_known(&sfs_provider_docker, key) || dk_cid_owned(id);
 		if (owned)
 			continue;
 		if (n++ < 5) {

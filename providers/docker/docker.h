@@ -125,6 +125,9 @@ void dk_forget(struct sfs_sandbox *sb);
 /* The container cid was removed behind our back: marks the sandbox whose
  * container it is and returns it (NULL when none). */
 struct sfs_sandbox *dk_mark_gone(const char *cid);
+/* Whether a sandbox in the tree has container cid (full id), e.g. one
+ * adopted with `resume` whose labels name an earlier local id. */
+bool dk_cid_owned(const char *cid);
 /* Whether sb's container was removed behind our back. */
 bool dk_is_gone(struct sfs_sandbox *sb);
 /* Copies up to max sandboxes with a container (and their ids); returns how many. */

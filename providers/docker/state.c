@@ -112,6 +112,27 @@ void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info)
 	pthread_mutex_unlock(&dk_mu);
 }
 
+bool dk_cid_owned(const char *cid)
+{
+	/* a forgotten sandbox keeps its entry here (records are never freed
+	 * while mounted, and a key never changes), so the tree decides, asked
+	 * after dk_mu is let go */
+	char keys[8][40];
+	const struct sfs_provider *p = NULL;
+	int n = 0;
+	pthread_mutex_lock(&dk_mu);
+	for (struct dk_sb *d = sandboxes; d && n < 8; d = d->next)
+		if (d->cid[0] && strcmp(d->cid, cid) == 0 && !d->gone) {
+			p = d->sb->provider;
+			snprintf(keys[n++], sizeof(keys[0]), "%s", d->sb->key);
+		}
+	pthread_mutex_unlock(&dk_mu);
+	for (int i = 0; i < n; i++)
+		if (sfs_sandbox_known(p, keys[i]))
+			return true;
+	return false;
+}
+
 struct sfs_sandbox *dk_mark_gone(const char *cid)
 {
 	struct sfs_sandbox *sb = NULL;

@@ -612,3 +612,15 @@ dk_snapshot() {
 	# still alive: forget leaves the sandbox alone
 	[ "$(docker inspect -f '{{.State.Running}}' "$id")" = true ]
 }
+
+@test "docker: an orphan adopted again with resume is no longer counted an orphan" {
+	docker_setup
+	dk_new lost2
+	id=$(dk_id lost2)
+	echo "forget lost2" >"$MNT/ctl"
+	grep -q "orphans 1: ${id:0:12}" "$MNT/providers/docker/status"
+	echo "resume back provider=docker id=$id" >"$MNT/ctl"
+	[ "$(dk_id back)" = "$id" ]
+	# its labels still carry the old local id: the container id decides
+	run ! grep -q orphans "$MNT/providers/docker/status"
+}
