@@ -1,5 +1,6 @@
 #include "tree.h"
 #include "ctl.h"
+#include "forgotten.h"
 #include "registry.h"
 #include "runs.h"
 #include "sandbox.h"
@@ -296,16 +297,36 @@ void tree_shutdown(void)
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-/* Reserves name with a new CREATING record; the caller fills it in. */
-static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sandbox **out,
-		   struct sfs_err *err)
+static bool key_listed_locked(const char *key)
+{
+	for (size_t i = 0; i < tree.nsbs; i++)
+		if (strcmp(tree.sbs[i]->key, key) == 0)
+			return true;
+	return false;
+}
+
+static bool key_listed(const char *key)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	bool listed = key_listed_locked(key);
+	pthread_mutex_unlock(&sfs_records_mu);
+	return listed;
+}
+
+/* Reserves name with a new CREATING record; the caller fills it in.  Its
+ * key is want (a forgotten sandbox's, resume) unless NULL or taken by
+ * another record meanwhile: then a new random one. */
+static int reserve(const char *name, const struct sfs_provider *p, const char *want,
+		   struct sfs_sandbox **out, struct sfs_err *err)
 {
 	int r = ctl_check_sandbox_name(name, err);
 	if (r)
 		return r;
-	char key[33];
-	r = sfs_random_hex(key, 16);
-	if (r)
+	char key[40];
+again:
+	if (want)
+		snprintf(key, sizeof(key), "%s", want);
+	else if ((r = sfs_random_hex(key, 16)))
 		return sfs_errf(err, r, "random: %s", strerror(-r));
 	struct sfs_sandbox *sb = sandbox_new(tree.statedir, name, key, p);
 	if (!sb)
@@ -313,6 +334,12 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 	sb->state = SFS_SB_CREATING;
 	sfs_now_rfc3339(sb->created, sizeof(sb->created));
 	pthread_mutex_lock(&sfs_records_mu);
+	if (want && key_listed_locked(want)) {
+		pthread_mutex_unlock(&sfs_records_mu);
+		sandbox_free(sb);
+		want = NULL;
+		goto again;
+	}
 	struct sfs_sandbox *old = find_locked(name);
 	if (old) {
 		bool going = old->destroying;
@@ -343,16 +370,23 @@ static int reserve(const char *name, const struct sfs_provider *p, struct sfs_sa
 	return 0;
 }
 
-/* Undoes reserve() after a failed create: nothing is left behind. */
-static void unreserve(struct sfs_sandbox *sb)
+/* Undoes reserve() after a failed create: nothing is left behind (but a
+ * forgotten sandbox's state dir that a resume took: keep_dir). */
+static void unreserve_keeping(struct sfs_sandbox *sb, bool keep_dir)
 {
-	sfs_rm_rf(sb->statedir);
+	if (!keep_dir)
+		sfs_rm_rf(sb->statedir);
 	pthread_mutex_lock(&sfs_records_mu);
 	remove_locked(sb, true);
 	sb->refs--;
 	pthread_mutex_unlock(&sfs_records_mu);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
+}
+
+static void unreserve(struct sfs_sandbox *sb)
+{
+	unreserve_keeping(sb, false);
 }
 
 static int commit_created(struct sfs_sandbox *sb, struct sfs_err *err)
@@ -400,7 +434,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		}
 	}
 	struct sfs_sandbox *sb;
-	r = reserve(name, p, &sb, err);
+	r = reserve(name, p, NULL, &sb, err);
 	if (r)
 		return r;
 	struct sfs_kvlist popts = {0}; /* the provider's options: source= etc. are ours */
@@ -458,24 +492,40 @@ int tree_resume(const char *name, const char *pname, const char *id, struct sfs_
 	const struct sfs_provider *p = sfs_provider_find(pname);
 	if (!p)
 		return sfs_errf(err, -EINVAL, "unknown provider \"%s\"", pname);
+	/* the same provider and id as a forgotten sandbox: its state dir
+	 * again, so its runs come back and new ones number on (forgotten.h) */
+	char key[40];
+	bool found = forgotten_find(tree.statedir, p->name, id, key_listed, key);
 	struct sfs_sandbox *sb;
-	int r = reserve(name, p, &sb, err);
+	int r = reserve(name, p, found ? key : NULL, &sb, err);
 	if (r)
 		return r;
+	bool again = found && strcmp(sb->key, key) == 0;
 	r = sandbox_set_str(&sb->id, id);
 	if (r) {
-		unreserve(sb);
+		unreserve_keeping(sb, again);
 		return sfs_errf(err, r, "out of memory");
 	}
 	pthread_mutex_lock(&sb->op_mutex);
 	r = p->ops->resume(sb, err);
+	if (!r && again) {
+		forgotten_clear_destroy_markers(sb);
+		runs_load(sb); /* under op_mutex: no exec takes a number first */
+	}
 	if (!r)
 		r = commit_created(sb, err);
+	if (!r && again)
+		forgotten_unmark(sb);
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (r) {
-		unreserve(sb);
+		if (again)
+			journal_detach_sandbox(sb);
+		unreserve_keeping(sb, again);
 		return r;
 	}
+	if (again)
+		sfs_log(SFS_LOG_INFO, "%s: resumed with the runs of its forgotten state (%s)", name,
+			key);
 	tree_put(sb);
 	return 0;
 }
@@ -836,11 +886,38 @@ int tree_forget(const char *name, struct sfs_err *err)
 		return -ENOENT;
 	pthread_mutex_lock(&sb->op_mutex);
 	int r = 0;
-	if (sfs_sb_get_state(sb) == SFS_SB_CREATING)
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	if (st == SFS_SB_CREATING) {
 		r = sfs_errf(err, -EBUSY, "sandbox \"%s\" is still being created", name);
-	else
-		r = drop(sb, err);
-	/* the state dir stays: runs may still be writing their journals there */
+		goto out;
+	}
+	/* The sandbox lives on: its state dir (runs still writing journals,
+	 * a local workspace made by mkdir) stays, marked with provider and
+	 * id for a later resume, before the registry lets go of it (a crash
+	 * in between leaves a marked dir of a listed record: resume skips
+	 * listed keys).  A destroyed one, or one whose dir holds nothing,
+	 * leaves nothing behind. */
+	bool mark = st != SFS_SB_DESTROYED && sb->id && sb->id[0];
+	struct sfs_err merr = {0};
+	if (mark && forgotten_mark(sb, &merr) < 0) {
+		sfs_log(SFS_LOG_WARN, "forget %s: its runs will not come back on resume: %s", name,
+			merr.msg);
+		mark = false;
+	}
+	r = drop(sb, err);
+	if (r) {
+		if (mark)
+			forgotten_unmark(sb);
+		goto out;
+	}
+	forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
+	/* (unmarked too: a workspace under it is never removed here) */
+	if (st == SFS_SB_DESTROYED || !forgotten_worth_keeping(sb->statedir)) {
+		int rr = sfs_rm_rf(sb->statedir);
+		if (rr)
+			sfs_log(SFS_LOG_WARN, "%s: %s", sb->statedir, strerror(-rr));
+	}
+out:
 	pthread_mutex_unlock(&sb->op_mutex);
 	tree_put(sb);
 	return r;
@@ -890,7 +967,7 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	if (!src->provider->ops->fork)
 		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot fork", src->provider->name);
 	struct sfs_sandbox *dst;
-	r = reserve(newname, src->provider, &dst, err);
+	r = reserve(newname, src->provider, NULL, &dst, err);
 	if (r)
 		return r;
 	r = sfs_kv_copy(&dst->env, &src->env);

@@ -437,3 +437,87 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	[ "$(cat "$adopted/sub/g")" = deep ]
 	[ -z "$(ls "$STATE/sandboxes")" ]
 }
+
+# ---- forget and resume (ATTACK.md finding 4) ------------------------------------
+
+# bats test_tags=core
+@test "forget then resume of the same id gets the runs back with their journals; the next exec is run 3" {
+	mkdir "$MNT/fo"
+	id=$(awk '$1=="id"{print $2}' "$MNT/fo/status")
+	echo keep >"$MNT/fo/workspace/f"
+	[ "$(run_cmd fo 'echo out1')" = 1 ]
+	[ "$(run_cmd fo 'echo out2')" = 2 ]
+	cat "$MNT/fo/runs/1/wait" "$MNT/fo/runs/2/wait" >/dev/null
+	echo "forget fo" >"$MNT/ctl"
+	[ ! -e "$MNT/fo" ]
+	echo "resume fo provider=local id=$id" >"$MNT/ctl"
+	[ "$(ls "$MNT/fo/runs" | sort -n | tr '\n' ' ')" = "1 2 " ]
+	[ "$(cat "$MNT/fo/runs/1/cmd")" = "echo out1" ]
+	[ "$(cat "$MNT/fo/runs/1/journal")" = out1 ]
+	[ "$(cat "$MNT/fo/runs/2/journal")" = out2 ]
+	[ "$(cat "$MNT/fo/runs/2/status")" = "exited 0" ]
+	[ "$(cat "$MNT/fo/workspace/f")" = keep ]
+	[ "$(run_cmd fo 'echo out3')" = 3 ]
+	cat "$MNT/fo/runs/3/wait" >/dev/null
+	[ "$(cat "$MNT/fo/runs/3/journal")" = out3 ]
+	[ "$(cat "$MNT/fo/journal")" = out3 ]
+	# one state dir, listed again: no `forgotten` marker left in it
+	one_sandbox_dir
+	[ -z "$(ls "$STATE"/sandboxes/*/forgotten 2>/dev/null)" ]
+	# a restarted daemon sees the same three runs
+	sfs_unmount
+	sfs_mount
+	[ "$(ls "$MNT/fo/runs" | sort -n | tr '\n' ' ')" = "1 2 3 " ]
+	[ "$(cat "$MNT/fo/runs/1/journal")" = out1 ]
+}
+
+# bats test_tags=core
+@test "forget of a sandbox without runs leaves no state dir behind and its workspace intact" {
+	host="$BATS_TEST_TMPDIR/host"
+	mkdir "$host"
+	echo precious >"$host/f"
+	before=$(ls "$STATE/sandboxes" | wc -l)
+	echo "resume q provider=local id=$host" >"$MNT/ctl"
+	echo edited >"$MNT/q/workspace/g"
+	echo "forget q" >"$MNT/ctl"
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = "$before" ]
+	run ctl_write "$MNT/ctl" "new q2 dir=$host"
+	[ "$status" -eq 0 ]
+	echo "forget q2" >"$MNT/ctl"
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = "$before" ]
+	[ "$(cat "$host/f")" = precious ]
+	[ "$(cat "$host/g")" = edited ]
+	# a mkdir'ed sandbox's workspace lives in its state dir: that dir stays,
+	# intact, and a resume of its id takes it again (no second dir)
+	mkdir "$MNT/m"
+	echo mine >"$MNT/m/workspace/f"
+	ws=$(awk '$1=="id"{print $2}' "$MNT/m/status")
+	echo "forget m" >"$MNT/ctl"
+	[ "$(cat "$ws/f")" = mine ]
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = $((before + 1)) ]
+	echo "resume m provider=local id=$ws" >"$MNT/ctl"
+	[ "$(cat "$MNT/m/workspace/f")" = mine ]
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = $((before + 1)) ]
+}
+
+# bats test_tags=core
+@test "20 rounds of mkdir, forget and resume of one name leave a bounded number of state dirs" {
+	host="$BATS_TEST_TMPDIR/host"
+	mkdir "$host"
+	for i in $(seq 1 20); do
+		mkdir "$MNT/r"
+		id=$(awk '$1=="id"{print $2}' "$MNT/r/status")
+		[ "$(run_cmd r "echo round $i")" = 1 ]
+		cat "$MNT/r/runs/1/wait" >/dev/null
+		echo "forget r" >"$MNT/ctl"
+		echo "resume r provider=local id=$id" >"$MNT/ctl"
+		echo "forget r" >"$MNT/ctl"
+		echo "resume r provider=local id=$id" >"$MNT/ctl"
+		[ "$(cat "$MNT/r/runs/1/journal")" = "round $i" ]
+		rmdir "$MNT/r"
+		echo "resume q provider=local id=$host" >"$MNT/ctl"
+		echo "forget q" >"$MNT/ctl"
+		[ "$(ls "$STATE/sandboxes" | wc -l)" -le 1 ]
+	done
+	wait_for no_sandbox_dirs
+}
