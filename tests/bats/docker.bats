@@ -624,3 +624,20 @@ dk_snapshot() {
 	# its labels still carry the old local id: the container id decides
 	run ! grep -q orphans "$MNT/providers/docker/status"
 }
+
+@test "docker: forget then resume of the container id gets the runs back; the next exec numbers on" {
+	docker_setup
+	dk_new fr
+	id=$(dk_id fr)
+	[ "$(dk_exec fr 'echo out1')" = 1 ]
+	[ "$(cat "$MNT/fr/runs/1/wait")" = "exited 0" ]
+	echo "forget fr" >"$MNT/ctl"
+	echo "resume fr provider=docker id=$id" >"$MNT/ctl"
+	[ "$(cat "$MNT/fr/runs/1/journal")" = out1 ]
+	[ "$(cat "$MNT/fr/runs/1/status")" = "exited 0" ]
+	[ "$(dk_exec fr 'echo out2')" = 2 ]
+	[ "$(cat "$MNT/fr/runs/2/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/fr/runs/2/journal")" = out2 ]
+	[ "$(ls "$STATE/sandboxes" | wc -l)" = 1 ]
+	run ! grep -q orphans "$MNT/providers/docker/status"
+}
