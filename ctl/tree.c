@@ -896,23 +896,28 @@ int tree_forget(const char *name, struct sfs_err *err)
 	 * id for a later resume, before the registry lets go of it (a crash
 	 * in between leaves a marked dir of a listed record: resume skips
 	 * listed keys).  A destroyed one, or one whose dir holds nothing,
-	 * leaves nothing behind. */
-	bool mark = st != SFS_SB_DESTROYED && sb->id && sb->id[0];
+	 * leaves nothing behind, and is never marked: a resume racing this
+	 * forget cannot take a dir that is about to go.  (No run can start
+	 * meanwhile: we hold the op lock.) */
+	bool keep = st != SFS_SB_DESTROYED && forgotten_worth_keeping(sb->statedir);
+	bool mark = keep && sb->id && sb->id[0];
 	struct sfs_err merr = {0};
 	if (mark && forgotten_mark(sb, &merr) < 0) {
 		sfs_log(SFS_LOG_WARN, "forget %s: its runs will not come back on resume: %s", name,
 			merr.msg);
 		mark = false;
 	}
+	if (!mark)
+		forgotten_unmark(sb); /* one a crash left (resume removes its own) */
 	r = drop(sb, err);
 	if (r) {
 		if (mark)
 			forgotten_unmark(sb);
 		goto out;
 	}
-	forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
-	/* (unmarked too: a workspace under it is never removed here) */
-	if (st == SFS_SB_DESTROYED || !forgotten_worth_keeping(sb->statedir)) {
+	if (keep) {
+		forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
+	} else {
 		int rr = sfs_rm_rf(sb->statedir);
 		if (rr)
 			sfs_log(SFS_LOG_WARN, "%s: %s", sb->statedir, strerror(-rr));
