@@ -80,11 +80,33 @@ static int check_env_names(const char *verb, const struct sfs_kvlist *opts, cons
 	return 0;
 }
 
+/* Words and option values end up in the registry (JSON, which holds text
+ * only) and in status files: bytes that are not UTF-8 would be dropped at
+ * the next save, so they are refused up front.  exec's command line is
+ * kept in runs/N/cmd as bytes and is not checked. */
+static int check_text(struct ctl_cmd *c, struct sfs_err *err)
+{
+	const char *verb = c->verb->name;
+	for (int i = 0; i < c->nargs; i++)
+		if (!sfs_utf8_valid(c->args[i]))
+			return sfs_errf(err, -EINVAL, "%s: an argument is not UTF-8 text", verb);
+	for (size_t i = 0; i < c->opts.n; i++)
+		if (!sfs_utf8_valid(c->opts.v[i].key) || !sfs_utf8_valid(c->opts.v[i].val))
+			return sfs_errf(
+			    err, -EINVAL,
+			    "%s: the value of an option is not UTF-8 text (sandboxfs keeps "
+			    "options as text)",
+			    verb);
+	return 0;
+}
+
 /* Argument checks with no side effects, run on every line before any line
  * runs, so a bad line anywhere in a write changes nothing. */
 static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 {
 	long v;
+	if (check_text(c, err))
+		return -EINVAL;
 	switch (c->verb->id) {
 	case V_NEW:
 		if (check_env_names("new", &c->opts, "env.", err))

@@ -36,6 +36,19 @@ static size_t utf8_seq(const unsigned char *s, size_t n)
 	return len;
 }
 
+bool sfs_utf8_valid(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		size_t seq = p[i] >= 0x80 ? utf8_seq(p + i, n - i) : 1;
+		if (!seq)
+			return false;
+		i += seq;
+	}
+	return true;
+}
+
 size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz)
 {
 	const unsigned char *s = (const unsigned char *)in;

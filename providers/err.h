@@ -2,6 +2,7 @@
 #ifndef SFS_ERR_H
 #define SFS_ERR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define SFS_ERR_MAX 1024
@@ -25,6 +26,9 @@ void sfs_err_clear(struct sfs_err *err);
  * character).  Returns strlen(out).
  */
 size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz);
+/* Whether s is valid UTF-8 (no overlongs, surrogates or code points past
+ * U+10FFFF). */
+bool sfs_utf8_valid(const char *s);
 
 /* Logging: level 0 error, 1 warning, 2 info, 3 debug. Every line is redacted. */
 enum { SFS_LOG_ERR, SFS_LOG_WARN, SFS_LOG_INFO, SFS_LOG_DEBUG };

@@ -333,6 +333,25 @@ PY
 }
 
 # bats test_tags=core
+@test "option values that are not UTF-8 are refused; UTF-8 ones survive a restart" {
+	mkdir "$MNT/demo"
+	run ctl_write "$MNT/demo/ctl" "$(printf 'env K=bad\xff')"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Invalid argument"* ]]
+	[[ "$output" == *"not UTF-8 text"* ]]
+	run ctl_write "$MNT/ctl" "$(printf 'new other env.K=\xc3(')"
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/other" ]
+	# before: accepted, seen by runs, then silently gone from the registry
+	echo 'env K=naïve' >"$MNT/demo/ctl"
+	sfs_unmount
+	sfs_mount
+	n=$(ctl_write "$MNT/demo/ctl" 'exec printf %s "$K"')
+	cat "$MNT/demo/runs/$n/wait" >/dev/null
+	[ "$(cat "$MNT/demo/runs/$n/journal")" = "naïve" ]
+}
+
+# bats test_tags=core
 @test "when kill returns, runs/N/status is already final" {
 	mkdir "$MNT/demo"
 	for i in 1 2 3 4 5; do

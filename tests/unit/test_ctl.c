@@ -776,20 +776,33 @@ static void test_ints(void)
 	CHECK_INT(ctl_parse_int("65536", 1, 65535, &v), -EINVAL);
 }
 
-CHECK_MAIN(CHECK_CASE(test_tokenize_blanks), CHECK_CASE(test_tokenize_empty),
-	   CHECK_CASE(test_tokenize_single_quotes), CHECK_CASE(test_tokenize_double_quotes),
-	   CHECK_CASE(test_tokenize_backslash), CHECK_CASE(test_tokenize_concatenation),
-	   CHECK_CASE(test_tokenize_unterminated), CHECK_CASE(test_tokenize_no_offsets),
-	   CHECK_CASE(test_tokenize_many_words), CHECK_CASE(test_parse_blank),
-	   CHECK_CASE(test_parse_positional), CHECK_CASE(test_parse_unknown_command),
-	   CHECK_CASE(test_parse_unknown_command_long), CHECK_CASE(test_parse_arg_counts),
-	   CHECK_CASE(test_parse_options), CHECK_CASE(test_parse_duplicate_options),
-	   CHECK_CASE(test_parse_unknown_option), CHECK_CASE(test_parse_any_keys),
-	   CHECK_CASE(test_parse_option_detection), CHECK_CASE(test_parse_exec_rest),
-	   CHECK_CASE(test_parse_exec_missing), CHECK_CASE(test_parse_bad_quotes),
-	   CHECK_CASE(test_parse_caret_tabs_utf8), CHECK_CASE(test_parse_caret_long_line),
-	   CHECK_CASE(test_parse_redacts_secrets), CHECK_CASE(test_parse_many_options),
-	   CHECK_CASE(test_lines_split), CHECK_CASE(test_lines_edges), CHECK_CASE(test_lines_stop),
-	   CHECK_CASE(test_lines_nul), CHECK_CASE(test_names_ok), CHECK_CASE(test_names_bad),
-	   CHECK_CASE(test_signals_parse), CHECK_CASE(test_signals_reject),
-	   CHECK_CASE(test_signals_names), CHECK_CASE(test_ints))
+static void test_utf8_valid(void)
+{
+	CHECK(sfs_utf8_valid(""));
+	CHECK(sfs_utf8_valid("plain ascii"));
+	CHECK(sfs_utf8_valid("na\xc3\xafve \xe2\x82\xac \xf0\x9f\x98\x80"));
+	CHECK(!sfs_utf8_valid("bad\xff"));
+	CHECK(!sfs_utf8_valid("\xc3("));	    /* a lead byte without its continuation */
+	CHECK(!sfs_utf8_valid("\xc0\xaf"));	    /* overlong '/' */
+	CHECK(!sfs_utf8_valid("\xed\xa0\x80"));	    /* a surrogate */
+	CHECK(!sfs_utf8_valid("\xf4\x90\x80\x80")); /* past U+10FFFF */
+	CHECK(!sfs_utf8_valid("\xe2\x82"));	    /* cut short */
+}
+
+CHECK_MAIN(CHECK_CASE(test_utf8_valid), CHECK_CASE(test_tokenize_blanks),
+	   CHECK_CASE(test_tokenize_empty), CHECK_CASE(test_tokenize_single_quotes),
+	   CHECK_CASE(test_tokenize_double_quotes), CHECK_CASE(test_tokenize_backslash),
+	   CHECK_CASE(test_tokenize_concatenation), CHECK_CASE(test_tokenize_unterminated),
+	   CHECK_CASE(test_tokenize_no_offsets), CHECK_CASE(test_tokenize_many_words),
+	   CHECK_CASE(test_parse_blank), CHECK_CASE(test_parse_positional),
+	   CHECK_CASE(test_parse_unknown_command), CHECK_CASE(test_parse_unknown_command_long),
+	   CHECK_CASE(test_parse_arg_counts), CHECK_CASE(test_parse_options),
+	   CHECK_CASE(test_parse_duplicate_options), CHECK_CASE(test_parse_unknown_option),
+	   CHECK_CASE(test_parse_any_keys), CHECK_CASE(test_parse_option_detection),
+	   CHECK_CASE(test_parse_exec_rest), CHECK_CASE(test_parse_exec_missing),
+	   CHECK_CASE(test_parse_bad_quotes), CHECK_CASE(test_parse_caret_tabs_utf8),
+	   CHECK_CASE(test_parse_caret_long_line), CHECK_CASE(test_parse_redacts_secrets),
+	   CHECK_CASE(test_parse_many_options), CHECK_CASE(test_lines_split),
+	   CHECK_CASE(test_lines_edges), CHECK_CASE(test_lines_stop), CHECK_CASE(test_lines_nul),
+	   CHECK_CASE(test_names_ok), CHECK_CASE(test_names_bad), CHECK_CASE(test_signals_parse),
+	   CHECK_CASE(test_signals_reject), CHECK_CASE(test_signals_names), CHECK_CASE(test_ints))
