@@ -163,8 +163,18 @@ static void name_command(struct sfs_err *err, const char *line)
 	sfs_redact(err->msg, sizeof(err->msg));
 }
 
+/* Lines whose effect is staged rather than saved one by one (the sandbox
+ * ctl's env and unsetenv): a run of them in one write is saved once, by
+ * flush(ctx, true, err) before the next other line or the end of the write
+ * (flush(ctx, false, ...) drops what was staged).  So K env lines cost one
+ * registry save, not K saves of a registry that grows with each. */
+struct stager {
+	bool (*stages)(const struct ctl_cmd *c);
+	int (*flush)(void *ctx, bool keep, struct sfs_err *err);
+};
+
 static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_fn fn, void *ctx,
-		 char **result, const char *who)
+		 const struct stager *st, char **result, const char *who)
 {
 	struct parsed p = {.table = table};
 	struct sfs_buf o = {0};
@@ -178,14 +188,34 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 		sfs_errf(&p.err, r, "unreadable command (a NUL byte, or not text)");
 	if (!r && p.n == 0)
 		r = p.rc = sfs_errf(&p.err, -EINVAL, "empty command");
+	/* staged: the first line of the run of staged lines not yet saved; a
+	 * run takes effect whole or not at all, and its error names that line */
+	const char *staged = NULL, *failed = NULL;
 	for (size_t i = 0; !r && i < p.n; i++) {
 		sfs_err_clear(&p.err);
+		bool stages = st && st->stages(&p.cmds[i]);
+		if (staged && !stages) {
+			r = st->flush(ctx, true, &p.err);
+			failed = staged;
+			staged = NULL;
+			if (r)
+				break;
+		}
 		r = fn(&p.cmds[i], ctx, &o, &p.err);
-		if (r && p.err.code == 0)
-			sfs_errf(&p.err, r, "%s", strerror(-r));
-		if (r && p.cmds[i].line)
-			name_command(&p.err, p.cmds[i].line);
+		failed = p.cmds[i].line;
+		if (stages && !staged)
+			staged = p.cmds[i].line;
 	}
+	if (staged) {
+		int fr = st->flush(ctx, !r, &p.err);
+		if (!r)
+			r = fr;
+		failed = staged;
+	}
+	if (r && p.err.code == 0)
+		sfs_errf(&p.err, r, "%s", strerror(-r));
+	if (r && failed)
+		name_command(&p.err, failed);
 	for (size_t i = 0; i < p.n; i++)
 		ctl_cmd_free(&p.cmds[i]);
 	free(p.cmds);
@@ -227,7 +257,7 @@ static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs
 
 int ctl_mount_write(const char *buf, size_t len, char **result)
 {
-	return drive(ctl_mount_verbs, buf, len, run_mount, NULL, result, "mount");
+	return drive(ctl_mount_verbs, buf, len, run_mount, NULL, NULL, result, "mount");
 }
 
 static void usage_lines(struct sfs_buf *o, const struct ctl_verb *t)
@@ -363,8 +393,19 @@ static int do_cancel(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *
 	return r;
 }
 
-static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sfs_err *err)
+/* One write to a sandbox's ctl: the sandbox, and the environment its env
+ * and unsetenv lines are building (see struct stager).  While `staging`,
+ * the write holds sb->op_mutex (provider ops read sb->env holding it), so
+ * nothing else changes sb->env under the staged copy. */
+struct sb_write {
+	struct sfs_sandbox *sb;
+	bool staging;
+	struct sfs_kvlist env;
+};
+
+static int do_env(struct sb_write *w, struct ctl_cmd *c, bool set, struct sfs_err *err)
 {
+	struct sfs_sandbox *sb = w->sb;
 	int r = sfs_provider_require(sb->provider, SFS_CAP_ENV, err);
 	if (r)
 		return r;
@@ -372,38 +413,41 @@ static int do_env(struct sfs_sandbox *sb, struct ctl_cmd *c, bool set, struct sf
 		return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
 	if (set && c->opts.n == 0)
 		return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
-	/* provider ops read sb->env holding op_mutex (provider.h's rule) */
-	pthread_mutex_lock(&sb->op_mutex);
-	pthread_mutex_lock(&sfs_records_mu);
-	struct sfs_kvlist next = {0};
-	r = sfs_kv_copy(&next, &sb->env);
+	if (!w->staging) {
+		pthread_mutex_lock(&sb->op_mutex);
+		w->staging = true;
+		pthread_mutex_lock(&sfs_records_mu);
+		r = sfs_kv_copy(&w->env, &sb->env);
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
 	if (set)
 		for (size_t i = 0; !r && i < c->opts.n; i++)
-			r = sfs_kv_set(&next, c->opts.v[i].key, c->opts.v[i].val);
+			r = sfs_kv_set(&w->env, c->opts.v[i].key, c->opts.v[i].val);
 	else
 		for (int i = 0; !r && i < c->nargs; i++)
-			sfs_kv_del(&next, c->args[i]);
-	if (!r) {
-		struct sfs_kvlist old = sb->env;
-		sb->env = next;
-		pthread_mutex_unlock(&sfs_records_mu);
-		r = tree_save(err);
-		pthread_mutex_lock(&sfs_records_mu);
-		if (r) {
-			next = sb->env;
-			sb->env = old;
-			sfs_kv_free(&next);
-		} else {
-			sfs_kv_free(&old);
-		}
-	} else {
-		sfs_kv_free(&next);
-		sfs_errf(err, r, "out of memory");
-	}
-	pthread_mutex_unlock(&sfs_records_mu);
-	pthread_mutex_unlock(&sb->op_mutex);
+			sfs_kv_del(&w->env, c->args[i]);
+	return r ? sfs_errf(err, r, "out of memory") : 0;
+}
+
+static bool env_line(const struct ctl_cmd *c)
+{
+	return c->verb->id == V_ENV || c->verb->id == V_UNSETENV;
+}
+
+/* Publishes and saves the staged environment (keep), or drops it. */
+static int env_flush(void *ctx, bool keep, struct sfs_err *err)
+{
+	struct sb_write *w = ctx;
+	if (!w->staging)
+		return 0;
+	int r = keep ? tree_swap_env(w->sb, &w->env, err) : 0;
+	sfs_kv_free(&w->env); /* the old list, or the one that was not kept */
+	w->staging = false;
+	pthread_mutex_unlock(&w->sb->op_mutex);
 	return r;
 }
+
+static const struct stager env_stager = {env_line, env_flush};
 
 static int optional_op(struct sfs_sandbox *sb, enum sfs_cap cap, const void *op, const char *what,
 		       struct sfs_err *err)
@@ -478,7 +522,8 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err 
 
 static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_err *err)
 {
-	struct sfs_sandbox *sb = ctx;
+	struct sb_write *w = ctx;
+	struct sfs_sandbox *sb = w->sb;
 	const struct sfs_provider_ops *ops = sb->provider->ops;
 	int r, n;
 	switch (c->verb->id) {
@@ -562,9 +607,9 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		return tree_destroy(sfs_sb_copy_name(sb, name), err);
 	}
 	case V_ENV:
-		return do_env(sb, c, true, err);
+		return do_env(w, c, true, err);
 	case V_UNSETENV:
-		return do_env(sb, c, false, err);
+		return do_env(w, c, false, err);
 	}
 	return sfs_errf(err, -EINVAL, "unknown command");
 }
@@ -591,7 +636,9 @@ int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char 
 	if (r)
 		return r;
 	char name[64];
-	r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, sb, result, sfs_sb_copy_name(sb, name));
+	struct sb_write w = {.sb = sb};
+	r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, &w, &env_stager, result,
+		  sfs_sb_copy_name(sb, name));
 	tree_set_last_result(sb, *result);
 	return r;
 }
@@ -649,7 +696,7 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 	struct run_ctx ctx = {sb, run};
 	char who[96], name[64];
 	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name), run->n);
-	return drive(ctl_run_verbs, buf, len, run_run, &ctx, result, who);
+	return drive(ctl_run_verbs, buf, len, run_run, &ctx, NULL, result, who);
 }
 
 char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)

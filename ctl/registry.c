@@ -33,9 +33,10 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	return o;
 }
 
-int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,
+int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, char **out,
 		  struct sfs_err *err)
 {
+	*out = NULL;
 	json_t *arr = json_array();
 	if (!arr)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -59,12 +60,28 @@ int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	/* the registry holds provider state: hide secrets before it hits disk;
 	 * markers may be longer than what they hide, so the text grows */
-	char *red = sfs_redact_dup(text);
+	*out = sfs_redact_dup(text);
+	free(text);
+	return *out ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+}
+
+int registry_write(const char *statedir, const char *text, struct sfs_err *err)
+{
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
-	int r = red ? sfs_write_file_atomic(path, red, strlen(red), err)
-		    : sfs_errf(err, -ENOMEM, "out of memory");
-	free(red);
+	int r = sfs_write_file_atomic(path, text, strlen(text), err);
+	if (!r)
+		sfs_log(SFS_LOG_DEBUG, "registry: saved %zu bytes", strlen(text));
+	return r;
+}
+
+int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,
+		  struct sfs_err *err)
+{
+	char *text;
+	int r = registry_dump(sbs, n, kept, &text, err);
+	if (!r)
+		r = registry_write(statedir, text, err);
 	free(text);
 	return r;
 }

@@ -10,6 +10,7 @@
 #include "../providers/util.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -105,17 +106,75 @@ int tree_nruns(struct sfs_sandbox *sb)
 
 /* ---- registry ---------------------------------------------------------- */
 
-/* Callers hold sfs_records_mu so the list cannot change under the dump. */
-static int save_locked(struct sfs_err *err)
+/*
+ * Registry saves.  The text is made under sfs_records_mu (short: no file is
+ * touched) and written, fsync'd and renamed holding only save_mu, so status,
+ * lookups and every other sandbox never wait for the disk.  save_mu comes
+ * after op_mutex and the fs/ and journal/ locks and before sfs_records_mu
+ * (provider.h's lock order): saves run one at a time, each writing a text
+ * taken after the previous one's, so an older snapshot never overwrites a
+ * newer one.  A change that must be undone when its save fails (create,
+ * rename, env, drop) is made and undone holding save_mu, so no other save
+ * can write it meanwhile.
+ *
+ * Saves asked for while one is being written are folded into the next:
+ * save_asked counts the requests (each made after its change), save_done is
+ * the count a written text covered; a request it covers returns at once.
+ */
+static pthread_mutex_t save_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_ulong save_asked;
+static unsigned long save_done; /* under save_mu */
+
+/* The registry without `skip` (NULL: all of it); callers hold save_mu. */
+static int save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
 {
-	return registry_save(tree.statedir, tree.sbs, tree.nsbs, tree.kept, err);
+	unsigned long covers = atomic_load(&save_asked);
+	char *text = NULL;
+	int r = 0;
+	pthread_mutex_lock(&sfs_records_mu);
+	struct sfs_sandbox **rest = calloc(tree.nsbs ? tree.nsbs : 1, sizeof(*rest));
+	size_t n = 0;
+	for (size_t i = 0; rest && i < tree.nsbs; i++)
+		if (tree.sbs[i] != skip)
+			rest[n++] = tree.sbs[i];
+	r = rest ? registry_dump(rest, n, tree.kept, &text, err)
+		 : sfs_errf(err, -ENOMEM, "out of memory");
+	pthread_mutex_unlock(&sfs_records_mu);
+	free(rest);
+	if (!r)
+		r = registry_write(tree.statedir, text, err);
+	free(text);
+	if (!r && covers > save_done)
+		save_done = covers;
+	return r;
 }
 
 int tree_save(struct sfs_err *err)
 {
+	unsigned long mine = atomic_fetch_add(&save_asked, 1) + 1;
+	pthread_mutex_lock(&save_mu);
+	int r = save_done >= mine ? 0 : save_held(NULL, err);
+	pthread_mutex_unlock(&save_mu);
+	return r;
+}
+
+int tree_swap_env(struct sfs_sandbox *sb, struct sfs_kvlist *env, struct sfs_err *err)
+{
+	pthread_mutex_lock(&save_mu);
 	pthread_mutex_lock(&sfs_records_mu);
-	int r = save_locked(err);
+	struct sfs_kvlist old = sb->env;
+	sb->env = *env;
+	*env = old;
 	pthread_mutex_unlock(&sfs_records_mu);
+	int r = save_held(NULL, err);
+	if (r) {
+		pthread_mutex_lock(&sfs_records_mu);
+		old = sb->env;
+		sb->env = *env;
+		*env = old;
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
+	pthread_mutex_unlock(&save_mu);
 	return r;
 }
 
@@ -391,12 +450,17 @@ static void unreserve(struct sfs_sandbox *sb)
 
 static int commit_created(struct sfs_sandbox *sb, struct sfs_err *err)
 {
+	pthread_mutex_lock(&save_mu);
 	pthread_mutex_lock(&sfs_records_mu);
 	sb->state = SFS_SB_RUNNING;
-	int r = save_locked(err);
-	if (r)
-		sb->state = SFS_SB_CREATING;
 	pthread_mutex_unlock(&sfs_records_mu);
+	int r = save_held(NULL, err);
+	if (r) {
+		pthread_mutex_lock(&sfs_records_mu);
+		sb->state = SFS_SB_CREATING;
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
+	pthread_mutex_unlock(&save_mu);
 	return r;
 }
 
@@ -585,36 +649,32 @@ static bool release_space(void)
 	return unlink(path) == 0;
 }
 
-/* The registry as it is, but without sb; callers hold sfs_records_mu. */
-static int save_without_locked(struct sfs_sandbox *sb, struct sfs_err *err)
+/* The registry as it is, but without sb; callers hold save_mu. */
+static int save_without_held(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	struct sfs_sandbox **rest = calloc(tree.nsbs ? tree.nsbs : 1, sizeof(*rest));
-	if (!rest)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	size_t n = 0;
-	for (size_t i = 0; i < tree.nsbs; i++)
-		if (tree.sbs[i] != sb)
-			rest[n++] = tree.sbs[i];
-	int r = registry_save(tree.statedir, rest, n, tree.kept, err);
+	int r = save_held(sb, err);
 	if (r == -ENOSPC && release_space()) {
 		sfs_log(SFS_LOG_WARN, "state dir full: the reserve was released to write the "
 				      "registry");
 		sfs_err_clear(err);
-		r = registry_save(tree.statedir, rest, n, tree.kept, err);
+		r = save_held(sb, err);
 	}
-	free(rest);
 	return r;
 }
 
 /* Takes sb out of the tree for good once the registry no longer lists it;
- * on failure sb stays where it was. */
+ * on failure sb stays where it was.  save_mu is held until sb is out, so no
+ * other save writes it back meanwhile. */
 static int drop(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	pthread_mutex_lock(&sfs_records_mu);
-	int r = save_without_locked(sb, err);
-	if (!r)
+	pthread_mutex_lock(&save_mu);
+	int r = save_without_held(sb, err);
+	if (!r) {
+		pthread_mutex_lock(&sfs_records_mu);
 		remove_locked(sb, true);
-	pthread_mutex_unlock(&sfs_records_mu);
+		pthread_mutex_unlock(&sfs_records_mu);
+	}
+	pthread_mutex_unlock(&save_mu);
 	if (r)
 		return r;
 	journal_detach_sandbox(sb);
@@ -943,6 +1003,7 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 	/* the name is a field readers see: it changes only under the op lock
 	 * (provider.h's rule), so an op that reads it bare never sees it torn */
 	pthread_mutex_lock(&sb->op_mutex);
+	pthread_mutex_lock(&save_mu);
 	pthread_mutex_lock(&sfs_records_mu);
 	if (strcmp(sb->name, from) != 0 || find_locked(from) != sb)
 		r = sfs_errf(err, -ENOENT, "no sandbox named \"%s\"", from);
@@ -954,11 +1015,14 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 		char old[64];
 		memcpy(old, sb->name, sizeof(old));
 		snprintf(sb->name, sizeof(sb->name), "%s", to);
-		r = save_locked(err);
+		pthread_mutex_unlock(&sfs_records_mu);
+		r = save_held(NULL, err);
+		pthread_mutex_lock(&sfs_records_mu);
 		if (r)
 			memcpy(sb->name, old, sizeof(old));
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
+	pthread_mutex_unlock(&save_mu);
 	pthread_mutex_unlock(&sb->op_mutex);
 	tree_put(sb);
 	return r;
@@ -1097,8 +1161,8 @@ int tree_snapshot_delete(struct sfs_sandbox *sb, const char *id, struct sfs_err 
 	if (!r) {
 		pthread_mutex_lock(&sfs_records_mu);
 		sandbox_snapshot_remove_locked(sb, id);
-		r = save_locked(err);
 		pthread_mutex_unlock(&sfs_records_mu);
+		r = tree_save(err);
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 	return r;

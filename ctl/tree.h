@@ -49,8 +49,15 @@ size_t tree_list(char (*names)[64], uint32_t *serials, size_t max);
 struct sfs_run *tree_run(struct sfs_sandbox *sb, int n);
 int tree_nruns(struct sfs_sandbox *sb);
 
-/* Writes the registry now. */
+/* Makes the registry on disk show every change made before the call (a
+ * save another thread wrote meanwhile may have done it already).  Called
+ * without sfs_records_mu: the file is written outside it. */
 int tree_save(struct sfs_err *err);
+
+/* Makes *env sb's environment and saves the registry, as one step: on
+ * success *env holds the old list (the caller frees it); on failure nothing
+ * changed and *env is as it was.  The caller holds sb->op_mutex. */
+int tree_swap_env(struct sfs_sandbox *sb, struct sfs_kvlist *env, struct sfs_err *err);
 
 /* Lifecycle.  Each either completes or changes nothing. */
 int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err *err);

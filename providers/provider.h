@@ -265,11 +265,13 @@ struct sfs_provider {
  *                            except a fork's source while its new record is
  *                            not yet listed)
  *   2. fs/ and journal/ locks (node tables, handles, the journal engine)
- *   3. sfs_records_mu        records and the list (short)
- *   4. leaves: a provider's private state lock (daytona's dt_state_mu,
+ *   3. the registry's save lock (ctl/tree.c save_mu): one registry write at
+ *      a time, held across its write and fsync, never across a provider call
+ *   4. sfs_records_mu        records and the list (short)
+ *   5. leaves: a provider's private state lock (daytona's dt_state_mu,
  *      docker's dk_mu), the redactor's secrets lock, the HTTP handle pool.
  * A thread holding a lock never takes one of a lower number; a leaf takes
- * nothing.  Provider calls happen only under op_mutex, never under 3 or 4.
+ * nothing.  Provider calls happen only under op_mutex, never under 3, 4 or 5.
  */
 extern pthread_mutex_t sfs_records_mu;
 /* The state directory (STATE), set once at startup. */
