@@ -88,6 +88,24 @@ int sandbox_snapshot_add_locked(struct sfs_sandbox *sb, char *id, char *label, i
 	return 0;
 }
 
+int sfs_sb_snapshot_adopt(struct sfs_sandbox *sb, const char *id, const char *label,
+			  int64_t created)
+{
+	char *idc = strdup(id), *lab = label ? strdup(label) : NULL;
+	int r = !idc || (label && !lab) ? -ENOMEM : 0;
+	pthread_mutex_lock(&sfs_records_mu);
+	if (!r && sandbox_snapshot_find_locked(sb, id) >= 0)
+		r = -EEXIST;
+	if (!r)
+		r = sandbox_snapshot_add_locked(sb, idc, lab, created);
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (r) {
+		free(idc);
+		free(lab);
+	}
+	return r;
+}
+
 int sandbox_snapshot_find_locked(struct sfs_sandbox *sb, const char *id)
 {
 	for (size_t i = 0; i < sb->nsnapshots; i++)

@@ -313,7 +313,11 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		if (st == SFS_SB_RUNNING || st == SFS_SB_STOPPED) {
 			struct sfs_err rerr = {0};
 			pthread_mutex_lock(&sb->op_mutex);
-			if (sb->provider->ops->resume(sb, &rerr) < 0) {
+			size_t nsnaps = sb->nsnapshots;
+			int rr = sb->provider->ops->resume(sb, &rerr);
+			/* snapshots the provider found unrecorded are saved at once */
+			resave |= sb->nsnapshots != nsnaps;
+			if (rr < 0) {
 				sfs_log(SFS_LOG_ERR, "%s: resume: %s", sb->name, rerr.msg);
 				tree_set_error(sb, rerr.msg);
 				sfs_sb_set_state(sb, SFS_SB_ERROR);

@@ -301,6 +301,12 @@ char *sfs_sb_dup_workspace(struct sfs_sandbox *sb);
  * function a thread without sb->op_mutex may call (a provider's watcher), so
  * sb->state is read through sfs_sb_get_state() even by the op holder. */
 void sfs_sb_set_failed(struct sfs_sandbox *sb, const char *msg);
+/* Lists a snapshot the provider found but sb did not list (a daemon died
+ * between the provider's snapshot and its record): appended with the next
+ * serial, label may be NULL.  0, or -EEXIST, -ENOMEM, -ENOSPC (nothing
+ * changed).  Only the op holder calls it. */
+int sfs_sb_snapshot_adopt(struct sfs_sandbox *sb, const char *id, const char *label,
+			  int64_t created);
 /* Whether a sandbox of provider p with local key `key` is in the tree (its
  * owner, ctl/tree.c, installs the lookup at startup). */
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);

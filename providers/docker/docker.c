@@ -143,6 +143,8 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 			      0, &ignored);
 		forget_followers(id, was_running);
 	}
+	if (!r)
+		dk_adopt_snapshots(sb, id);
 	return r;
 }
 
@@ -159,57 +161,6 @@ static void remove_fork_image(struct sfs_sandbox *sb)
 	dk_json("DELETE", path, NULL, 60, NULL, "removing fork image", &err);
 }
 
-/* Doomed images (snapshot images deleted while a container still used
- * them) go once that container has gone. */
-static void delete_doomed(struct sfs_sandbox *sb)
-{
-	json_t *list = dk_saved_doomed(sb);
-	json_t *deleted = json_array();
-	size_t i;
-	json_t *v;
-	json_array_foreach(list, i, v)
-	{
-		const char *id = json_string_value(v);
-		char path[256];
-		snprintf(path, sizeof(path), "/images/%s", id ? id : "");
-		struct sfs_err err = {0};
-		int r = id ? dk_json("DELETE", path, NULL, 60, NULL, "deleting snapshot", &err) : 0;
-		if ((r >= 0 || r == -ENOENT) && deleted)
-			json_array_append(deleted, v);
-	}
-	json_decref(list);
-	if (deleted)
-		dk_saved_undoom(sb, deleted);
-	json_decref(deleted);
-}
-
-/* The sandbox's snapshot images: nothing in the tree reaches them once the
- * sandbox is gone (fork and restore need it), so they go with it.  Best
- * effort: an image a `fork … from=` container still runs on stays (the
- * engine says 409), and nothing removes it later. */
-static void delete_snapshots(struct sfs_sandbox *sb)
-{
-	pthread_mutex_lock(&sfs_records_mu);
-	size_t n = sb->nsnapshots;
-	char(*ids)[DK_ID_MAX] = n ? calloc(n, sizeof(*ids)) : NULL;
-	for (size_t i = 0; ids && i < n; i++)
-		snprintf(ids[i], sizeof(ids[i]), "%s",
-			 sb->snapshots[i].id ? sb->snapshots[i].id : "");
-	pthread_mutex_unlock(&sfs_records_mu);
-	for (size_t i = 0; ids && i < n; i++) {
-		if (!ids[i][0])
-			continue;
-		char path[256];
-		snprintf(path, sizeof(path), "/images/%s", ids[i]);
-		struct sfs_err err = {0};
-		int r = dk_json("DELETE", path, NULL, 60, NULL, "deleting snapshot", &err);
-		if (r < 0 && r != -ENOENT)
-			sfs_log(SFS_LOG_INFO, "docker: snapshot image %s kept: %s", ids[i],
-				err.msg);
-	}
-	free(ids);
-}
-
 static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	char cid[DK_ID_MAX];
@@ -221,8 +172,9 @@ static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	}
 	dk_forget(sb);
 	remove_fork_image(sb);
-	delete_doomed(sb);
-	delete_snapshots(sb);
+	/* its snapshots and doomed images go too, but for those a fork's
+	 * container still runs on: they go with that fork (images.c) */
+	dk_release_snapshots(sb);
 	return 0;
 }
 
@@ -349,7 +301,7 @@ static int replace_container(struct sfs_sandbox *sb, const char *image, const ch
 		sfs_log(SFS_LOG_WARN, "%s: the replaced container %.12s stays: %s", sb->name, old,
 			rerr.msg);
 	else
-		delete_doomed(sb);
+		dk_release_doomed(sb);
 	return 0;
 }
 

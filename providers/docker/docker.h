@@ -172,6 +172,18 @@ int dk_saved_doom(struct sfs_sandbox *sb, const char *image_id);
 json_t *dk_saved_doomed(struct sfs_sandbox *sb);
 void dk_saved_undoom(struct sfs_sandbox *sb, json_t *deleted);
 
+/* ---- images.c: snapshot images ---- */
+/* At destroy, after the container went: deletes sb's snapshot images and
+ * doomed images; one a fork's container still uses goes on that fork's
+ * doomed list instead. */
+void dk_release_snapshots(struct sfs_sandbox *sb);
+/* The doomed images alone (after a restore replaced the container). */
+void dk_release_doomed(struct sfs_sandbox *sb);
+/* At resume: snapshot images of sb (tagged with container cid, or labelled
+ * with sb's key) that snapshots/ does not list, left by a daemon that died
+ * between commit and record, are listed again; returns how many. */
+int dk_adopt_snapshots(struct sfs_sandbox *sb, const char *cid);
+
 /* ---- run.c, follow.c ---- */
 int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
 int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);

@@ -641,3 +641,92 @@ dk_snapshot() {
 	[ "$(ls "$STATE/sandboxes" | wc -l)" = 1 ]
 	run ! grep -q orphans "$MNT/providers/docker/status"
 }
+
+# ---- snapshot images: where they go with their sandbox ------------------------
+
+# dk_key NAME: the sandbox's local key (its container's sandboxfs.local_id label).
+dk_key() {
+	docker inspect -f '{{index .Config.Labels "sandboxfs.local_id"}}' "$(dk_id "$1")"
+}
+
+# dk_snap_count KEY: how many snapshot images carry that sandbox key.
+dk_snap_count() {
+	docker images -q --filter "reference=sandboxfs-snapshot" \
+		--filter "label=sandboxfs.local_id=$1" | sort -u | wc -l
+}
+
+dk_snap_count_is() {
+	[ "$(dk_snap_count "$1")" -eq "$2" ]
+}
+
+dk_image_gone() {
+	! docker image inspect "$1" >/dev/null 2>&1
+}
+
+@test "docker: rmdir of a sandbox deletes every snapshot image it took (ATTACK.md finding 6)" {
+	sfs_mount
+	dk_new si1 >/dev/null
+	key=$(dk_key si1)
+	dk_snapshot si1 one
+	a=$SNAP
+	dk_snapshot si1 two
+	b=$SNAP
+	[ "$(dk_snap_count "$key")" -eq 2 ]
+	rmdir "$MNT/si1"
+	wait_for dk_snap_count_is "$key" 0
+	dk_image_gone "$a"
+	dk_image_gone "$b"
+}
+
+@test "docker: a snapshot a fork from= runs on survives its source's rmdir and a restart, and goes with the fork" {
+	sfs_mount
+	dk_new sf1 >/dev/null
+	echo at-base >"$MNT/sf1/workspace/f"
+	dk_snapshot sf1 base
+	sid=$SNAP
+	dk_snapshot sf1 other
+	oth=$SNAP
+	dk_ctl "$MNT/sf1/ctl" "fork sf2 from=$sid" >/dev/null
+	rmdir "$MNT/sf1"
+	wait_for dk_image_gone "$oth"
+	[ ! -e "$MNT/sf1" ]
+	docker image inspect "$sid" >/dev/null
+	# the fork's claim on it is saved: a restarted daemon still deletes it
+	dk_restart_daemon
+	docker image inspect "$sid" >/dev/null
+	[ "$(cat "$MNT/sf2/workspace/f")" = at-base ]
+	rmdir "$MNT/sf2"
+	wait_for dk_image_gone "$sid"
+}
+
+@test "docker: a snapshot committed but never recorded (daemon killed mid-snapshot) is adopted at restart" {
+	sfs_mount
+	dk_new sa1 >/dev/null
+	key=$(dk_key sa1)
+	cid=$(dk_id sa1)
+	echo v1 >"$MNT/sa1/workspace/f"
+	kill -9 "$SFS_PID"
+	wait_for dk_gone_pid "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null || true
+	# what the provider's commit leaves: sandboxfs-snapshot:<cid12>-<label>-<unix time>
+	when=$(($(date +%s) - 100))
+	docker commit "$cid" "sandboxfs-snapshot:${cid:0:12}-lost_one-$when" >/dev/null
+	img=$(docker image inspect -f '{{.Id}}' "sandboxfs-snapshot:${cid:0:12}-lost_one-$when")
+	sid=${img#sha256:}
+	sid=${sid:0:12}
+	docker exec "$cid" sh -c 'echo v2 >/workspace/f'
+	sfs_mount
+	[ -d "$MNT/sa1/snapshots/$sid" ]
+	[ "$(stat -c %Y "$MNT/sa1/snapshots/$sid")" -eq "$when" ]
+	[ "$(ls "$MNT/sa1/snapshots" | wc -l)" -eq 1 ]
+	dk_ctl "$MNT/sa1/ctl" "restore $sid" >/dev/null
+	n=$(dk_exec sa1 'cat f')
+	[ "$(cat "$MNT/sa1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/sa1/runs/$n/journal")" = v1 ]
+	# recorded now: another restart lists it once, and rmdir takes it along
+	dk_restart_daemon
+	[ "$(ls "$MNT/sa1/snapshots" | wc -l)" -eq 1 ]
+	rmdir "$MNT/sa1"
+	wait_for dk_snap_count_is "$key" 0
+	dk_image_gone "$sid"
+}
