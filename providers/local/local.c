@@ -366,29 +366,73 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	return 0;
 }
 
+/* What a kill of a run must reach: its process group, and every other
+ * descendant of its wrapper (one that left the group with setsid, a
+ * daemonizing server), which the wrapper as subreaper keeps as its own. */
+struct run_procs {
+	pid_t pgid;    /* -1: no pid file */
+	pid_t wrapper; /* -1: gone (or the pid file names another process now) */
+};
+
+static struct run_procs run_procs_of(struct sfs_run *run)
+{
+	struct run_procs p = {read_pid(run, "pid"), -1};
+	p.wrapper = sfs_local_wrapper_pid(run->dir, read_pid(run, "wpid"));
+	return p;
+}
+
+/* Zombies count: alive ends once the wrapper has reaped everything. */
+static bool procs_alive(const struct run_procs *p)
+{
+	if (p->pgid > 0 && group_alive(p->pgid))
+		return true;
+	if (p->wrapper <= 0)
+		return false;
+	pid_t *pids;
+	size_t n;
+	if (sfs_local_descendants(p->wrapper, true, &pids, &n) < 0)
+		return true; /* cannot tell: never report a run ended that may not be */
+	free(pids);
+	return n > 0;
+}
+
+static int procs_signal(const struct run_procs *p, int sig)
+{
+	int r = 0;
+	if (p->pgid > 0 && kill(-p->pgid, sig) < 0 && errno != ESRCH)
+		r = -errno;
+	if (p->wrapper > 0)
+		sfs_local_signal_descendants(p->wrapper, sig);
+	return r;
+}
+
 static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 			  struct sfs_err *err)
 {
-	int pgid = read_pid(run, "pid");
-	if (pgid < 0)
+	struct run_procs procs = run_procs_of(run);
+	if (procs.pgid < 0)
 		return sfs_errf(err, -ESRCH, "run %d: no process group recorded", run->n);
-	if (!group_alive(pgid))
+	if (!procs_alive(&procs))
 		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
-	if (kill(-pgid, sig) < 0 && errno != ESRCH)
-		return sfs_errf(err, -errno, "run %d: kill: %s", run->n, strerror(errno));
+	int r = procs_signal(&procs, sig);
+	if (r)
+		return sfs_errf(err, r, "run %d: kill: %s", run->n, strerror(-r));
 	if (!escalate)
 		return 0;
 	double grace = sfs_config_get_double("local.kill_grace", 2.0);
 	struct timespec step = {0, 20 * 1000 * 1000};
-	for (double waited = 0; waited < grace && group_alive(pgid); waited += 0.02)
+	for (double waited = 0; waited < grace && procs_alive(&procs); waited += 0.02)
 		nanosleep(&step, NULL);
-	if (group_alive(pgid))
-		kill(-pgid, SIGKILL);
-	for (int i = 0; i < 250 && group_alive(pgid); i++)
+	/* KILL again on every look: a process forked between two walks is
+	 * caught by the next one */
+	for (int i = 0; i < 250 && procs_alive(&procs); i++) {
+		procs_signal(&procs, SIGKILL);
 		nanosleep(&step, NULL);
-	if (group_alive(pgid))
-		return sfs_errf(err, -EIO, "run %d: process group %d survived SIGKILL", run->n,
-				pgid);
+	}
+	if (procs_alive(&procs))
+		return sfs_errf(err, -EIO,
+				"run %d: process group %d or a descendant survived SIGKILL", run->n,
+				procs.pgid);
 	return 0;
 }
 
@@ -446,9 +490,10 @@ static int local_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_e
 	return 0;
 }
 
-/* Ends every run of sb together: TERM to all groups at once, one grace
- * period for all of them, then KILL to what is left (never a grace per
- * run: ten runs that ignore TERM cost one grace, not ten). */
+/* Ends every run of sb together: TERM to all runs at once (their groups
+ * and the descendants that left them), one grace period for all of them,
+ * then KILL to what is left (never a grace per run: ten runs that ignore
+ * TERM cost one grace, not ten). */
 static void end_all_runs(struct sfs_sandbox *sb)
 {
 	/* run records are never freed while the daemon runs: the pointers
@@ -459,37 +504,41 @@ static void end_all_runs(struct sfs_sandbox *sb)
 	if (runs && n)
 		memcpy(runs, sb->runs, n * sizeof(*runs));
 	pthread_mutex_unlock(&sfs_records_mu);
-	int *groups = runs ? calloc(n ? n : 1, sizeof(*groups)) : NULL;
-	for (size_t i = 0; groups && i < n; i++)
-		groups[i] = read_pid(runs[i], "pid");
+	struct run_procs *procs = runs ? calloc(n ? n : 1, sizeof(*procs)) : NULL;
+	for (size_t i = 0; procs && i < n; i++)
+		procs[i] = run_procs_of(runs[i]);
 	free(runs);
-	if (!groups)
+	if (!procs)
 		return;
 	size_t live = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (groups[i] > 0 && group_alive(groups[i]) && kill(-groups[i], SIGTERM) == 0)
-			groups[live++] = groups[i];
+		if (procs[i].pgid > 0 && procs_alive(&procs[i])) {
+			procs_signal(&procs[i], SIGTERM);
+			procs[live++] = procs[i];
+		}
 	}
 	double grace = sfs_config_get_double("local.kill_grace", 2.0);
 	struct timespec step = {0, 20 * 1000 * 1000};
 	for (int sig = SIGTERM; live && sig; sig = sig == SIGTERM ? SIGKILL : 0) {
-		if (sig == SIGKILL)
-			for (size_t i = 0; i < live; i++)
-				kill(-groups[i], SIGKILL);
 		double limit = sig == SIGTERM ? grace : 5.0;
 		for (double waited = 0; live && waited < limit; waited += 0.02) {
 			size_t k = 0;
 			for (size_t i = 0; i < live; i++)
-				if (group_alive(groups[i]))
-					groups[k++] = groups[i];
+				if (procs_alive(&procs[i]))
+					procs[k++] = procs[i];
 			live = k;
+			/* under KILL, again on every look: catches a fork
+			 * between two walks */
+			for (size_t i = 0; sig == SIGKILL && i < live; i++)
+				procs_signal(&procs[i], SIGKILL);
 			if (live)
 				nanosleep(&step, NULL);
 		}
 	}
 	for (size_t i = 0; i < live; i++)
-		sfs_log(SFS_LOG_ERR, "%s: process group %d survived SIGKILL", sb->name, groups[i]);
-	free(groups);
+		sfs_log(SFS_LOG_ERR, "%s: process group %d or a descendant survived SIGKILL",
+			sb->name, procs[i].pgid);
+	free(procs);
 }
 
 static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)

@@ -386,6 +386,52 @@ except KeyboardInterrupt:
 	wait_for test -z "$(sfs_run_pids "$STATE")"
 }
 
+# gone PID: PID is no process any more (not even a zombie).
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# The command that escapes: its own session (setsid), TERM ignored; the
+# escaped sh's pid lands in the workspace's file $1.
+escape_cmd() {
+	echo "setsid sh -c 'trap \"\" TERM; sleep 600' </dev/null >/dev/null 2>&1 & echo \$! >$1"
+}
+
+@test "kill reaches a descendant that left the run's group and session (setsid), TERM-ignoring" {
+	mkdir "$MNT/demo"
+	run_cmd demo "$(escape_cmd esc); sleep 600"
+	wait_for test -s "$MNT/demo/workspace/esc"
+	esc=$(cat "$MNT/demo/workspace/esc")
+	kill -0 "$esc"
+	# it really left: another session than the run's command
+	[ "$(ps -o sid= -p "$esc")" != "$(ps -o sid= -p "$(cat "$STATE"/sandboxes/*/runs/1/pid)")" ]
+	echo kill >"$MNT/demo/ctl"
+	run cat "$MNT/demo/runs/1/wait"
+	[ "$output" = "killed TERM" ]
+	# gone when kill returned, status final
+	gone "$esc"
+	[ "$(cat "$MNT/demo/runs/1/status")" = "killed TERM" ]
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+}
+
+@test "rmdir reaches descendants that left their run's session, of live and of ended runs" {
+	sfs_unmount
+	sfs_mount -o local.kill_grace=1
+	mkdir "$MNT/demo"
+	run_cmd demo "$(escape_cmd esc1); sleep 600"
+	# this run's own command ends at once: only its escaped child is left
+	run_cmd demo "$(escape_cmd esc2)"
+	wait_for test -s "$MNT/demo/workspace/esc1"
+	wait_for test -s "$MNT/demo/workspace/esc2"
+	esc1=$(cat "$MNT/demo/workspace/esc1")
+	esc2=$(cat "$MNT/demo/workspace/esc2")
+	[ "$(cat "$MNT/demo/runs/2/wait")" = "exited 0" ]
+	kill -0 "$esc1"
+	kill -0 "$esc2"
+	rmdir "$MNT/demo"
+	wait_for gone "$esc1"
+	wait_for gone "$esc2"
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+}
+
 @test "kill RUN SIGNAL, runs/N/ctl kill, and cancel on a killable provider" {
 	mkdir "$MNT/demo"
 	run_cmd demo 'sleep 30'

@@ -1,0 +1,86 @@
+/* The local provider's walk of a run wrapper's descendants
+ * (providers/local/descendants.c). */
+#include "check.h"
+
+#include "providers/local/local.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* A table listing children before their parents, an unrelated tree, and the
+ * root's own parent: only the root's descendants are marked, at any depth. */
+static void test_select_any_order(void)
+{
+	const struct sfs_local_proc procs[] = {
+	    {40, 30}, /* great-grandchild, listed first */
+	    {30, 20}, /* grandchild (a setsid'd one looks the same) */
+	    {20, 10}, /* child of the root */
+	    {21, 10}, /* another child */
+	    {10, 1},  /* the root itself: not its own descendant */
+	    {1, 0},   /* its parent */
+	    {50, 1},  /* unrelated */
+	    {60, 50}, /* unrelated child */
+	};
+	bool mark[8];
+	CHECK_INT((int)sfs_local_tree_select(procs, 8, 10, mark), 4);
+	const bool want[8] = {true, true, true, true, false, false, false, false};
+	for (int i = 0; i < 8; i++)
+		CHECK(mark[i] == want[i]);
+	CHECK_INT((int)sfs_local_tree_select(procs, 8, 99, mark), 0);
+	CHECK_INT((int)sfs_local_tree_select(procs, 0, 10, mark), 0);
+}
+
+/* On the live system: a child and its child (started in its own session)
+ * are found, signalled, and after that nothing is left. */
+static void test_live_signal(void)
+{
+	/* as the run wrapper: the setsid'd grandchild comes back to us */
+	CHECK_INT(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	int pipefd[2];
+	CHECK_INT(pipe(pipefd), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		pid_t grand = fork();
+		if (grand == 0) {
+			setsid();
+			pause();
+			_exit(0);
+		}
+		dprintf(pipefd[1], "%d\n", (int)grand);
+		pause();
+		_exit(0);
+	}
+	char buf[32] = {0};
+	CHECK(read(pipefd[0], buf, sizeof(buf) - 1) > 0);
+	pid_t grand = atoi(buf);
+	pid_t *pids;
+	size_t n;
+	CHECK_INT(sfs_local_descendants(getpid(), false, &pids, &n), 0);
+	CHECK_INT((int)n, 2);
+	free(pids);
+	CHECK_INT(sfs_local_signal_descendants(getpid(), SIGKILL), 0);
+	int st;
+	CHECK_INT(waitpid(child, &st, 0), child);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK_INT(waitpid(grand, &st, 0), grand);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK_INT(sfs_local_descendants(getpid(), true, &pids, &n), 0);
+	CHECK_INT((int)n, 0);
+	free(pids);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
+/* A pid file naming a process that is not this run's wrapper is refused. */
+static void test_wrapper_pid_checked(void)
+{
+	CHECK_INT(sfs_local_wrapper_pid("/no/run", getpid()), -1);
+	CHECK_INT(sfs_local_wrapper_pid("/no/run", -1), -1);
+	CHECK_INT(sfs_local_wrapper_pid("/no/run", 1), -1);
+}
+
+CHECK_MAIN(CHECK_CASE(test_select_any_order), CHECK_CASE(test_live_signal),
+	   CHECK_CASE(test_wrapper_pid_checked))
