@@ -177,6 +177,21 @@ int sfs_local_signal_descendants(pid_t root, int sig)
 	return r;
 }
 
+int sfs_local_has_children(pid_t pid)
+{
+	/* Any descendant's parent chain ends at a direct child, so "has a
+	 * child" is "has a descendant"; the kernel's list holds zombies until
+	 * they are reaped.  One small read, no walk of /proc. */
+	char path[96], c;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t len = read(fd, &c, 1);
+	close(fd);
+	return len < 0 ? -1 : len > 0;
+}
+
 pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid)
 {
 	/* The pid file may outlive the wrapper and its number be reused: only a

@@ -388,6 +388,9 @@ static bool procs_alive(const struct run_procs *p)
 		return true;
 	if (p->wrapper <= 0)
 		return false;
+	int kids = sfs_local_has_children(p->wrapper);
+	if (kids >= 0)
+		return kids > 0;
 	pid_t *pids;
 	size_t n;
 	if (sfs_local_descendants(p->wrapper, true, &pids, &n) < 0)

@@ -61,6 +61,7 @@ static void test_live_signal(void)
 	CHECK_INT(sfs_local_descendants(getpid(), false, &pids, &n), 0);
 	CHECK_INT((int)n, 2);
 	free(pids);
+	CHECK_INT(sfs_local_has_children(getpid()), 1);
 	CHECK_INT(sfs_local_signal_descendants(getpid(), SIGKILL), 0);
 	int st;
 	CHECK_INT(waitpid(child, &st, 0), child);
@@ -70,6 +71,7 @@ static void test_live_signal(void)
 	CHECK_INT(sfs_local_descendants(getpid(), true, &pids, &n), 0);
 	CHECK_INT((int)n, 0);
 	free(pids);
+	CHECK_INT(sfs_local_has_children(getpid()), 0);
 	close(pipefd[0]);
 	close(pipefd[1]);
 }
