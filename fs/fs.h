@@ -29,5 +29,10 @@ void notify_stop(void);
 void notify_inval_entry(fuse_ino_t parent, const char *name);
 void notify_inval_inode(fuse_ino_t ino);
 void notify_ws_sandbox(uint32_t serial);
+/* Waits (at most timeout_ms) until the entry invalidations queued before
+ * the call have been sent.  A ctl write that removed a name from the tree
+ * (forget, destroy) returns only then, so the name is gone when it returns.
+ * Call it holding no lock: the kernel takes the parent's lock to send. */
+void notify_wait_entries(int timeout_ms);
 
 #endif

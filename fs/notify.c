@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 enum job_kind { JOB_ENTRY, JOB_INODE, JOB_WS };
 
@@ -22,7 +23,13 @@ static struct {
 	pthread_t thread;
 	bool running, stop;
 	struct job *head, *tail;
-} nq = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	/* entry jobs queued and sent so far: notify_wait_entries waits for the
+	 * second to reach what the first was when it was called */
+	uint64_t entries_queued, entries_sent;
+	pthread_cond_t sent_cv;
+} nq = {.mu = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+	.sent_cv = PTHREAD_COND_INITIALIZER};
 
 static void *notify_main(void *arg)
 {
@@ -51,9 +58,17 @@ static void *notify_main(void *arg)
 			ws_invalidate_sandbox(j->serial);
 			break;
 		}
+		bool entry = j->kind == JOB_ENTRY;
 		free(j);
 		pthread_mutex_lock(&nq.mu);
+		if (entry) {
+			nq.entries_sent++;
+			pthread_cond_broadcast(&nq.sent_cv);
+		}
 	}
+	/* nothing more will be sent: release any waiter */
+	nq.entries_sent = nq.entries_queued;
+	pthread_cond_broadcast(&nq.sent_cv);
 	pthread_mutex_unlock(&nq.mu);
 	return NULL;
 }
@@ -100,7 +115,27 @@ static void push(struct job *j)
 	else
 		nq.head = j;
 	nq.tail = j;
+	if (j->kind == JOB_ENTRY)
+		nq.entries_queued++;
 	pthread_cond_signal(&nq.cv);
+	pthread_mutex_unlock(&nq.mu);
+}
+
+void notify_wait_entries(int timeout_ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&nq.mu);
+	uint64_t target = nq.entries_queued;
+	while (nq.running && nq.entries_sent < target &&
+	       pthread_cond_timedwait(&nq.sent_cv, &nq.mu, &until) == 0)
+		;
 	pthread_mutex_unlock(&nq.mu);
 }
 

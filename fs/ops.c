@@ -583,6 +583,10 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 	case SFS_K_SB_CTL:
 	case SFS_K_RUN_CTL:
 		r = ctl_file_write(&h->ctl, buf, len, &result);
+		/* forget/destroy queued their names' invalidation: see it sent
+		 * (the kernel holds no directory lock for a write) */
+		if (h->kind != SFS_K_RUN_CTL)
+			notify_wait_entries(1000);
 		break;
 	case SFS_K_RUN_STDIN: {
 		struct sfs_err err = {0};
