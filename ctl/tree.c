@@ -306,6 +306,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		int ar = dup ? -EEXIST : add_locked(sb);
 		pthread_mutex_unlock(&sfs_records_mu);
 		if (ar) {
+			journal_detach_sandbox(sb); /* runs_load may have attached its runs */
 			sandbox_free(sb);
 			continue;
 		}
@@ -335,6 +336,8 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	for (size_t i = 0; i < ngone; i++) {
 		if (!sr)
 			sfs_rm_rf(gone[i]->statedir);
+		/* finish_decided loaded its runs, which the journal engine lists */
+		journal_detach_sandbox(gone[i]);
 		sandbox_free(gone[i]);
 	}
 	free(gone);
