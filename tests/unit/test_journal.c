@@ -431,14 +431,17 @@ static void test_poll_mirror(void)
 	free(sb);
 }
 
-/* A finished run whose remainder cannot be fetched (the sandbox is gone)
- * still reaches EOF: what the mirror holds is the journal (issue 10 #3). */
-static void test_poll_lost_remainder_ends(void)
+/* A poll run that ends (as `state`) with `text` mirrored, after which every
+ * fetch of the remainder fails with `error`: a reader at the end is still
+ * answered, and reads the mirror, then EOF.  What the mirror holds is the
+ * journal (issue 10 #3). */
+static void check_remainder_gives_up(int n, const char *text, enum sfs_run_state state, int error)
 {
 	struct sfs_sandbox *sb = new_sandbox(&poll_provider);
-	struct sfs_run *run = new_run(6);
-	remote_append(6, "partial");
-	set_run(6, SFS_RUN_RUNNING, 0);
+	struct sfs_run *run = new_run(n);
+	off_t len = (off_t)strlen(text);
+	remote_append(n, text);
+	set_run(n, SFS_RUN_RUNNING, 0);
 	CHECK_INT(journal_attach(sb, run, NULL), 0);
 	reset_got();
 	int r;
@@ -446,57 +449,37 @@ static void test_poll_lost_remainder_ends(void)
 	journal_arm(&r);
 	CHECK_INT(wait_delivered(1, 5000), 1);
 	pthread_mutex_lock(&fake.mu);
-	fake.read_error[6] = -ENOENT;
+	fake.read_error[n] = error;
 	pthread_mutex_unlock(&fake.mu);
-	set_run(6, SFS_RUN_LOST, 0);
+	set_run(n, state, 0);
 	int w;
-	if (journal_park(sb, run, &w, 7, 0, JOURNAL_WAIT_END) == 0) {
+	if (journal_park(sb, run, &w, len, 100, JOURNAL_WAIT_BYTES) == 0) {
 		journal_arm(&w);
-		CHECK_INT(wait_delivered(2, 5000), 2);
+		CHECK_INT(wait_delivered(2, 10000), 2);
 		CHECK_INT(delivered_err(&w), 0);
 	}
 	char buf[64];
 	bool eof = false;
-	CHECK_INT(read_at(run, 0, buf, sizeof(buf), &eof), 7);
-	CHECK_INT(read_at(run, 7, buf, sizeof(buf), &eof), 0);
+	CHECK_INT(read_at(run, 0, buf, sizeof(buf), &eof), len);
+	CHECK_INT(read_at(run, len, buf, sizeof(buf), &eof), 0);
 	CHECK(eof);
 	journal_detach_sandbox(sb);
 	free_run(run);
 	free(sb);
 }
 
-/* The same when the fetch keeps failing with an error that might pass
- * (-EIO: an engine outage): the engine gives up after a few tries, so a
- * finished run never parks a reader for long. */
+/* The sandbox is gone (-ENOENT): the engine stops fetching at once. */
+static void test_poll_lost_remainder_ends(void)
+{
+	check_remainder_gives_up(6, "partial", SFS_RUN_LOST, -ENOENT);
+}
+
+/* The fetch keeps failing with an error that might pass (-EIO: an engine
+ * outage): the engine gives up after a few tries, so a finished run never
+ * parks a reader for long. */
 static void test_poll_failing_remainder_ends(void)
 {
-	struct sfs_sandbox *sb = new_sandbox(&poll_provider);
-	struct sfs_run *run = new_run(7);
-	remote_append(7, "some");
-	set_run(7, SFS_RUN_RUNNING, 0);
-	CHECK_INT(journal_attach(sb, run, NULL), 0);
-	reset_got();
-	int r;
-	CHECK_INT(journal_park(sb, run, &r, 0, 100, JOURNAL_WAIT_BYTES), 0);
-	journal_arm(&r);
-	CHECK_INT(wait_delivered(1, 5000), 1);
-	pthread_mutex_lock(&fake.mu);
-	fake.read_error[7] = -EIO;
-	pthread_mutex_unlock(&fake.mu);
-	set_run(7, SFS_RUN_EXITED, 0);
-	int b;
-	if (journal_park(sb, run, &b, 4, 100, JOURNAL_WAIT_BYTES) == 0) {
-		journal_arm(&b);
-		CHECK_INT(wait_delivered(2, 10000), 2);
-		CHECK_INT(delivered_err(&b), 0);
-	}
-	char buf[64];
-	bool eof = false;
-	CHECK_INT(read_at(run, 4, buf, sizeof(buf), &eof), 0);
-	CHECK(eof);
-	journal_detach_sandbox(sb);
-	free_run(run);
-	free(sb);
+	check_remainder_gives_up(7, "some", SFS_RUN_EXITED, -EIO);
 }
 
 /* Detaching a sandbox answers its parked readers -ENOENT and forgets its
