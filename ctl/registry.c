@@ -33,7 +33,7 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	return o;
 }
 
-int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, char **out,
+int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, json_t **out,
 		  struct sfs_err *err)
 {
 	*out = NULL;
@@ -49,40 +49,46 @@ int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, char *
 			return sfs_errf(err, -ENOMEM, "out of memory");
 		}
 	}
-	if (kept && json_array_extend(arr, kept)) {
+	/* copied: `kept` stays the tree's, and the copy is written unlocked */
+	json_t *k = kept ? json_deep_copy(kept) : NULL;
+	if ((kept && !k) || (k && json_array_extend(arr, k))) {
+		json_decref(k);
 		json_decref(arr);
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
-	json_t *root = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
-	char *text = root ? json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-	json_decref(root);
+	json_decref(k);
+	*out = json_pack("{s:i, s:o}", "version", 1, "sandboxes", arr);
+	return *out ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+}
+
+int registry_write(const char *statedir, json_t *root, struct sfs_err *err)
+{
+	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	/* the registry holds provider state: hide secrets before it hits disk;
 	 * markers may be longer than what they hide, so the text grows */
-	*out = sfs_redact_dup(text);
+	char *red = sfs_redact_dup(text);
 	free(text);
-	return *out ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
-}
-
-int registry_write(const char *statedir, const char *text, struct sfs_err *err)
-{
+	if (!red)
+		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
-	int r = sfs_write_file_atomic(path, text, strlen(text), err);
+	int r = sfs_write_file_atomic(path, red, strlen(red), err);
 	if (!r)
-		sfs_log(SFS_LOG_DEBUG, "registry: saved %zu bytes", strlen(text));
+		sfs_log(SFS_LOG_DEBUG, "registry: saved %zu bytes", strlen(red));
+	free(red);
 	return r;
 }
 
 int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,
 		  struct sfs_err *err)
 {
-	char *text;
-	int r = registry_dump(sbs, n, kept, &text, err);
+	json_t *root;
+	int r = registry_dump(sbs, n, kept, &root, err);
 	if (!r)
-		r = registry_write(statedir, text, err);
-	free(text);
+		r = registry_write(statedir, root, err);
+	json_decref(root);
 	return r;
 }
 

@@ -9,19 +9,19 @@
 
 #include "../providers/provider.h"
 
-/* The text of registry.json for the n records in sbs (CREATING ones are
- * skipped) followed by the entries in `kept` (a JSON array, may be NULL):
- * entries an earlier load could not use, carried on so that nothing in the
- * file is lost.  *out is malloc'd, redacted, never cut short.  Callers hold
- * sfs_records_mu so the records cannot change under the dump (short: no
- * file is touched). */
-int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, char **out,
+/* The registry as a new JSON object (*out, owning copies of every string)
+ * for the n records in sbs (CREATING ones are skipped) followed by copies of
+ * the entries in `kept` (a JSON array, may be NULL): entries an earlier load
+ * could not use, carried on so that nothing in the file is lost.  Callers
+ * hold sfs_records_mu so the records cannot change under the dump (short:
+ * no text is made, no file touched). */
+int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, json_t **out,
 		  struct sfs_err *err);
 
-/* Writes text as statedir/registry.json (temp, fsync, rename), logging each
- * save at debug level.  Called without sfs_records_mu (ctl/tree.c orders
- * the saves). */
-int registry_write(const char *statedir, const char *text, struct sfs_err *err);
+/* Writes root as statedir/registry.json: the text, redacted and never cut
+ * short, then temp, fsync, rename; each save is logged at debug level.
+ * Called without sfs_records_mu (ctl/tree.c orders the saves). */
+int registry_write(const char *statedir, json_t *root, struct sfs_err *err);
 
 /* Both, for a caller that owns every record (startup, unit tests). */
 int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,

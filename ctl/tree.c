@@ -107,8 +107,9 @@ int tree_nruns(struct sfs_sandbox *sb)
 /* ---- registry ---------------------------------------------------------- */
 
 /*
- * Registry saves.  The text is made under sfs_records_mu (short: no file is
- * touched) and written, fsync'd and renamed holding only save_mu, so status,
+ * Registry saves.  The JSON is copied out of the records under
+ * sfs_records_mu (short: no text is made, no file touched); the text is
+ * made, redacted, written, fsync'd and renamed holding only save_mu, so status,
  * lookups and every other sandbox never wait for the disk.  save_mu comes
  * after op_mutex and the fs/ and journal/ locks and before sfs_records_mu
  * (provider.h's lock order): saves run one at a time, each writing a text
@@ -129,7 +130,7 @@ static unsigned long save_done; /* under save_mu */
 static int save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
 {
 	unsigned long covers = atomic_load(&save_asked);
-	char *text = NULL;
+	json_t *root = NULL;
 	int r = 0;
 	pthread_mutex_lock(&sfs_records_mu);
 	struct sfs_sandbox **rest = calloc(tree.nsbs ? tree.nsbs : 1, sizeof(*rest));
@@ -137,13 +138,14 @@ static int save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
 	for (size_t i = 0; rest && i < tree.nsbs; i++)
 		if (tree.sbs[i] != skip)
 			rest[n++] = tree.sbs[i];
-	r = rest ? registry_dump(rest, n, tree.kept, &text, err)
+	r = rest ? registry_dump(rest, n, tree.kept, &root, err)
 		 : sfs_errf(err, -ENOMEM, "out of memory");
 	pthread_mutex_unlock(&sfs_records_mu);
 	free(rest);
+	/* the text is made, redacted and written outside the records lock */
 	if (!r)
-		r = registry_write(tree.statedir, text, err);
-	free(text);
+		r = registry_write(tree.statedir, root, err);
+	json_decref(root);
 	if (!r && covers > save_done)
 		save_done = covers;
 	return r;
