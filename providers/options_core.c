@@ -54,7 +54,9 @@ const struct sfs_opt sfs_core_options[] = {
      .help = "kernel writeback cache for the workspace: faster small writes, but the kernel "
 	     "owns the size and times of a file open through the mount, so a run's change to "
 	     "such a file shows only after the last close, and pages written through the "
-	     "mount reach the host later and can overwrite what a run wrote meanwhile"},
+	     "mount reach the host later and can overwrite what a run wrote meanwhile; a "
+	     "hard-linked file a run changes keeps its old size through the mount while more "
+	     "than one of its names is cached"},
     {.key = "runs_mode",
      .type = SFS_OPT_MODE,
      .def = "0400",
