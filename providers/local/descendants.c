@@ -177,19 +177,33 @@ int sfs_local_signal_descendants(pid_t root, int sig)
 	return r;
 }
 
-int sfs_local_has_children(pid_t pid)
+int sfs_local_has_live_children(pid_t pid)
 {
-	/* Any descendant's parent chain ends at a direct child, so "has a
-	 * child" is "has a descendant"; the kernel's list holds zombies until
-	 * they are reaped.  One small read, no walk of /proc. */
-	char path[96], c;
+	/* Any live descendant's parent chain ends at a direct child that is
+	 * alive too (a zombie has no children: they went to the subreaper), so
+	 * this is "has a live descendant": a few small reads, no walk of /proc.
+	 * Zombies do not count: they are dead, only not reaped yet (and the
+	 * wrapper's own exit may leave one, e.g. a sanitizer's helper). */
+	char path[96], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t len = read(fd, &c, 1);
+	ssize_t len = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
-	return len < 0 ? -1 : len > 0;
+	if (len < 0)
+		return -1;
+	if (len == (ssize_t)sizeof(buf) - 1)
+		return 1; /* hundreds of children: some are surely alive */
+	buf[len] = '\0';
+	char *p = buf, *end;
+	for (long child; (child = strtol(p, &end, 10)) > 0; p = end) {
+		pid_t ppid;
+		char state;
+		if (read_stat((pid_t)child, &ppid, &state) == 0 && state != 'Z')
+			return 1;
+	}
+	return 0;
 }
 
 pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid)

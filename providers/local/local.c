@@ -381,19 +381,20 @@ static struct run_procs run_procs_of(struct sfs_run *run)
 	return p;
 }
 
-/* Zombies count: alive ends once the wrapper has reaped everything. */
+/* The group counts while any member is unreaped (kill(2) sees zombies);
+ * the other descendants while one is not a zombie. */
 static bool procs_alive(const struct run_procs *p)
 {
 	if (p->pgid > 0 && group_alive(p->pgid))
 		return true;
 	if (p->wrapper <= 0)
 		return false;
-	int kids = sfs_local_has_children(p->wrapper);
+	int kids = sfs_local_has_live_children(p->wrapper);
 	if (kids >= 0)
 		return kids > 0;
 	pid_t *pids;
 	size_t n;
-	if (sfs_local_descendants(p->wrapper, true, &pids, &n) < 0)
+	if (sfs_local_descendants(p->wrapper, false, &pids, &n) < 0)
 		return true; /* cannot tell: never report a run ended that may not be */
 	free(pids);
 	return n > 0;

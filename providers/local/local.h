@@ -29,9 +29,9 @@ int sfs_local_descendants(pid_t root, bool with_zombies, pid_t **out, size_t *n)
 /* Sends sig to every live descendant of root, walking /proc until a walk
  * finds none new (a process forked meanwhile is caught); -errno. */
 int sfs_local_signal_descendants(pid_t root, int sig);
-/* 1 if pid (single-threaded) has a child, zombies included, 0 if not, -1
- * if the kernel cannot tell (no CONFIG_PROC_CHILDREN, pid gone). */
-int sfs_local_has_children(pid_t pid);
+/* 1 if pid (single-threaded) has a child that is not a zombie, 0 if not,
+ * -1 if the kernel cannot tell (no CONFIG_PROC_CHILDREN, pid gone). */
+int sfs_local_has_live_children(pid_t pid);
 /* wpid if it is the run wrapper of run_dir (checked in /proc, since a pid
  * file outlives its process), else -1. */
 pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid);

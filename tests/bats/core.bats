@@ -386,8 +386,11 @@ except KeyboardInterrupt:
 	wait_for test -z "$(sfs_run_pids "$STATE")"
 }
 
-# gone PID: PID is no process any more (not even a zombie).
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# gone PID: PID is no process any more, or a zombie (dead, only not yet
+# reaped by the run wrapper).
+gone() {
+	! kill -0 "$1" 2>/dev/null || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" = Z ]
+}
 
 # The command that escapes: its own session (setsid), TERM ignored; the
 # escaped sh's pid lands in the workspace's file $1.

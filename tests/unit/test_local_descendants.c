@@ -61,7 +61,7 @@ static void test_live_signal(void)
 	CHECK_INT(sfs_local_descendants(getpid(), false, &pids, &n), 0);
 	CHECK_INT((int)n, 2);
 	free(pids);
-	CHECK_INT(sfs_local_has_children(getpid()), 1);
+	CHECK_INT(sfs_local_has_live_children(getpid()), 1);
 	CHECK_INT(sfs_local_signal_descendants(getpid(), SIGKILL), 0);
 	int st;
 	CHECK_INT(waitpid(child, &st, 0), child);
@@ -71,9 +71,34 @@ static void test_live_signal(void)
 	CHECK_INT(sfs_local_descendants(getpid(), true, &pids, &n), 0);
 	CHECK_INT((int)n, 0);
 	free(pids);
-	CHECK_INT(sfs_local_has_children(getpid()), 0);
+	CHECK_INT(sfs_local_has_live_children(getpid()), 0);
 	close(pipefd[0]);
 	close(pipefd[1]);
+}
+
+/* A dead child not reaped yet (a zombie) is a descendant, but not a live one. */
+static void test_zombie_is_not_live(void)
+{
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	pid_t *pids;
+	size_t n = 0;
+	/* until the kernel shows it as a zombie (the list leaves zombies out) */
+	for (int i = 0; i < 500; i++) {
+		CHECK_INT(sfs_local_descendants(getpid(), false, &pids, &n), 0);
+		free(pids);
+		if (n == 0)
+			break;
+		usleep(10000);
+	}
+	CHECK_INT((int)n, 0);
+	CHECK_INT(sfs_local_has_live_children(getpid()), 0);
+	CHECK_INT(sfs_local_descendants(getpid(), true, &pids, &n), 0);
+	CHECK_INT((int)n, 1);
+	free(pids);
+	int st;
+	CHECK_INT(waitpid(child, &st, 0), child);
 }
 
 /* A pid file naming a process that is not this run's wrapper is refused. */
@@ -85,4 +110,4 @@ static void test_wrapper_pid_checked(void)
 }
 
 CHECK_MAIN(CHECK_CASE(test_select_any_order), CHECK_CASE(test_live_signal),
-	   CHECK_CASE(test_wrapper_pid_checked))
+	   CHECK_CASE(test_zombie_is_not_live), CHECK_CASE(test_wrapper_pid_checked))
