@@ -265,7 +265,7 @@ struct sfs_provider {
  *                            except a fork's source while its new record is
  *                            not yet listed)
  *   2. fs/ and journal/ locks (node tables, handles, the journal engine)
- *   3. the registry's save lock (ctl/tree.c save_mu): one registry write at
+ *   3. the registry's save lock (ctl/tree.c tree_save_mu): one registry write at
  *      a time, held across its write and fsync, never across a provider call
  *   4. sfs_records_mu        records and the list (short)
  *   5. leaves: a provider's private state lock (daytona's dt_state_mu,
