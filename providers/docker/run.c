@@ -54,6 +54,36 @@ static bool run_record(struct sfs_sandbox *sb, const struct sfs_run *run, struct
 	return ok;
 }
 
+/* Makes run's record (its wrapper: exec eid, "" when not known, in the life
+ * `started` of container cid) and saves it as RUNDIR/docker.json for a
+ * restarted daemon.  A daemon killed before the save leaves a run without
+ * one: dk_run_refresh then asks the container (run_from_container). */
+static void save_record(struct sfs_sandbox *sb, const struct sfs_run *run, const char *cid,
+			const char *eid, const char *started)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	struct dk_run *rec = d ? dk_run_locked(d, run->n) : NULL;
+	if (rec) {
+		snprintf(rec->cid, sizeof(rec->cid), "%s", cid);
+		snprintf(rec->eid, sizeof(rec->eid), "%s", eid);
+		snprintf(rec->started, sizeof(rec->started), "%s", started);
+		rec->loaded = true;
+		rec->next_check_ms = dk_now_ms() + CHECK_INTERVAL_MS;
+	}
+	pthread_mutex_unlock(&dk_mu);
+	json_t *j = json_pack("{s:s, s:s, s:s}", "container", cid, "exec", eid, "started", started);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/docker.json", run->dir);
+	struct sfs_err werr = {0};
+	if (!text || sfs_write_file_atomic(path, text, strlen(text), &werr))
+		sfs_log(SFS_LOG_ERR, "%s: run %d: %s", sb->name, run->n,
+			text ? werr.msg : "out of memory");
+	free(text);
+}
+
 static void set_next_check(struct sfs_sandbox *sb, int n, int64_t when)
 {
 	pthread_mutex_lock(&dk_mu);
@@ -62,6 +92,17 @@ static void set_next_check(struct sfs_sandbox *sb, int n, int64_t when)
 	if (r)
 		r->next_check_ms = when;
 	pthread_mutex_unlock(&dk_mu);
+}
+
+/* When run n may next make an engine call (0: now). */
+static int64_t next_check(struct sfs_sandbox *sb, int n)
+{
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	struct dk_run *r = d ? dk_run_locked(d, n) : NULL;
+	int64_t when = r ? r->next_check_ms : 0;
+	pthread_mutex_unlock(&dk_mu);
+	return when;
 }
 
 /* Host-side preparation through the merged dir: saves an exec per run.
@@ -157,26 +198,8 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	pthread_mutex_lock(&dk_mu);
 	struct dk_sb *d = dk_sb_locked(sb);
 	snprintf(started, sizeof(started), "%s", d ? d->started : "");
-	struct dk_run *rec = d ? dk_run_locked(d, run->n) : NULL;
-	if (rec) {
-		snprintf(rec->cid, sizeof(rec->cid), "%s", cid);
-		snprintf(rec->eid, sizeof(rec->eid), "%s", eid);
-		snprintf(rec->started, sizeof(rec->started), "%s", started);
-		rec->loaded = true;
-		rec->next_check_ms = dk_now_ms() + CHECK_INTERVAL_MS;
-	}
 	pthread_mutex_unlock(&dk_mu);
-	/* for the restarted daemon: which exec, in which container life */
-	json_t *j = json_pack("{s:s, s:s, s:s}", "container", cid, "exec", eid, "started", started);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-	json_decref(j);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/docker.json", run->dir);
-	struct sfs_err werr = {0};
-	if (!text || sfs_write_file_atomic(path, text, strlen(text), &werr))
-		sfs_log(SFS_LOG_ERR, "%s: run %d: %s", sb->name, run->n,
-			text ? werr.msg : "out of memory");
-	free(text);
+	save_record(sb, run, cid, eid, started);
 	run->state = SFS_RUN_RUNNING;
 	return 0;
 }
@@ -234,12 +257,14 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 		return 0; /* restored to another container since */
 	bool running;
 	int code;
-	int r = dk_exec_inspect(rec->eid, &running, &code, NULL);
+	/* no exec id: a record made from the container (run_from_container) */
+	int r = rec->eid[0] ? dk_exec_inspect(rec->eid, &running, &code, NULL) : -ENOENT;
 	if (r == 0)
 		return running;
 	if (r != -ENOENT)
 		return r;
-	/* the engine forgot the exec: it restarted, and so may have the container */
+	/* the engine forgot the exec (it restarted, and so may have the
+	 * container), or it was never known */
 	struct dk_info info;
 	r = dk_inspect(cid, &info, NULL);
 	if (r == -ENOENT) {
@@ -263,16 +288,97 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 	return r ? r : strcmp(out, "yes") == 0;
 }
 
+/*
+ * $1 run dir.  What the container knows of a run nobody recorded: its status
+ * file's text, "running" while its wrapper lives (the pid in wpid, and that
+ * process still the wrapper of this run dir: pids start again when the
+ * container restarts), else "none".
+ */
+static const char trace_script[] =
+    "d=$1\n"
+    "[ -f \"$d/status\" ] && { cat \"$d/status\"; exit 0; }\n"
+    "p=$(cat \"$d/wpid\" 2>/dev/null)\n"
+    "if [ -n \"$p\" ] && kill -0 \"$p\" 2>/dev/null &&\n"
+    "   tr '\\0' '\\n' <\"/proc/$p/cmdline\" 2>/dev/null | grep -qxF -- \"$d\"; then\n"
+    "  echo running; exit 0\n"
+    "fi\n"
+    "[ -f \"$d/status\" ] && { cat \"$d/status\"; exit 0; }\n"
+    "echo none\n";
+
+/*
+ * A run without a record (the daemon that started it was killed before
+ * saving docker.json, or before starting it at all): the container's run
+ * dir tells.  Its status file when there is one; a wrapper still running is
+ * followed from now on with a record made here (its exec id unknown);
+ * no trace, or a container that is not running, is lost.
+ */
+static int run_from_container(struct sfs_sandbox *sb, struct sfs_run *run, const char *cid,
+			      struct sfs_err *err)
+{
+	int r = read_status(sb, cid, run, true);
+	if (r == 1)
+		return 0;
+	if (r < 0)
+		return sfs_errf(err, r, "docker: run %d: cannot read its status", run->n);
+	struct dk_info info;
+	r = dk_inspect(cid, &info, err);
+	if (r == -ENOENT) {
+		dk_container_gone(cid);
+		run->state = SFS_RUN_LOST;
+		return 0;
+	}
+	if (r)
+		return r;
+	dk_note_container(sb, &info);
+	char started[64];
+	snprintf(started, sizeof(started), "%s", info.started);
+	bool up = info.running;
+	dk_info_free(&info);
+	if (!up) {
+		run->state = SFS_RUN_LOST; /* stopped: no wrapper, and no status */
+		return 0;
+	}
+	char dir[64], out[64];
+	dk_run_dir(run->n, dir, sizeof(dir));
+	const char *args[] = {dir, NULL};
+	struct sfs_sh_cmd c;
+	r = sfs_sh_script(&c, trace_script, "sfs-trace", args, err);
+	if (!r) {
+		r = dk_sh_cmd(cid, &c, out, sizeof(out), err);
+		sfs_sh_cmd_free(&c);
+	}
+	if (r)
+		return r;
+	if (strcmp(out, "running") == 0) {
+		save_record(sb, run, cid, "", started);
+		run->state = SFS_RUN_RUNNING;
+		return 0;
+	}
+	if (!parse_status(out, run))
+		run->state = SFS_RUN_LOST; /* "none": the wrapper never started */
+	return 0;
+}
+
 int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	struct dk_run rec;
-	if (!run_record(sb, run, &rec) || dk_is_gone(sb)) {
-		run->state = SFS_RUN_LOST; /* no record, or no container left */
+	if (dk_is_gone(sb)) {
+		run->state = SFS_RUN_LOST; /* no container left */
 		return 0;
 	}
 	char cid[DK_ID_MAX];
 	dk_current(sb, cid, sizeof(cid));
 	int64_t now = dk_now_ms();
+	if (!run_record(sb, run, &rec)) {
+		if (!cid[0]) {
+			run->state = SFS_RUN_LOST;
+			return 0;
+		}
+		if (now < next_check(sb, run->n))
+			return 0; /* keep what we knew; checked again within a second */
+		set_next_check(sb, run->n, now + CHECK_INTERVAL_MS);
+		return run_from_container(sb, run, cid, err);
+	}
 	bool may_call = now >= rec.next_check_ms;
 	int r = read_status(sb, cid[0] ? cid : rec.cid, run, may_call);
 	if (r == 1)

@@ -226,6 +226,45 @@ dk_new_missing() {
 	[ "$(cat "$MNT/r1/runs/$n/journal")" = "after restart" ]
 }
 
+# ATTACK.md finding 6: a daemon killed between starting a run's wrapper and
+# saving its record (runs/N/docker.json) must not leave the run `lost` while
+# the container knows better.  The record is removed by hand while the
+# daemon is down: what a kill -9 at that moment leaves.
+@test "docker: runs whose record a kill -9 cut off: status, journal, wait and kill come from the container's run files" {
+	sfs_mount -o docker.kill_grace=1
+	dk_new rr >/dev/null
+	a=$(dk_exec rr 'echo a-out; sleep 2; exit 42')
+	b=$(dk_exec rr 'echo b-out; sleep 300')
+	wait_for grep -qx a-out "$MNT/rr/runs/$a/journal"
+	wait_for grep -qx b-out "$MNT/rr/runs/$b/journal"
+	kill -9 "$SFS_PID"
+	runs=$(echo "$STATE"/sandboxes/*/runs)
+	[ -f "$runs/$a/docker.json" ]
+	rm "$runs/$a/docker.json" "$runs/$b/docker.json"
+	# a number reserved, but its wrapper never started: no trace in the container
+	c=$((b + 1))
+	mkdir "$runs/$c"
+	echo 'echo c-out' >"$runs/$c/cmd"
+	dk_restart_daemon -o docker.kill_grace=1
+	[ "$(ls "$MNT/rr/runs" | sort -n | tr '\n' ' ')" = "$a $b $c " ]
+	[ "$(timeout 20 cat "$MNT/rr/runs/$a/wait")" = "exited 42" ]
+	[ "$(cat "$MNT/rr/runs/$a/status")" = "exited 42" ]
+	[ "$(cat "$MNT/rr/runs/$a/journal")" = a-out ]
+	[ "$(cat "$MNT/rr/runs/$b/status")" = running ]
+	[ "$(head -n 1 "$MNT/rr/runs/$b/journal")" = b-out ]
+	echo kill >"$MNT/rr/runs/$b/ctl"
+	[ "$(timeout 20 cat "$MNT/rr/runs/$b/wait")" = "killed TERM" ]
+	[ "$(dk_count_in rr 'sleep 300')" -eq 0 ]
+	[ "$(cat "$MNT/rr/runs/$c/status")" = lost ]
+	[ "$(timeout 10 cat "$MNT/rr/runs/$c/wait")" = lost ]
+	# the record written at adoption serves the next restart too
+	[ -f "$runs/$b/docker.json" ]
+	dk_restart_daemon
+	[ "$(cat "$MNT/rr/runs/$a/status")" = "exited 42" ]
+	[ "$(cat "$MNT/rr/runs/$b/status")" = "killed TERM" ]
+	[ "$(dk_exec rr 'echo after')" = $((c + 1)) ]
+}
+
 @test "docker: a container removed behind our back: clear error, its run is lost, the mount keeps working" {
 	sfs_mount
 	dk_new g1 >/dev/null
