@@ -230,8 +230,9 @@ dk_new_missing() {
 # saving its record (runs/N/docker.json) must not leave the run `lost` while
 # the container knows better.  The record is removed by hand while the
 # daemon is down: what a kill -9 at that moment leaves.
-@test "docker: runs whose record a kill -9 cut off: status, journal, wait and kill come from the container's run files" {
-	sfs_mount -o docker.kill_grace=1
+# dk_unrecorded_runs [options...]: the test, mounted with those options.
+dk_unrecorded_runs() {
+	sfs_mount -o docker.kill_grace=1 "$@"
 	dk_new rr >/dev/null
 	a=$(dk_exec rr 'echo a-out; sleep 2; exit 42')
 	b=$(dk_exec rr 'echo b-out; sleep 300')
@@ -245,7 +246,7 @@ dk_new_missing() {
 	c=$((b + 1))
 	mkdir "$runs/$c"
 	echo 'echo c-out' >"$runs/$c/cmd"
-	dk_restart_daemon -o docker.kill_grace=1
+	dk_restart_daemon -o docker.kill_grace=1 "$@"
 	[ "$(ls "$MNT/rr/runs" | sort -n | tr '\n' ' ')" = "$a $b $c " ]
 	[ "$(timeout 20 cat "$MNT/rr/runs/$a/wait")" = "exited 42" ]
 	[ "$(cat "$MNT/rr/runs/$a/status")" = "exited 42" ]
@@ -259,10 +260,18 @@ dk_new_missing() {
 	[ "$(timeout 10 cat "$MNT/rr/runs/$c/wait")" = lost ]
 	# the record written at adoption serves the next restart too
 	[ -f "$runs/$b/docker.json" ]
-	dk_restart_daemon
+	dk_restart_daemon "$@"
 	[ "$(cat "$MNT/rr/runs/$a/status")" = "exited 42" ]
 	[ "$(cat "$MNT/rr/runs/$b/status")" = "killed TERM" ]
 	[ "$(dk_exec rr 'echo after')" = $((c + 1)) ]
+}
+
+@test "docker: runs whose record a kill -9 cut off: status, journal, wait and kill come from the container's run files" {
+	dk_unrecorded_runs
+}
+
+@test "docker: runs whose record a kill -9 cut off, through the archive API (docker.fs=archive): the same" {
+	dk_unrecorded_runs -o docker.fs=archive
 }
 
 @test "docker: a container removed behind our back: clear error, its run is lost, the mount keeps working" {
