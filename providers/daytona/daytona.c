@@ -418,7 +418,7 @@ const struct sfs_provider sfs_provider_daytona = {
     .name = "daytona",
     /* killableProcesses: there is no per-command kill (provider-apis.md
      * §1.3), so journals are polled and `cancel` destroys the sandbox.
-     * writableStdin: not implemented (session input is not wired).
+     * writableStdin: false: stdin of a daytona session is not wired here.
      * networkPolicy: network=block and network_allow= are passed to create,
      * but nothing here has observed them enforced (the emulator only records
      * them), so the flag stays false until a test against the real service
