@@ -43,20 +43,28 @@ size_t sfs_local_tree_select(const struct sfs_local_proc *procs, size_t n, pid_t
 	return count;
 }
 
+/* Reads a /proc file into buf (NUL-terminated); its length, or -1. */
+static ssize_t read_proc(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t len = read(fd, buf, size - 1);
+	close(fd);
+	if (len < 0)
+		return -1;
+	buf[len] = '\0';
+	return len;
+}
+
 /* Reads pid's parent and state from /proc/PID/stat: "pid (comm) S ppid ...",
  * comm may hold spaces and ')' so the last ')' ends it. */
 static int read_stat(pid_t pid, pid_t *ppid, char *state)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_proc(path, buf, sizeof(buf)) <= 0)
 		return -1;
-	ssize_t len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (len <= 0)
-		return -1;
-	buf[len] = '\0';
 	char *end = strrchr(buf, ')');
 	int parent;
 	if (!end || sscanf(end + 1, " %c %d", state, &parent) != 2)
@@ -186,16 +194,11 @@ int sfs_local_has_live_children(pid_t pid)
 	 * wrapper's own exit may leave one, e.g. a sanitizer's helper). */
 	char path[96], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t len = read_proc(path, buf, sizeof(buf));
 	if (len < 0)
 		return -1;
 	if (len == (ssize_t)sizeof(buf) - 1)
 		return 1; /* hundreds of children: some are surely alive */
-	buf[len] = '\0';
 	char *p = buf, *end;
 	for (long child; (child = strtol(p, &end, 10)) > 0; p = end) {
 		pid_t ppid;
@@ -214,14 +217,9 @@ pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid)
 		return -1;
 	char path[64], buf[4400];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)wpid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t len = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	ssize_t len = read_proc(path, buf, sizeof(buf));
 	if (len <= 0)
 		return -1;
-	buf[len] = '\0';
 	const char *arg1 = buf + strlen(buf) + 1;
 	if (arg1 >= buf + len || strcmp(arg1, SFS_LOCAL_WRAP_ARG) != 0)
 		return -1;
