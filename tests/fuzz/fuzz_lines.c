@@ -49,14 +49,20 @@ static int on_event(const char *event, const char *data, size_t len, const char 
 	return 0;
 }
 
+/* The length of the piece at offset o of n bytes: 1..step bytes, varying
+ * with o (step 0: all that is left at once). */
+static size_t piece(size_t o, size_t n, size_t step)
+{
+	size_t k = step ? 1 + (o * 7 + step) % step : n - o;
+	return k < n - o ? k : n - o;
+}
+
 /* Feeds data in pieces of 1..step bytes (step 0: all at once). */
 static void lines_run(const char *d, size_t n, size_t step, struct seen *s)
 {
 	struct sfs_linebuf lb = {0};
 	for (size_t o = 0; o < n;) {
-		size_t k = step ? 1 + (o * 7 + step) % step : n - o;
-		if (k > n - o)
-			k = n - o;
+		size_t k = piece(o, n, step);
 		if (sfs_lines_feed(&lb, d + o, k, on_line, s))
 			break;
 		o += k;
@@ -70,9 +76,7 @@ static int ndjson_run(const char *d, size_t n, size_t step, struct seen *s)
 	struct sfs_ndjson p = {.on_value = on_value, .arg = s};
 	int r = 0;
 	for (size_t o = 0; o < n && !r;) {
-		size_t k = step ? 1 + (o * 7 + step) % step : n - o;
-		if (k > n - o)
-			k = n - o;
+		size_t k = piece(o, n, step);
 		r = sfs_ndjson_feed(&p, d + o, k);
 		o += k;
 	}
@@ -87,9 +91,7 @@ static int sse_run(const char *d, size_t n, size_t step, struct seen *s)
 	struct sfs_sse p = {.on_event = on_event, .arg = s};
 	int r = 0;
 	for (size_t o = 0; o < n && !r;) {
-		size_t k = step ? 1 + (o * 7 + step) % step : n - o;
-		if (k > n - o)
-			k = n - o;
+		size_t k = piece(o, n, step);
 		r = sfs_sse_feed(&p, d + o, k);
 		o += k;
 	}
