@@ -154,6 +154,44 @@ struct sfs_sse {
 int sfs_sse_feed(struct sfs_sse *p, const char *data, size_t n);
 void sfs_sse_free(struct sfs_sse *p);
 
+/* ---- Connect-RPC envelopes (connect.c): pure, incremental ------------ */
+
+#define SFS_CONNECT_END 0x02		    /* flag of the end-of-stream message */
+#define SFS_CONNECT_MAX_DEFAULT (16u << 20) /* a longer message is refused */
+
+/* A server-streaming response: flag byte, 4-byte big-endian length, JSON. */
+struct sfs_connect_dec {
+	size_t max; /* longest message accepted; 0: SFS_CONNECT_MAX_DEFAULT */
+	/* Each whole message (json is NUL-terminated, borrowed); flags has
+	 * SFS_CONNECT_END on the last one.  A non-zero return stops the feed
+	 * and is returned. */
+	int (*on_msg)(unsigned flags, const char *json, size_t len, void *arg);
+	void *arg;
+	/* internal */
+	unsigned char hdr[5];
+	size_t hlen;
+	uint32_t need;
+	struct sfs_buf msg;
+	bool ended;
+};
+/* Feeds bytes: 0, on_msg's non-zero, -EMSGSIZE (a length over max), -EPROTO
+ * (a compressed message, or bytes after the end-of-stream message),
+ * -ENOMEM. */
+int sfs_connect_feed(struct sfs_connect_dec *d, const void *data, size_t n);
+/* 0 when the stream ended with its end-of-stream message and nothing after
+ * it was cut short, else -EPROTO. */
+int sfs_connect_finish(const struct sfs_connect_dec *d);
+void sfs_connect_dec_free(struct sfs_connect_dec *d);
+/* Appends one envelope (a streaming request's body is one). */
+int sfs_connect_envelope(struct sfs_buf *out, unsigned flags, const char *json, size_t len);
+/* A Connect error code ("not_found", ...) as a negative errno (-EIO if
+ * unknown). */
+int sfs_connect_code_errno(const char *code);
+/* o is an end-of-stream message ({"error":{...}}) or a unary error body
+ * ({"code","message"}): 0 when it carries no error, else the errno with
+ * "WHAT: message (code)" in err. */
+int sfs_connect_error(json_t *o, const char *what, struct sfs_err *err);
+
 /* ---- base64 (base64.c) ----------------------------------------------- */
 
 /* Decodes standard base64, skipping whitespace; out needs 3*(n/4)+3 bytes.
