@@ -42,7 +42,7 @@ static int first_end(void *ctx, const struct sfs_tar_entry *e)
 int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 		    struct sfs_err *err)
 {
-	char *epath = dk_urlencode(path);
+	char *epath = sfs_http_escape_component(path);
 	if (!epath)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[4300];
@@ -55,7 +55,8 @@ int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 	if (resp.status >= 400) {
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
-		r = sfs_errf(err, dk_errno(resp.status), "docker: reading %s: %s", path, msg);
+		r = sfs_errf(err, sfs_http_status_errno(resp.status), "docker: reading %s: %s",
+			     path, msg);
 		dk_resp_free(&resp);
 		return r;
 	}

@@ -316,7 +316,7 @@ int dk_ensure_image(struct sfs_sandbox *sb, const char *image, struct sfs_err *e
 	} else if (!strchr(name, '@')) {
 		snprintf(tag, sizeof(tag), "latest");
 	}
-	char *ename = dk_urlencode(name), *etag = dk_urlencode(tag);
+	char *ename = sfs_http_escape_component(name), *etag = sfs_http_escape_component(tag);
 	char path[1024];
 	if (ename && etag)
 		snprintf(path, sizeof(path), "/images/create?fromImage=%s%s%s", ename,
@@ -545,7 +545,7 @@ int dk_container_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const c
 int dk_commit(const char *cid, const char *repo, const char *tag, char *image_id, size_t len,
 	      struct sfs_err *err)
 {
-	char *erepo = dk_urlencode(repo), *etag = dk_urlencode(tag);
+	char *erepo = sfs_http_escape_component(repo), *etag = sfs_http_escape_component(tag);
 	char path[600];
 	if (erepo && etag)
 		snprintf(path, sizeof(path), "/commit?container=%s&repo=%s&tag=%s&pause=true", cid,

@@ -252,7 +252,7 @@ static int snapshot_delete_op(struct sfs_sandbox *sb, const char *snapshot_id, s
 		const char *tag = json_string_value(t);
 		if (!tag || strncmp(tag, SNAPSHOT_REPO ":", strlen(SNAPSHOT_REPO) + 1) != 0)
 			continue;
-		char *etag = dk_urlencode(tag);
+		char *etag = sfs_http_escape_component(tag);
 		if (!etag)
 			continue;
 		snprintf(path, sizeof(path), "/images/%s", etag);
@@ -448,7 +448,7 @@ extern const struct sfs_provider sfs_provider_docker;
 static void append_orphans(char *why, size_t len)
 {
 	struct sfs_err err = {0};
-	char *filter = dk_urlencode("{\"label\":[\"sandboxfs.managed=1\"]}");
+	char *filter = sfs_http_escape_component("{\"label\":[\"sandboxfs.managed=1\"]}");
 	char path[512];
 	json_t *arr = NULL;
 	if (!filter)

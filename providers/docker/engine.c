@@ -168,23 +168,6 @@ void dk_resp_free(struct dk_resp *resp)
 	resp->len = 0;
 }
 
-int dk_errno(long status)
-{
-	switch (status) {
-	case 400:
-		return -EINVAL;
-	case 401:
-	case 403:
-		return -EACCES;
-	case 404:
-		return -ENOENT;
-	case 409:
-		return -EBUSY;
-	default:
-		return -EIO;
-	}
-}
-
 void dk_reply_message(const struct dk_resp *resp, char *buf, size_t len)
 {
 	json_t *j = resp->len ? json_loadb(resp->body, resp->len, 0, NULL) : NULL;
@@ -218,7 +201,7 @@ int dk_json(const char *method, const char *path, json_t *body, long timeout_s, 
 	if (resp.status >= 400) {
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
-		r = sfs_errf(err, dk_errno(resp.status), "docker: %s: %s", what, msg);
+		r = sfs_errf(err, sfs_http_status_errno(resp.status), "docker: %s: %s", what, msg);
 		dk_resp_free(&resp);
 		return r;
 	}
@@ -279,30 +262,10 @@ int dk_stream(const char *method, const char *path, json_t *body, dk_sink sink, 
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
 		sfs_http_resp_free(&hr);
-		return sfs_errf(err, dk_errno(hr.status), "docker: %s", msg);
+		return sfs_errf(err, sfs_http_status_errno(hr.status), "docker: %s", msg);
 	}
 	sfs_http_resp_free(&hr);
 	return (int)hr.status;
-}
-
-char *dk_urlencode(const char *s)
-{
-	size_t n = strlen(s);
-	char *out = malloc(n * 3 + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			*o++ = (char)ch;
-		} else {
-			snprintf(o, 4, "%%%02X", ch);
-			o += 3;
-		}
-	}
-	*o = '\0';
-	return out;
 }
 
 void dk_engine_shutdown(void)

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "../err.h"
+#include "../http/http.h"
 
 #define DK_API "/v1.41"
 /* How a vanished container is described (see dk_gone). */
@@ -54,11 +55,7 @@ typedef bool (*dk_sink)(void *arg, const char *data, size_t len);
 int dk_stream(const char *method, const char *path, json_t *body, dk_sink sink, void *arg,
 	      const int *stop, struct sfs_err *err);
 
-/* The negative errno for an HTTP status (404 -> -ENOENT ...). */
-int dk_errno(long status);
 /* The "message" of an error reply, or the raw body. */
 void dk_reply_message(const struct dk_resp *resp, char *buf, size_t len);
-/* Percent-encodes s for a query string; NULL on ENOMEM. */
-char *dk_urlencode(const char *s);
 
 #endif

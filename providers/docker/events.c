@@ -204,7 +204,7 @@ static void *events_main(void *arg)
 			      "label", label);
 	char *ftext = f ? json_dumps(f, JSON_COMPACT) : NULL;
 	json_decref(f);
-	char *enc = ftext ? dk_urlencode(ftext) : NULL;
+	char *enc = ftext ? sfs_http_escape_component(ftext) : NULL;
 	free(ftext);
 	struct stream s = {.line = malloc(LINE_MAX_BYTES)};
 	if (!enc || !s.line ||

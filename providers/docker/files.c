@@ -87,7 +87,7 @@ static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size
 		r = full_path(sb, path, full, sizeof(full), err);
 	if (r)
 		return r;
-	char *epath = dk_urlencode(full);
+	char *epath = sfs_http_escape_component(full);
 	if (!epath)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	snprintf(url, len, "/containers/%s/archive?path=%s", cid, epath);
@@ -110,7 +110,7 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 		return -ENOENT; /* an answer, not a failure */
 	}
 	if (resp.status >= 400 || !resp.path_stat) {
-		r = sfs_errf(err, resp.status >= 400 ? dk_errno(resp.status) : -EIO,
+		r = sfs_errf(err, resp.status >= 400 ? sfs_http_status_errno(resp.status) : -EIO,
 			     "docker: stat %s: HTTP %ld", path, resp.status);
 		dk_resp_free(&resp);
 		return r;
@@ -478,7 +478,7 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 		return sfs_errf(err, -ENAMETOOLONG, "docker: write %s: name too long", full);
 	sfs_tar_header(t.head + ln, name, '0', (uint64_t)st.st_size, mode, time(NULL));
 	t.head_len = (size_t)ln + TAR_BLOCK;
-	char *edir = dk_urlencode(dir);
+	char *edir = sfs_http_escape_component(dir);
 	if (!edir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[12400];
@@ -497,7 +497,7 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	if (resp.status >= 400) {
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
-		r = sfs_errf(err, resp.status == 404 ? -ENOENT : dk_errno(resp.status),
+		r = sfs_errf(err, resp.status == 404 ? -ENOENT : sfs_http_status_errno(resp.status),
 			     "docker: write %s: %s", full, msg);
 	}
 	dk_resp_free(&resp);
@@ -533,7 +533,7 @@ int dk_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *e
 		r = full_path(sb, "", full, sizeof(full), err);
 	if (r)
 		return r;
-	char *e = dk_urlencode(full);
+	char *e = sfs_http_escape_component(full);
 	if (!e)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[12400];
@@ -549,7 +549,8 @@ int dk_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *e
 	if (resp.status >= 400) {
 		char msg[512];
 		dk_reply_message(&resp, msg, sizeof(msg));
-		r = sfs_errf(err, dk_errno(resp.status), "docker: upload to %s: %s", full, msg);
+		r = sfs_errf(err, sfs_http_status_errno(resp.status), "docker: upload to %s: %s",
+			     full, msg);
 	}
 	dk_resp_free(&resp);
 	return r;

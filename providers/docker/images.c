@@ -27,7 +27,7 @@ static json_t *image_users(const char *id)
 {
 	char filt[160];
 	snprintf(filt, sizeof(filt), "{\"ancestor\":[\"%s\"]}", id);
-	char *efilt = dk_urlencode(filt);
+	char *efilt = sfs_http_escape_component(filt);
 	if (!efilt)
 		return NULL;
 	char path[400];
@@ -244,7 +244,7 @@ int dk_adopt_snapshots(struct sfs_sandbox *sb, const char *cid)
 {
 	char filt[96];
 	snprintf(filt, sizeof(filt), "{\"reference\":[\"%s\"]}", SNAPSHOT_REPO);
-	char *efilt = dk_urlencode(filt);
+	char *efilt = sfs_http_escape_component(filt);
 	if (!efilt)
 		return -ENOMEM;
 	char path[256];

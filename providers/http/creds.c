@@ -37,7 +37,9 @@ char *sfs_http_base_url(const char *config_key, const char *env, const char *fal
 	return s;
 }
 
-char *sfs_http_escape(const char *s)
+/* Percent-encodes everything but RFC 3986's unreserved characters, and '/'
+ * too when keep_slash (a path rather than one query value or segment). */
+static char *escape(const char *s, bool keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = strlen(s);
@@ -48,7 +50,7 @@ char *sfs_http_escape(const char *s)
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		unsigned char c = *p;
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+		    c == '-' || c == '_' || c == '.' || c == '~' || (c == '/' && keep_slash)) {
 			*o++ = (char)c;
 		} else {
 			*o++ = '%';
@@ -58,4 +60,14 @@ char *sfs_http_escape(const char *s)
 	}
 	*o = '\0';
 	return out;
+}
+
+char *sfs_http_escape(const char *s)
+{
+	return escape(s, true);
+}
+
+char *sfs_http_escape_component(const char *s)
+{
+	return escape(s, false);
 }

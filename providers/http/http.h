@@ -209,7 +209,9 @@ const char *sfs_http_credential(const char *env, const char *config_key);
 /* Base URL: config key, else env var, else fallback; without a trailing '/'.
  * Returns a malloc'd string or NULL. */
 char *sfs_http_base_url(const char *config_key, const char *env, const char *fallback);
-/* Percent-encodes s for a query value (RFC 3986 unreserved kept). malloc'd. */
+/* Percent-encodes s for a URL path ('/' kept; RFC 3986 unreserved kept). malloc'd. */
 char *sfs_http_escape(const char *s);
+/* The same, with '/' encoded too: one query value or path segment. */
+char *sfs_http_escape_component(const char *s);
 
 #endif

@@ -87,6 +87,9 @@ static void test_escape_and_errors(void)
 	char *e = sfs_http_escape("dir/a b&c=d%é");
 	CHECK_STREQ(e, "dir/a%20b%26c%3Dd%25%C3%A9");
 	free(e);
+	e = sfs_http_escape_component("{\"label\":[\"x/y=1\"]}");
+	CHECK_STREQ(e, "%7B%22label%22%3A%5B%22x%2Fy%3D1%22%5D%7D");
+	free(e);
 	char buf[128];
 	const char *nest =
 	    "{\"statusCode\":404,\"message\":\"file not found\",\"code\":\"Not Found\"}";
