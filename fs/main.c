@@ -295,17 +295,17 @@ int main(int argc, char **argv)
 
 	/* Long: the workspace watcher pushes outside changes into the kernel
 	 * (fs/workspace/watcher.c "Coherence"), and falls back to 1 s without inotify. */
-	sfs_fs_opts.ws.attr_timeout = sfs_config_get_double("attr_timeout", 86400.0);
-	sfs_fs_opts.ws.entry_timeout = sfs_config_get_double("entry_timeout", 86400.0);
+	sfs_fs_opts.ws.attr_timeout = sfs_opt_get_double("attr_timeout");
+	sfs_fs_opts.ws.entry_timeout = sfs_opt_get_double("entry_timeout");
 	/* never exactly 0: the kernel would re-look-up every entry */
 	if (sfs_fs_opts.ws.attr_timeout <= 0)
 		sfs_fs_opts.ws.attr_timeout = 0.001;
 	if (sfs_fs_opts.ws.entry_timeout <= 0)
 		sfs_fs_opts.ws.entry_timeout = 0.001;
-	sfs_fs_opts.ws.writeback = !strcmp(sfs_config_get("writeback", "false"), "true");
+	sfs_fs_opts.ws.writeback = sfs_opt_get_bool("writeback");
 	/* checked octal by its option row; only the read bits mean anything */
-	sfs_fs_opts.runs_mode = (mode_t)strtol(sfs_config_get("runs_mode", "0400"), NULL, 8) & 0444;
-	int max_threads = (int)sfs_config_get_double("max_threads", 16);
+	sfs_fs_opts.runs_mode = (mode_t)strtol(sfs_opt_get("runs_mode"), NULL, 8) & 0444;
+	int max_threads = (int)sfs_opt_get_double("max_threads");
 
 	if (tree_init(statedir, provider, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.msg);

@@ -1,6 +1,7 @@
 #include "journal.h"
 
 #include "../providers/config.h"
+#include "../providers/options.h"
 #include "../providers/util.h"
 
 #include <errno.h>
@@ -345,7 +346,7 @@ static void plan_locked(struct journal *j, bool idle_pass, int64_t now, struct j
 		if (job)
 			job->off = j->size;
 		j->next_poll_ms =
-		    now + (int64_t)(sfs_config_get_double("journal.poll_interval", 0.25) * 1000);
+		    now + (int64_t)(sfs_opt_get_double("journal.poll_interval") * 1000);
 	}
 }
 

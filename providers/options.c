@@ -345,6 +345,29 @@ int sfs_opt_check(const struct sfs_opt_table *t, size_t n, const char *key, cons
 	return check_value(o, val, canon, err);
 }
 
+const char *sfs_opt_get(const char *key)
+{
+	const char *v = sfs_config_get(key, NULL);
+	if (v)
+		return v;
+	size_t n;
+	const struct sfs_opt_table *t = sfs_opt_tables(&n);
+	const struct sfs_opt *o = sfs_opt_find(t, n, key);
+	return o ? o->def : NULL;
+}
+
+double sfs_opt_get_double(const char *key)
+{
+	const char *v = sfs_opt_get(key);
+	return v ? strtod(v, NULL) : 0;
+}
+
+bool sfs_opt_get_bool(const char *key)
+{
+	const char *v = sfs_opt_get(key);
+	return v && !strcmp(v, "true");
+}
+
 int sfs_opt_apply_defaults(const struct sfs_opt_table *t, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -71,6 +71,18 @@ int sfs_opt_check(const struct sfs_opt_table *t, size_t n, const char *key, cons
  * NULL when nothing is near enough to be a likely typo. */
 const char *sfs_opt_nearest(const struct sfs_opt_table *t, size_t n, const char *key);
 
+/*
+ * The value of a key of the built-in tables: the configured text, else the
+ * row's default, else NULL.  Code reads keys through these rather than
+ * sfs_config_get(key, fallback) so that a default is written once, in its
+ * row (tests/unit/option_keys.sh checks that every key read has a row).
+ */
+const char *sfs_opt_get(const char *key);
+/* The same as a number (0 when unset or not a number). */
+double sfs_opt_get_double(const char *key);
+/* The same as a boolean: true only for the canonical "true". */
+bool sfs_opt_get_bool(const char *key);
+
 /* Stores each row's default in the config list unless the key is set. */
 int sfs_opt_apply_defaults(const struct sfs_opt_table *t, size_t n);
 

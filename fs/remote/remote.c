@@ -11,6 +11,7 @@
 
 #include "../../ctl/tree.h"
 #include "../../providers/config.h"
+#include "../../providers/options.h"
 #include "../../providers/provider.h"
 #include "../cache/remote_cache.h"
 
@@ -634,10 +635,10 @@ unsigned long rws_calls(uint32_t serial)
 
 int rws_init(void)
 {
-	raw_links = !strcmp(sfs_config_get("symlinks", "safe"), "raw");
+	raw_links = !strcmp(sfs_opt_get("symlinks"), "raw");
 	struct rc_options opt = {
-	    .ttl = sfs_config_get_double("remote.attr_timeout", 1.0),
-	    .retry_interval = sfs_config_get_double("remote.retry_interval", 1.0),
+	    .ttl = sfs_opt_get_double("remote.attr_timeout"),
+	    .retry_interval = sfs_opt_get_double("remote.retry_interval"),
 	};
 	struct rc_hooks hooks = {
 	    .sandbox_get = remote_sandbox_get, .sandbox_put = tree_put, .node_stale = node_stale};

@@ -6,6 +6,7 @@
 
 #include "fs/workspace/internal.h"
 #include "providers/config.h"
+#include "providers/options.h"
 #include "providers/err.h"
 
 #include <dirent.h>
@@ -69,7 +70,7 @@ int ws_init(const struct ws_options *opt)
 	ws.fsuid = geteuid();
 	ws.fsgid = getegid();
 	ws.root = ws.fsuid == 0;
-	ws.symlinks_raw = strcmp(sfs_config_get("symlinks", "rewrite"), "raw") == 0;
+	ws.symlinks_raw = strcmp(sfs_opt_get("symlinks"), "raw") == 0;
 	ws_raise_nofile();
 	return 0;
 }

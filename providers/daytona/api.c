@@ -2,6 +2,7 @@
 #include "daytona.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../redact.h"
 #include "../sh/sh.h"
 
@@ -98,7 +99,7 @@ static char *api_base(void)
 
 static long timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("daytona.timeout", 60.0) * 1000);
+	return (long)(sfs_opt_get_double("daytona.timeout") * 1000);
 }
 
 static int need_key(const char **key, struct sfs_err *err)
@@ -230,7 +231,7 @@ int dt_adopt(struct sfs_sandbox *sb, json_t *o, struct sfs_err *err)
 
 int dt_wait_state(struct sfs_sandbox *sb, const char *want, struct sfs_err *err)
 {
-	double limit = sfs_config_get_double("daytona.create_timeout", 300.0);
+	double limit = sfs_opt_get_double("daytona.create_timeout");
 	struct timespec t0, now;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long delay_ms = 100;

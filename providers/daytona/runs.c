@@ -8,6 +8,7 @@
 #include "daytona.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../sh/sh.h"
 #include "../util.h"
 
@@ -27,7 +28,7 @@ static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size
 
 static long poll_timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("daytona.poll_timeout", 10.0) * 1000);
+	return (long)(sfs_opt_get_double("daytona.poll_timeout") * 1000);
 }
 
 int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)

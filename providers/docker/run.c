@@ -5,6 +5,7 @@
 #include "../sh/sh.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -412,7 +413,7 @@ int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escal
 		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
 	char dir[64], out[32];
 	dk_run_dir(run->n, dir, sizeof(dir));
-	double g = sfs_config_get_double("docker.kill_grace", 2.0);
+	double g = sfs_opt_get_double("docker.kill_grace");
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
 	if (!r)

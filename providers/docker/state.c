@@ -2,6 +2,7 @@
 #include "docker.h"
 
 #include "../config.h"
+#include "../options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +29,7 @@ int64_t dk_now_ms(void)
 
 bool dk_fs_archive_only(void)
 {
-	return strcmp(sfs_config_get("docker.fs", "auto"), "archive") == 0;
+	return strcmp(sfs_opt_get("docker.fs"), "archive") == 0;
 }
 
 struct dk_sb *dk_sb_locked(struct sfs_sandbox *sb)

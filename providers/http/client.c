@@ -2,6 +2,7 @@
 #include "http.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../strbuf.h"
 
 #include <curl/curl.h>
@@ -279,8 +280,8 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 	char auth[4200];
 	CURLcode c = CURLE_OUT_OF_MEMORY;
 
-	long timeout = req->timeout_ms ? req->timeout_ms
-				       : (long)(sfs_config_get_double("http.timeout", 60.0) * 1000);
+	long timeout =
+	    req->timeout_ms ? req->timeout_ms : (long)(sfs_opt_get_double("http.timeout") * 1000);
 	curl_easy_setopt(h, CURLOPT_URL, req->url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	if (timeout > 0)
@@ -418,8 +419,7 @@ int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, stru
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	bool idempotent = req->retry_unsafe || !strcmp(method, "GET") || !strcmp(method, "HEAD") ||
 			  !strcmp(method, "PUT") || !strcmp(method, "DELETE");
-	int max =
-	    req->max_attempts ? req->max_attempts : (int)sfs_config_get_double("http.attempts", 4);
+	int max = req->max_attempts ? req->max_attempts : (int)sfs_opt_get_double("http.attempts");
 	if (max < 1 || req->read)
 		max = 1; /* a streamed body cannot be sent twice */
 	int rc = 0;

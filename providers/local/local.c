@@ -8,6 +8,7 @@
 
 #include "../git/git.h"
 #include "../config.h"
+#include "../options.h"
 #include "../provider.h"
 #include "../util.h"
 
@@ -423,7 +424,7 @@ static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, 
 		return sfs_errf(err, r, "run %d: kill: %s", run->n, strerror(-r));
 	if (!escalate)
 		return 0;
-	double grace = sfs_config_get_double("local.kill_grace", 2.0);
+	double grace = sfs_opt_get_double("local.kill_grace");
 	struct timespec step = {0, 20 * 1000 * 1000};
 	for (double waited = 0; waited < grace && procs_alive(&procs); waited += 0.02)
 		nanosleep(&step, NULL);
@@ -521,7 +522,7 @@ static void end_all_runs(struct sfs_sandbox *sb)
 			procs[live++] = procs[i];
 		}
 	}
-	double grace = sfs_config_get_double("local.kill_grace", 2.0);
+	double grace = sfs_opt_get_double("local.kill_grace");
 	struct timespec step = {0, 20 * 1000 * 1000};
 	for (int sig = SIGTERM; live && sig; sig = sig == SIGTERM ? SIGKILL : 0) {
 		double limit = sig == SIGTERM ? grace : 5.0;

@@ -9,7 +9,7 @@ src=$1
 bin=$2
 help=$("$bin" --help) || { echo "option_keys: $bin --help failed"; exit 1; }
 keys=$(cd "$src" && grep -rhoE \
-	'sfs_config_get(_double)?\("[^"]+"|sfs_http_credential\("[^"]*", *"[^"]+"|sfs_http_base_url\("[^"]+"' \
+	'sfs_(config|opt)_get(_double|_bool)?\("[^"]+"|sfs_http_credential\("[^"]*", *"[^"]+"|sfs_http_base_url\("[^"]+"' \
 	--include='*.c' fs ctl journal providers | sed -E 's/.*"([^"]+)"$/\1/' | sort -u)
 [ -n "$keys" ] || { echo "option_keys: found no key reads under $src (pattern out of date?)"; exit 1; }
 n=0 bad=0

@@ -226,6 +226,22 @@ static void test_defaults(void)
 	sfs_kv_free(&sfs_config);
 }
 
+/* Readers get a row's default without restating it, and a set value over it. */
+static void test_opt_get(void)
+{
+	sfs_kv_free(&sfs_config);
+	CHECK_STREQ(sfs_opt_get("symlinks"), "rewrite");
+	CHECK(sfs_opt_get_double("http.attempts") == 4);
+	CHECK(!sfs_opt_get_bool("writeback"));
+	CHECK_STREQ(sfs_opt_get("no.such.key"), NULL);
+	CHECK(sfs_opt_get_double("no.such.key") == 0);
+	sfs_config_set("writeback", "true");
+	sfs_config_set("http.attempts", "7");
+	CHECK(sfs_opt_get_bool("writeback"));
+	CHECK(sfs_opt_get_double("http.attempts") == 7);
+	sfs_kv_free(&sfs_config);
+}
+
 /* The built-in tables: the core's and every provider's, each row sound. */
 static void test_builtin_tables(void)
 {
@@ -306,5 +322,5 @@ static void test_help_lists_every_row(void)
 CHECK_MAIN(CHECK_CASE(test_parse_ok), CHECK_CASE(test_unknown_key_suggests),
 	   CHECK_CASE(test_bad_int), CHECK_CASE(test_bad_bool), CHECK_CASE(test_bad_enum),
 	   CHECK_CASE(test_secret_value_not_echoed), CHECK_CASE(test_fuse_options),
-	   CHECK_CASE(test_config_file), CHECK_CASE(test_defaults), CHECK_CASE(test_builtin_tables),
-	   CHECK_CASE(test_help_lists_every_row))
+	   CHECK_CASE(test_config_file), CHECK_CASE(test_defaults), CHECK_CASE(test_opt_get),
+	   CHECK_CASE(test_builtin_tables), CHECK_CASE(test_help_lists_every_row))
