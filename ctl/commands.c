@@ -1,6 +1,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "tree.h"
 #include "verbs.h"
 
@@ -50,18 +51,6 @@ static int parse_one(const char *line, void *arg)
 
 typedef int (*run_fn)(struct ctl_cmd *cmd, void *ctx, struct sfs_buf *o, struct sfs_err *err);
 
-/* An environment variable's name as sh can use it: [A-Za-z_][A-Za-z0-9_]*. */
-static bool env_name_ok(const char *k)
-{
-	if (!k || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
-		return false;
-	for (k++; *k; k++)
-		if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
-		      (*k >= '0' && *k <= '9') || *k == '_'))
-			return false;
-	return true;
-}
-
 /* Every env name in opts (keys after `prefix`, "" for all) is usable. */
 static int check_env_names(const char *verb, const struct sfs_kvlist *opts, const char *prefix,
 			   struct sfs_err *err)
@@ -71,7 +60,7 @@ static int check_env_names(const char *verb, const struct sfs_kvlist *opts, cons
 		const char *k = opts->v[i].key;
 		if (strncmp(k, prefix, n) != 0)
 			continue;
-		if (!env_name_ok(k + n))
+		if (!ctl_env_name_ok(k + n))
 			return sfs_errf(err, -EINVAL,
 					"%s: bad variable name \"%s\" in \"%s=\" (names are "
 					"A-Z a-z 0-9 _, not starting with a digit)",
@@ -111,6 +100,10 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 	case V_NEW:
 		if (check_env_names("new", &c->opts, "env.", err))
 			return -EINVAL;
+		for (size_t i = 0; i < c->opts.n; i++)
+			if (!strncmp(c->opts.v[i].key, "secret.", 7) &&
+			    secret_ref_check(c->opts.v[i].key + 7, c->opts.v[i].val, err))
+				return -EINVAL;
 		return ctl_check_sandbox_name(c->args[0], err);
 	case V_FORGET:
 		return ctl_check_sandbox_name(c->args[0], err);
@@ -148,6 +141,17 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 		if (c->opts.n == 0)
 			return sfs_errf(err, -EINVAL, "env: nothing to set (usage: env K=V...)");
 		return check_env_names("env", &c->opts, "", err);
+	case V_SECRET:
+		if (c->nargs > 0 || c->opts.n == 0)
+			return sfs_errf(err, -EINVAL,
+					"expected secret NAME=env:VAR, NAME=file:PATH or NAME= "
+					"(removes it)");
+		for (size_t i = 0; i < c->opts.n; i++) {
+			const char *k = c->opts.v[i].key, *v = c->opts.v[i].val;
+			if (secret_ref_check(k, v[0] ? v : "env:X", err))
+				return -EINVAL;
+		}
+		return 0;
 	}
 	return 0;
 }
@@ -610,6 +614,8 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		return do_env(w, c, true, err);
 	case V_UNSETENV:
 		return do_env(w, c, false, err);
+	case V_SECRET:
+		return secrets_set(sb, &c->opts, err);
 	}
 	return sfs_errf(err, -EINVAL, "unknown command");
 }

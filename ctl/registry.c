@@ -15,6 +15,13 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 	json_t *env = json_object(), *snaps = json_array(), *ports = json_array();
 	for (size_t i = 0; env && i < sb->env.n; i++)
 		json_object_set_new(env, sb->env.v[i].key, json_string(sb->env.v[i].val));
+	/* secrets: the references only.  Not an object keyed by NAME: the
+	 * redactor would hide the reference of a name like API_TOKEN, and no
+	 * key of the entry may hold "secret" (its value would be hidden too) */
+	json_t *refs = sb->secrets.n ? json_array() : NULL;
+	for (size_t i = 0; refs && i < sb->secrets.n; i++)
+		json_array_append_new(refs, json_pack("{s:s, s:s}", "name", sb->secrets.v[i].key,
+						      "from", sb->secrets.v[i].val));
 	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
 		json_array_append_new(snaps,
 				      json_pack("{s:s, s:s?, s:I}", "id", sb->snapshots[i].id,
@@ -30,6 +37,12 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 			      "id", sb->id, "state", sfs_sb_state_name(sb->state), "created",
 			      sb->created, "image", sb->image, "workspace", sb->workspace, "env",
 			      env, "pdata", pdata, "snapshots", snaps, "ports", ports);
+	if (o && refs)
+		json_object_set_new(o, "env_from", refs);
+	else
+		json_decref(refs);
+	if (o && sb->redact_journal)
+		json_object_set_new(o, "redact", json_string("journal"));
 	return o;
 }
 
@@ -125,6 +138,17 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
 			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
 	}
+	size_t ri;
+	json_t *ref;
+	json_array_foreach(json_object_get(o, "env_from"), ri, ref)
+	{
+		const char *rn = json_string_value(json_object_get(ref, "name"));
+		const char *rf = json_string_value(json_object_get(ref, "from"));
+		if (rn && rf) /* the values are read by tree_init (secrets_load) */
+			r |= sfs_kv_set(&sb->secrets, rn, rf);
+	}
+	const char *red = json_string_value(json_object_get(o, "redact"));
+	sb->redact_journal = red && !strcmp(red, "journal");
 	json_t *pd = json_object_get(o, "pdata");
 	if (p->ops->state_load) {
 		struct sfs_err lerr = {0};

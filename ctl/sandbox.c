@@ -23,6 +23,10 @@ void sandbox_free(struct sfs_sandbox *sb)
 	free(sb->image);
 	free(sb->workspace);
 	sfs_kv_free(&sb->env);
+	sfs_kv_free(&sb->secrets);
+	for (size_t i = 0; i < sb->secret_vals.n; i++)
+		explicit_bzero(sb->secret_vals.v[i].val, strlen(sb->secret_vals.v[i].val));
+	sfs_kv_free(&sb->secret_vals);
 	if (sb->priv && sb->provider && sb->provider->ops->state_free)
 		sb->provider->ops->state_free(sb);
 	for (size_t i = 0; i < sb->nsnapshots; i++) {

@@ -4,6 +4,7 @@
 #include "registry.h"
 #include "runs.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "source.h"
 #include "tree_internal.h"
 
@@ -278,6 +279,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			sandbox_free(sb);
 			continue;
 		}
+		secrets_load(sb); /* values are never saved: read again */
 		enum sfs_sb_state st = sfs_sb_get_state(sb);
 		if (st == SFS_SB_RUNNING || st == SFS_SB_STOPPED) {
 			struct sfs_err rerr = {0};
@@ -466,21 +468,33 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		return r;
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key;
-		if (strncmp(k, "env.", 4) == 0) {
+		if (strncmp(k, "env.", 4) == 0 || strncmp(k, "secret.", 7) == 0) {
 			int r = sfs_provider_require(p, SFS_CAP_ENV, err);
 			if (r)
 				return r;
 		}
 	}
+	const char *red = sfs_kv_get(opts, "redact");
+	if (red && strcmp(red, "journal") != 0 && strcmp(red, "none") != 0)
+		return sfs_errf(err, -EINVAL, "redact=%s: expected journal or none", red);
 	struct sfs_sandbox *sb;
 	r = reserve(name, p, NULL, &sb, err);
 	if (r)
 		return r;
+	/* the values are read now: a missing one fails `new` before the
+	 * provider makes anything */
+	r = secrets_from_opts(sb, opts, err);
+	if (r) {
+		unreserve(sb);
+		return r;
+	}
+	sb->redact_journal = red && !strcmp(red, "journal");
 	struct sfs_kvlist popts = {0}; /* the provider's options: source= etc. are ours */
 	for (size_t i = 0; i < opts->n && !r; i++)
 		if (strncmp(opts->v[i].key, "env.", 4) == 0)
 			r = sfs_kv_set(&sb->env, opts->v[i].key + 4, opts->v[i].val);
-		else if (!source_key(opts->v[i].key))
+		else if (!source_key(opts->v[i].key) && strncmp(opts->v[i].key, "secret.", 7) &&
+			 strcmp(opts->v[i].key, "redact"))
 			r = sfs_kv_add(&popts, opts->v[i].key, opts->v[i].val);
 	if (r) {
 		sfs_kv_free(&popts);
@@ -628,7 +642,14 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	r = reserve(newname, src->provider, NULL, &dst, err);
 	if (r)
 		return r;
+	pthread_mutex_lock(&sfs_records_mu);
 	r = sfs_kv_copy(&dst->env, &src->env);
+	if (!r)
+		r = sfs_kv_copy(&dst->secrets, &src->secrets);
+	if (!r)
+		r = sfs_kv_copy(&dst->secret_vals, &src->secret_vals);
+	dst->redact_journal = src->redact_journal;
+	pthread_mutex_unlock(&sfs_records_mu);
 	if (r) {
 		unreserve(dst);
 		return sfs_errf(err, r, "out of memory");

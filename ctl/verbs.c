@@ -2,15 +2,15 @@
 
 #include <stddef.h>
 
-static const char *const new_keys[] = {"provider", "image",  "source", "ref",
-				       "depth",	   "setup*", "env.",   NULL};
+static const char *const new_keys[] = {"provider", "image", "source",  "ref",	 "depth",
+				       "setup*",   "env.",  "secret.", "redact", NULL};
 static const char *const resume_keys[] = {"provider", "id", NULL};
 static const char *const fork_keys[] = {"from", NULL};
 
 const struct ctl_verb ctl_mount_verbs[] = {
     {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
      "new NAME [provider=P] [image=I] [source=URL [ref=REF] [depth=N]] [setup=CMD]... "
-     "[env.K=V]..."},
+     "[env.K=V]... [secret.K=env:VAR|file:PATH]... [redact=journal]"},
     {V_RESUME, "resume", 1, 1, CTL_OPTS, resume_keys, "resume NAME provider=P id=REMOTE-ID"},
     {V_FORGET, "forget", 1, 1, 0, NULL, "forget NAME"},
     {0, NULL, 0, 0, 0, NULL, NULL},
@@ -29,6 +29,8 @@ const struct ctl_verb ctl_sandbox_verbs[] = {
     {V_DESTROY, "destroy", 0, 0, 0, NULL, "destroy"},
     {V_ENV, "env", 0, -1, CTL_OPTS | CTL_ANY_KEYS, NULL, "env K=V..."},
     {V_UNSETENV, "unsetenv", 1, -1, 0, NULL, "unsetenv K..."},
+    {V_SECRET, "secret", 0, -1, CTL_OPTS | CTL_ANY_KEYS, NULL,
+     "secret K=env:VAR|file:PATH|(empty: remove)..."},
     {0, NULL, 0, 0, 0, NULL, NULL},
 };
 

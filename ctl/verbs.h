@@ -24,6 +24,7 @@ enum ctl_verb_id {
 	V_DESTROY,
 	V_ENV,
 	V_UNSETENV,
+	V_SECRET,
 	V_RUN_KILL,
 	V_RUN_EOF,
 };

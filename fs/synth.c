@@ -1,6 +1,7 @@
 #include "synth.h"
 #include "remote/remote.h"
 
+#include "../ctl/secrets.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
 #include "../providers/redact.h"
@@ -307,6 +308,7 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
 		tf_kv(t, "error", sb->error);
+	tf_kv(t, "redact", sb->redact_journal ? "journal" : "none");
 	pthread_mutex_unlock(&sfs_records_mu);
 	bool remote = tree_workspace_is_remote(sb);
 	sfs_buf_printf(t, "followers %d\n", journal_followers());
@@ -361,6 +363,26 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 	free(t.buf);
 	if (!red)
 		return -ENOMEM;
+	if (s->kind == SFS_K_SB_STATUS) {
+		/* "secrets NAME..." after the key pass, which would hide the
+		 * names as the value of a key named "secrets" */
+		pthread_mutex_lock(&sfs_records_mu);
+		char *names = secrets_names_locked(s->sb);
+		pthread_mutex_unlock(&sfs_records_mu);
+		char *line = NULL, *shown = NULL, *all = NULL;
+		if (names && asprintf(&line, "secrets %s\n", names) < 0)
+			line = NULL;
+		shown = line ? sfs_redact_values_dup(line) : NULL;
+		if (shown && asprintf(&all, "%s%s", red, shown) < 0)
+			all = NULL;
+		free(names);
+		free(line);
+		free(shown);
+		free(red);
+		if (!all)
+			return -ENOMEM;
+		red = all;
+	}
 	*out = red;
 	*len = strlen(red);
 	return 0;

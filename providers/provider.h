@@ -52,8 +52,9 @@ int sfs_sb_state_parse(const char *s);
 
 enum sfs_run_state { SFS_RUN_RUNNING, SFS_RUN_EXITED, SFS_RUN_KILLED, SFS_RUN_LOST };
 
-struct sfs_opt; /* options.h: one row of an option table */
-struct journal; /* journal/journal.h: readers, waiters, follow/poll state */
+struct sfs_opt;	  /* options.h: one row of an option table */
+struct journal;	  /* journal/journal.h: readers, waiters, follow/poll state */
+struct sfs_audit; /* ctl/audit.h: a sandbox's audit writer */
 
 struct sfs_run {
 	int n;			  /* 1, 2, 3 ... in start order */
@@ -118,6 +119,10 @@ struct sfs_sandbox {
 	char *image;
 	char *workspace;       /* workspace root inside the sandbox */
 	struct sfs_kvlist env; /* environment for later runs */
+	/* SPEC §12: NAME -> reference ("env:VAR" | "file:PATH"); only the
+	 * reference is saved, never the value (ctl/secrets.c) */
+	struct sfs_kvlist secrets;
+	bool redact_journal; /* `redact=journal`: journal reads hide secret values */
 	struct sfs_snapshot *snapshots;
 	size_t nsnapshots;
 	struct sfs_port *ports;
@@ -132,7 +137,12 @@ struct sfs_sandbox {
 	pthread_mutex_t op_mutex; /* serialises provider ops on this sandbox */
 	struct sfs_run **runs;	  /* runs[i]->n == i + 1; guarded by the tree lock */
 	size_t nruns;
-	char *last_result;	       /* result of the last ctl command */
+	char *last_result; /* result of the last ctl command */
+	/* NAME -> value read from the reference when the sandbox was made,
+	 * loaded or the secret set; a NAME missing here could not be read and
+	 * makes every run fail until it is set again (sfs_sb_run_env) */
+	struct sfs_kvlist secret_vals;
+	struct sfs_audit *audit;       /* SANDBOX/audit's writer (ctl/audit.c), or NULL */
 	uint32_t last_snapshot_serial; /* the last sfs_snapshot.serial handed out */
 	/* rmdir went on without waiting for the runs (ctl/tree.c): hidden from
 	 * lookups, refuses verbs; guarded by the tree lock */
@@ -289,6 +299,12 @@ int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, co
 void sfs_sb_set_progress(struct sfs_sandbox *sb, const char *text);
 void sfs_sb_set_state(struct sfs_sandbox *sb, enum sfs_sb_state state);
 enum sfs_sb_state sfs_sb_get_state(struct sfs_sandbox *sb);
+/* The environment of a new run: sb->env, then every secret's value under
+ * its name (a secret wins over an env of the same name).  -EIO with a
+ * message naming the secret when one could not be read (a variable the
+ * restarted daemon does not have, a file that is gone).  The caller holds
+ * sb->op_mutex; out is a new list the caller frees (sfs_kv_free). */
+int sfs_sb_run_env(struct sfs_sandbox *sb, struct sfs_kvlist *out, struct sfs_err *err);
 /* Copies of sb->id / sb->workspace for threads that do not hold
  * sb->op_mutex (NULL when unset or on ENOMEM); free() them. */
 char *sfs_sb_dup_id(struct sfs_sandbox *sb);

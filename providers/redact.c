@@ -154,6 +154,15 @@ static int redact_values(const char *in, struct sfs_buf *out)
 	return r;
 }
 
+char *sfs_redact_values_dup(const char *in)
+{
+	struct sfs_buf all = {0};
+	int r = redact_values(in ? in : "", &all);
+	char *text = r ? NULL : sfs_buf_take(&all);
+	sfs_buf_free(&all);
+	return text;
+}
+
 char *sfs_redact_dup(const char *in)
 {
 	struct sfs_buf keys = {0}, all = {0};

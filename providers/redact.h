@@ -15,6 +15,10 @@
 /* The redacted copy of s, never cut short (a marker may be longer than the
  * value it hides); NULL on ENOMEM.  free() it. */
 char *sfs_redact_dup(const char *s);
+/* Only the registered values hidden (not the values of secret-looking
+ * keys): for text whose keys are known not to precede a value, such as
+ * status's list of secret names.  NULL on ENOMEM. */
+char *sfs_redact_values_dup(const char *s);
 /* Rewrites buf (NUL-terminated, capacity cap) in place.  0, or -ENOSPC when
  * the redacted text did not fit and buf holds a prefix of it (cut, never
  * leaking), or -ENOMEM when buf was replaced by the marker alone.  Callers

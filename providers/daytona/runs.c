@@ -47,13 +47,18 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	/* the environment rides along as arguments of the wrapper */
 	char dir[256];
 	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_kvlist env;
+	r = sfs_sb_run_env(sb, &env, err);
+	if (r)
+		return r;
 	struct sfs_sh_run wrap = {.dir = dir,
 				  .workspace = sb->workspace ? sb->workspace : "/",
 				  .cmd = run->cmd,
-				  .env = &sb->env};
+				  .env = &env};
 	struct sfs_sh_cmd c;
 	char *cmd = NULL;
 	r = sfs_sh_wrapper(&c, &wrap, err);
+	sfs_kv_free(&env);
 	if (r)
 		return r;
 	r = sfs_sh_cmd_string(&c, &cmd, err);

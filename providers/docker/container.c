@@ -353,25 +353,32 @@ int dk_ensure_image(struct sfs_sandbox *sb, const char *image, struct sfs_err *e
 
 /* ---- containers -------------------------------------------------------- */
 
-json_t *dk_exec_env(struct sfs_sandbox *sb, int run)
+json_t *dk_exec_env(struct sfs_sandbox *sb, int run, struct sfs_err *err)
 {
-	json_t *env = json_array();
-	if (!env)
+	/* env and secrets: given to the exec through the API, never in argv */
+	struct sfs_kvlist sbenv;
+	if (sfs_sb_run_env(sb, &sbenv, err))
 		return NULL;
+	json_t *env = json_array();
+	if (!env) {
+		sfs_kv_free(&sbenv);
+		sfs_errf(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
 	int r = json_array_append_new(
 	    env, json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
 	r |= json_array_append_new(env, json_string("HOME=/root"));
-	pthread_mutex_lock(&sfs_records_mu);
-	for (size_t i = 0; !r && i < sb->env.n; i++) {
+	for (size_t i = 0; !r && i < sbenv.n; i++) {
 		char *kv;
-		if (asprintf(&kv, "%s=%s", sb->env.v[i].key, sb->env.v[i].val) < 0) {
+		if (asprintf(&kv, "%s=%s", sbenv.v[i].key, sbenv.v[i].val) < 0) {
 			r = -1;
 			break;
 		}
 		r = json_array_append_new(env, json_string(kv));
+		explicit_bzero(kv, strlen(kv));
 		free(kv);
 	}
-	pthread_mutex_unlock(&sfs_records_mu);
+	sfs_kv_free(&sbenv);
 	if (!r && run > 0) {
 		char kv[128];
 		snprintf(kv, sizeof(kv), "SANDBOXFS_RUN_DIR=%s/%d", DK_RUNS_DIR, run);
@@ -379,6 +386,7 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run)
 	}
 	if (r) {
 		json_decref(env);
+		sfs_errf(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	return env;

@@ -82,8 +82,9 @@ int dk_sh(const char *cid, const char *script, const char *const *args, char *ou
 struct sfs_sh_cmd;
 int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t outlen,
 	      struct sfs_err *err);
-/* The sandbox's exec environment: PATH, HOME, then sb->env. */
-json_t *dk_exec_env(struct sfs_sandbox *sb, int run);
+/* The sandbox's exec environment: PATH, HOME, then sb->env and its
+ * secrets (sfs_sb_run_env); NULL with err set. */
+json_t *dk_exec_env(struct sfs_sandbox *sb, int run, struct sfs_err *err);
 
 /* ---- state.c: runtime tables and the host view of a container ---- */
 struct dk_run {

@@ -154,9 +154,9 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	if (!cid[0])
 		return sfs_errf(err, -EIO, "docker: sandbox \"%s\" has no container", sb->name);
 	dk_run_dir(run->n, dir, sizeof(dir));
-	json_t *env = dk_exec_env(sb, run->n);
+	json_t *env = dk_exec_env(sb, run->n, err);
 	if (!env)
-		return sfs_errf(err, -ENOMEM, "out of memory");
+		return err ? err->code : -ENOMEM;
 	int r = 0;
 	if (host_prep(sb, run->n, run->cmd) != 0) {
 		/* a clean run dir made by the container's own user */

@@ -203,9 +203,9 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	return 0;
 }
 
-/* Builds the run's environment: the daemon's, the sandbox's env, minus
- * local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
-static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
+/* Builds the run's environment: the daemon's, the sandbox's env and
+ * secrets, minus local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
+static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	struct sfs_kvlist env = {0};
 	int r = 0;
@@ -226,8 +226,20 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
 		for (const char *const *c = sfs_providers[i]->credential_env; c && *c; c++)
 			sfs_kv_del(&env, *c);
 	sfs_kv_del(&env, SFS_GIT_TOKEN_ENV); /* git sources' token (providers/git) */
-	if (!r)
-		r = sfs_kv_copy(&env, &sb->env);
+	/* a variable the daemon reads a secret from reaches the run only as
+	 * the secret's NAME (we hold op_mutex: sb->secrets is ours to read) */
+	for (size_t i = 0; i < sb->secrets.n; i++)
+		if (!strncmp(sb->secrets.v[i].val, "env:", 4))
+			sfs_kv_del(&env, sb->secrets.v[i].val + 4);
+	struct sfs_kvlist sbenv = {0};
+	int er = r ? 0 : sfs_sb_run_env(sb, &sbenv, err);
+	if (!r && !er)
+		r = sfs_kv_copy(&env, &sbenv);
+	sfs_kv_free(&sbenv);
+	if (er) {
+		sfs_kv_free(&env);
+		return NULL;
+	}
 	const char *scrub = sfs_config_get("local.scrub_env", "");
 	char *list = strdup(scrub), *save = NULL;
 	if (!list)
@@ -248,6 +260,8 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run)
 		}
 	}
 	sfs_kv_free(&env);
+	if (!envp)
+		sfs_errf(err, -ENOMEM, "out of memory");
 	return envp;
 }
 
@@ -300,9 +314,9 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	const char *dir = local_dir(sb, dirbuf, NULL);
 	if (!dir)
 		return sfs_errf(err, -EIO, "local: sandbox has no workspace");
-	char **envp = build_env(sb, run);
+	char **envp = build_env(sb, run, err);
 	if (!envp)
-		return sfs_errf(err, -ENOMEM, "out of memory");
+		return err ? err->code : -ENOMEM;
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		free_env(envp);

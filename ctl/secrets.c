@@ -1,0 +1,312 @@
+#include "secrets.h"
+#include "tree_internal.h"
+
+#include "../providers/redact.h"
+#include "../providers/strbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool ctl_env_name_ok(const char *k)
+{
+	if (!k || !((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+		return false;
+	for (k++; *k; k++)
+		if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') ||
+		      (*k >= '0' && *k <= '9') || *k == '_'))
+			return false;
+	return true;
+}
+
+int secret_ref_check(const char *name, const char *ref, struct sfs_err *err)
+{
+	if (!ctl_env_name_ok(name))
+		return sfs_errf(err, -EINVAL,
+				"bad secret name \"%s\" (an environment variable name: A-Z a-z "
+				"0-9 _, not starting with a digit)",
+				name);
+	if (!strncmp(ref, "env:", 4)) {
+		if (!ctl_env_name_ok(ref + 4))
+			return sfs_errf(err, -EINVAL,
+					"the secret %s: bad variable name \"%s\" after env:", name,
+					ref + 4);
+		return 0;
+	}
+	if (!strncmp(ref, "file:", 5)) {
+		if (ref[5] != '/')
+			return sfs_errf(err, -EINVAL,
+					"the secret %s: file:%s is not an absolute path (the "
+					"daemon's working directory is /)",
+					name, ref + 5);
+		return 0;
+	}
+	return sfs_errf(err, -EINVAL,
+			"the secret %s: its source is env:VAR or file:PATH, not \"%s\"", name, ref);
+}
+
+/* The file's bytes, at most SECRET_MAX + 1 of them, into b. */
+static int read_file(const char *name, const char *path, struct sfs_buf *b, struct sfs_err *err)
+{
+	/* O_NONBLOCK: a FIFO planted at PATH must not hang the daemon */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		return sfs_errf(err, e == ENOENT ? -ENOENT : -e, "the secret %s: file:%s: %s", name,
+				path, strerror(e));
+	}
+	struct stat st;
+	int r = 0;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		r = sfs_errf(err, -EINVAL, "the secret %s: file:%s is not a regular file", name,
+			     path);
+	char chunk[8192];
+	while (!r && b->len <= SECRET_MAX) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = sfs_errf(err, -errno, "the secret %s: file:%s: %s", name, path,
+				     strerror(errno));
+		else if (n == 0)
+			break;
+		else if (sfs_buf_add(b, chunk, (size_t)n))
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	close(fd);
+	explicit_bzero(chunk, sizeof(chunk));
+	return r;
+}
+
+int secret_read(const char *name, const char *ref, char **val, struct sfs_err *err)
+{
+	*val = NULL;
+	int r = secret_ref_check(name, ref, err);
+	if (r)
+		return r;
+	struct sfs_buf b = {0};
+	if (!strncmp(ref, "env:", 4)) {
+		const char *v = getenv(ref + 4);
+		if (!v)
+			return sfs_errf(err, -ENOENT,
+					"the secret %s: env:%s is not set in the daemon's "
+					"environment",
+					name, ref + 4);
+		if (sfs_buf_adds(&b, v))
+			return sfs_errf(err, -ENOMEM, "out of memory");
+	} else {
+		r = read_file(name, ref + 5, &b, err);
+		/* one trailing newline is how `echo value > file` ends */
+		if (!r && b.len && b.buf[b.len - 1] == '\n')
+			b.len--;
+		if (!r && b.len && b.buf[b.len - 1] == '\r')
+			b.len--;
+	}
+	if (!r && b.len > SECRET_MAX)
+		r = sfs_errf(err, -EFBIG, "the secret %s: %s holds more than %d bytes", name, ref,
+			     SECRET_MAX);
+	else if (!r && memchr(b.buf ? b.buf : "", '\0', b.len))
+		r = sfs_errf(err, -EINVAL,
+			     "the secret %s: %s holds a NUL byte (an environment value "
+			     "cannot)",
+			     name, ref);
+	else if (!r && b.len < SECRET_MIN)
+		r = sfs_errf(err, -EINVAL,
+			     "the secret %s: %s holds %zu bytes, fewer than %d (too short "
+			     "to hide: it would be redacted inside ordinary text)",
+			     name, ref, b.len, SECRET_MIN);
+	char *v = NULL;
+	if (!r && !(v = strndup(b.buf, b.len)))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	if (b.buf)
+		explicit_bzero(b.buf, b.len);
+	sfs_buf_free(&b);
+	/* registered before anything can print it */
+	if (!r && sfs_redact_add_secret(v)) {
+		explicit_bzero(v, strlen(v));
+		free(v);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	if (!r)
+		*val = v;
+	return r;
+}
+
+static void free_values(struct sfs_kvlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].val)
+			explicit_bzero(l->v[i].val, strlen(l->v[i].val));
+	sfs_kv_free(l);
+}
+
+/* Reads every NAME=REF of refs; NAME=(empty) is a removal, read as nothing. */
+static int read_all(const struct sfs_kvlist *refs, struct sfs_kvlist *vals, struct sfs_err *err)
+{
+	int r = 0;
+	for (size_t i = 0; !r && i < refs->n; i++) {
+		if (!refs->v[i].val[0])
+			continue;
+		char *v = NULL;
+		r = secret_read(refs->v[i].key, refs->v[i].val, &v, err);
+		if (!r && sfs_kv_set(vals, refs->v[i].key, v))
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+		if (v) {
+			explicit_bzero(v, strlen(v));
+			free(v);
+		}
+	}
+	return r;
+}
+
+int secrets_from_opts(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
+{
+	struct sfs_kvlist refs = {0};
+	int r = 0;
+	for (size_t i = 0; !r && i < opts->n; i++) {
+		const char *k = opts->v[i].key;
+		if (strncmp(k, "secret.", 7) != 0)
+			continue;
+		r = secret_ref_check(k + 7, opts->v[i].val, err);
+		if (!r && sfs_kv_set(&refs, k + 7, opts->v[i].val))
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	struct sfs_kvlist vals = {0};
+	if (!r)
+		r = read_all(&refs, &vals, err);
+	if (r) {
+		sfs_kv_free(&refs);
+		free_values(&vals);
+		return r;
+	}
+	sb->secrets = refs;
+	sb->secret_vals = vals;
+	return 0;
+}
+
+void secrets_load(struct sfs_sandbox *sb)
+{
+	for (size_t i = 0; i < sb->secrets.n; i++) {
+		struct sfs_err err = {0};
+		char *v;
+		if (secret_read(sb->secrets.v[i].key, sb->secrets.v[i].val, &v, &err) == 0) {
+			int r = sfs_kv_set(&sb->secret_vals, sb->secrets.v[i].key, v);
+			explicit_bzero(v, strlen(v));
+			free(v);
+			if (!r)
+				continue;
+			sfs_errf(&err, r, "the secret %s: out of memory", sb->secrets.v[i].key);
+		}
+		/* runs fail and say so until `secret NAME=...` is written again */
+		sfs_log(SFS_LOG_ERR, "%s: %s", sb->name, err.msg);
+		sfs_sb_set_error(sb, err.msg);
+	}
+}
+
+int secrets_set(struct sfs_sandbox *sb, const struct sfs_kvlist *changes, struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_ENV, err);
+	for (size_t i = 0; !r && i < changes->n; i++)
+		if (changes->v[i].val[0])
+			r = secret_ref_check(changes->v[i].key, changes->v[i].val, err);
+		else if (!ctl_env_name_ok(changes->v[i].key))
+			r = secret_ref_check(changes->v[i].key, "", err);
+	struct sfs_kvlist vals = {0};
+	/* read with no lock held: a slow file must not stall the sandbox */
+	if (!r)
+		r = read_all(changes, &vals, err);
+	struct sfs_kvlist refs = {0}, all = {0};
+	pthread_mutex_lock(&sb->op_mutex);
+	pthread_mutex_lock(&tree_save_mu);
+	pthread_mutex_lock(&sfs_records_mu);
+	if (!r && (sfs_kv_copy(&refs, &sb->secrets) || sfs_kv_copy(&all, &sb->secret_vals)))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; !r && i < changes->n; i++) {
+		const char *k = changes->v[i].key, *ref = changes->v[i].val;
+		if (!ref[0]) {
+			sfs_kv_del(&refs, k);
+			sfs_kv_del(&all, k);
+		} else if (sfs_kv_set(&refs, k, ref) || sfs_kv_set(&all, k, sfs_kv_get(&vals, k))) {
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+		}
+	}
+	if (!r) {
+		struct sfs_kvlist t = sb->secrets;
+		sb->secrets = refs;
+		refs = t;
+		t = sb->secret_vals;
+		sb->secret_vals = all;
+		all = t;
+	}
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (!r) {
+		r = tree_save_held(NULL, err);
+		if (r) { /* undo: the registry does not have it */
+			pthread_mutex_lock(&sfs_records_mu);
+			struct sfs_kvlist t = sb->secrets;
+			sb->secrets = refs;
+			refs = t;
+			t = sb->secret_vals;
+			sb->secret_vals = all;
+			all = t;
+			pthread_mutex_unlock(&sfs_records_mu);
+		}
+	}
+	pthread_mutex_unlock(&tree_save_mu);
+	pthread_mutex_unlock(&sb->op_mutex);
+	sfs_kv_free(&refs);
+	free_values(&all);
+	free_values(&vals);
+	return r;
+}
+
+char *secrets_names_locked(const struct sfs_sandbox *sb)
+{
+	struct sfs_buf b = {0};
+	int r = sfs_buf_adds(&b, "");
+	for (size_t i = 0; !r && i < sb->secrets.n; i++)
+		r = sfs_buf_printf(&b, "%s%s", i ? " " : "", sb->secrets.v[i].key);
+	if (r) {
+		sfs_buf_free(&b);
+		return NULL;
+	}
+	return sfs_buf_take(&b);
+}
+
+int sfs_sb_run_env(struct sfs_sandbox *sb, struct sfs_kvlist *out, struct sfs_err *err)
+{
+	*out = (struct sfs_kvlist){0};
+	int r = 0;
+	const char *missing = NULL;
+	pthread_mutex_lock(&sfs_records_mu);
+	r = sfs_kv_copy(out, &sb->env);
+	for (size_t i = 0; !r && i < sb->secrets.n; i++) {
+		const char *k = sb->secrets.v[i].key, *v = sfs_kv_get(&sb->secret_vals, k);
+		if (!v) {
+			missing = k;
+			break;
+		}
+		r = sfs_kv_set(out, k, v);
+	}
+	char name[128] = "", ref[4200] = "";
+	if (missing) {
+		snprintf(name, sizeof(name), "%s", missing);
+		snprintf(ref, sizeof(ref), "%s", sfs_kv_get(&sb->secrets, missing));
+	}
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (r || missing)
+		free_values(out);
+	if (r)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (missing)
+		return sfs_errf(err, -EIO,
+				"the secret %s could not be read from %s when the daemon started; "
+				"set it again with the sandbox ctl's secret verb once it can be "
+				"read",
+				name, ref);
+	return 0;
+}

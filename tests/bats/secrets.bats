@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# Secrets (SPEC §12): secret.NAME=env:VAR|file:PATH on new and the `secret`
+# verb; the value reaches runs as NAME and nothing sandboxfs writes shows it.
+
+load helpers
+
+# Values long enough to be unmistakable; the env one comes from the
+# daemon's own environment.
+ENV_VALUE="sfs-env-secret-4f8a2c91d7"
+FILE_VALUE="sfs-file-secret-b03e77a1c5"
+
+setup() {
+	export SFS_TEST_SECRET="$ENV_VALUE"
+	SECRET_FILE="$BATS_TEST_TMPDIR/secret.txt"
+	printf '%s\n' "$FILE_VALUE" >"$SECRET_FILE"
+	sfs_mount
+}
+
+teardown() {
+	cd "$BATS_TEST_TMPDIR"
+	sfs_teardown
+}
+
+# ctl_write FILE LINE: writes LINE on one fd of FILE; the write's status is
+# in $CTL_RC and what a read of that fd returns in $CTL_OUT.
+ctl_write() {
+	exec 5<>"$1"
+	if printf '%s\n' "$2" >&5 2>/dev/null; then CTL_RC=0; else CTL_RC=1; fi
+	CTL_OUT=$(cat <&5)
+	exec 5>&-
+}
+
+# wait_run SANDBOX N: waits until run N ended.
+wait_run() {
+	timeout 20 cat "$MNT/$1/runs/$2/wait" >/dev/null
+}
+
+# no_value_anywhere VALUE: the state directory (but the runs' own journal
+# files: what a run printed, kept as printed), the daemon log and every
+# synthetic file of the mount hold no VALUE.
+no_value_anywhere() {
+	local v="$1" f
+	run grep -rlF --exclude=journal --exclude=journal.mirror -- "$v" "$STATE"
+	[ "$status" -eq 1 ]
+	run grep -cF -- "$v" "$BATS_TEST_TMPDIR/daemon.log"
+	[ "$output" = 0 ]
+	while IFS= read -r f; do
+		[ -r "$f" ] || continue
+		case "$f" in */stdin) continue ;; esac
+		run timeout 10 grep -cF -- "$v" "$f"
+		[ "$output" = 0 ] || { echo "$f shows the value" >&2; return 1; }
+	done < <(find "$MNT" -path "$MNT/*/workspace" -prune -o -type f -print)
+}
+
+@test "a secret from the daemon's env and one from a file reach every run as NAME; status lists names only" {
+	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET secret.DB_PASS=file:$SECRET_FILE" >"$MNT/ctl"
+	grep -qx 'secrets API_TOKEN DB_PASS' "$MNT/demo/status"
+	echo 'exec printf "%s|%s\n" "$API_TOKEN" "$DB_PASS" >"$PWD/seen"; env | grep -c "^SFS_TEST_SECRET=" || true' >"$MNT/demo/ctl"
+	wait_run demo 1
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/demo/status")
+	# the file's one trailing newline is not part of the value
+	[ "$(cat "$ws/seen")" = "$ENV_VALUE|$FILE_VALUE" ]
+	# the variable it was read from is not passed on under its own name
+	[ "$(cat "$MNT/demo/runs/1/journal")" = 0 ]
+	rm "$ws/seen"
+	# the registry keeps the references, never the values
+	grep -q '"from": "env:SFS_TEST_SECRET"' "$STATE/registry.json"
+	grep -q "\"from\": \"file:$SECRET_FILE\"" "$STATE/registry.json"
+	no_value_anywhere "$ENV_VALUE"
+	no_value_anywhere "$FILE_VALUE"
+}
+
+@test "bad secrets fail new with a clear error and create nothing" {
+	big="$BATS_TEST_TMPDIR/big"
+	head -c 70000 /dev/zero | tr '\0' x >"$big"
+	printf 'abc\n' >"$BATS_TEST_TMPDIR/short"
+	mkfifo "$BATS_TEST_TMPDIR/fifo"
+	local spec want
+	while IFS='|' read -r spec want; do
+		ctl_write "$MNT/ctl" "new bad $spec"
+		[ "$CTL_RC" -ne 0 ] || { echo "new bad $spec succeeded" >&2; return 1; }
+		[[ "$CTL_OUT" == error:*"$want"* ]] || { echo "$spec: $CTL_OUT" >&2; return 1; }
+		[ ! -e "$MNT/bad" ]
+	done <<EOF
+secret.1BAD=env:SFS_TEST_SECRET|bad secret name "1BAD"
+secret.A-B=env:SFS_TEST_SECRET|bad secret name "A-B"
+secret.X=env:SFS_NO_SUCH_VARIABLE|env:SFS_NO_SUCH_VARIABLE is not set in the daemon's environment
+secret.X=file:$BATS_TEST_TMPDIR/missing|No such file or directory
+secret.X=file:$BATS_TEST_TMPDIR|is not a regular file
+secret.X=file:$BATS_TEST_TMPDIR/fifo|is not a regular file
+secret.X=file:$big|holds more than 65536 bytes
+secret.X=file:$BATS_TEST_TMPDIR/short|holds 3 bytes, fewer than 4
+secret.X=file:relative/path|is not an absolute path
+secret.X=vault:thing|its source is env:VAR or file:PATH
+redact=everything|redact=everything: expected journal or none
+EOF
+	# nothing was made: no directory, no registry entry, no state dir
+	[ "$(ls "$STATE/sandboxes" | wc -l)" -eq 0 ]
+	run ls "$MNT"
+	[[ "$output" != *bad* ]]
+}
+
+@test "the secret verb sets, replaces and removes a secret for later runs, saved as a reference" {
+	mkdir "$MNT/demo"
+	ctl_write "$MNT/demo/ctl" "secret API_KEY=file:$SECRET_FILE"
+	[ "$CTL_RC" -eq 0 ]
+	grep -qx 'secrets API_KEY' "$MNT/demo/status"
+	echo 'exec printf "%s\n" "${API_KEY:-unset}" | md5sum' >"$MNT/demo/ctl"
+	wait_run demo 1
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "$(printf '%s\n' "$FILE_VALUE" | md5sum)" ]
+	echo "secret API_KEY=env:SFS_TEST_SECRET" >"$MNT/demo/ctl"
+	echo 'exec printf "%s\n" "${API_KEY:-unset}" | md5sum' >"$MNT/demo/ctl"
+	wait_run demo 2
+	[ "$(cat "$MNT/demo/runs/2/journal")" = "$(printf '%s\n' "$ENV_VALUE" | md5sum)" ]
+	grep -q '"from": "env:SFS_TEST_SECRET"' "$STATE/registry.json"
+	# NAME= removes it
+	echo "secret API_KEY=" >"$MNT/demo/ctl"
+	grep -qx 'secrets ' "$MNT/demo/status"
+	echo 'exec printf "%s\n" "${API_KEY:-unset}"' >"$MNT/demo/ctl"
+	wait_run demo 3
+	[ "$(cat "$MNT/demo/runs/3/journal")" = unset ]
+	run grep -c API_KEY "$STATE/registry.json"
+	[ "$output" = 0 ]
+	# a bad one changes nothing
+	ctl_write "$MNT/demo/ctl" "secret OK=env:SFS_TEST_SECRET MISSING=env:SFS_NO_SUCH_VARIABLE"
+	[ "$CTL_RC" -ne 0 ]
+	[[ "$CTL_OUT" == error:*"SFS_NO_SUCH_VARIABLE is not set"* ]]
+	grep -qx 'secrets ' "$MNT/demo/status"
+	no_value_anywhere "$ENV_VALUE"
+	no_value_anywhere "$FILE_VALUE"
+}
+
+@test "a restarted daemon reads secrets again; one it cannot read fails runs saying which" {
+	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET" >"$MNT/ctl"
+	sfs_unmount
+	sfs_mount
+	echo 'exec printf "%s\n" "$API_TOKEN" | md5sum' >"$MNT/demo/ctl"
+	wait_run demo 1
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "$(printf '%s\n' "$ENV_VALUE" | md5sum)" ]
+	sfs_unmount
+	unset SFS_TEST_SECRET
+	sfs_mount
+	grep -q '^error the secret API_TOKEN: env:SFS_TEST_SECRET is not set' "$MNT/demo/status"
+	ctl_write "$MNT/demo/ctl" 'exec true'
+	[ "$CTL_RC" -ne 0 ]
+	[[ "$CTL_OUT" == *"the secret API_TOKEN could not be read from env:SFS_TEST_SECRET"* ]]
+	[ "$(tree_runs demo)" = 1 ]
+	# setting it again from a source this daemon can read repairs it
+	echo "secret API_TOKEN=file:$SECRET_FILE" >"$MNT/demo/ctl"
+	echo 'exec printf "%s\n" "$API_TOKEN" | md5sum' >"$MNT/demo/ctl"
+	wait_run demo 2
+	[ "$(cat "$MNT/demo/runs/2/journal")" = "$(printf '%s\n' "$FILE_VALUE" | md5sum)" ]
+}
+
+tree_runs() {
+	awk '$1=="runs"{print $2}' "$MNT/$1/status"
+}
