@@ -1,0 +1,228 @@
+/*
+ * Runs: the shell kit's journal wrapper, started through
+ * process.Process/Start.  The stream is read only to its start event (the
+ * wrapper's pid, kept in the run's directory for stdin) and then dropped:
+ * the wrapper goes on, appending the command's merged output to
+ * RUNDIR/journal and writing RUNDIR/status when it ends, so output survives
+ * the daemon.  RUNDIR is ${TMPDIR:-/tmp}/sandboxfs-runs/KEY-N in the
+ * sandbox, outside the workspace.  Status, journal reads and kills are the
+ * kit's scripts, each one Start read to its end.
+ */
+#include "e2b.h"
+
+#include "../config.h"
+#include "../sh/sh.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define READ_MAX (512 * 1024)
+
+static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+}
+
+static long poll_timeout_ms(void)
+{
+	return (long)(sfs_config_get_double("e2b.poll_timeout", 10.0) * 1000);
+}
+
+static int got_pid(long pid, void *arg)
+{
+	*(long *)arg = pid;
+	return 1; /* that is all we wait for: drop the stream */
+}
+
+/* The wrapper's pid as envd knows it (SendInput/CloseStdin address it). */
+static long saved_pid(struct sfs_run *run)
+{
+	char file[4200], text[64];
+	snprintf(file, sizeof(file), "%s/e2b", run->dir);
+	FILE *f = fopen(file, "r");
+	long pid = 0;
+	if (f) {
+		if (fgets(text, sizeof(text), f))
+			sscanf(text, "pid %ld", &pid);
+		fclose(f);
+	}
+	return pid;
+}
+
+int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_run wrap = {.dir = dir,
+				  .workspace = sb->workspace ? sb->workspace : "/",
+				  .cmd = run->cmd,
+				  .env = &sb->env,
+				  .keep_stdin = true}; /* envd's stdin pipe: SendInput */
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_wrapper(&c, &wrap, err);
+	if (r)
+		return r;
+	json_t *args = json_array();
+	for (size_t i = 1; args && i < c.argc; i++)
+		if (json_array_append_new(args, json_string(c.argv[i])))
+			json_decref(args), args = NULL;
+	json_t *body = args ? json_pack("{s:{s:s, s:o, s:{}}, s:b}", "process", "cmd", c.argv[0],
+					"args", args, "envs", "stdin", 1)
+			    : NULL;
+	sfs_sh_cmd_free(&c);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	long pid = 0;
+	struct e2b_events ev = {.on_start = got_pid, .arg = &pid};
+	r = e2b_stream(sb, "Start", body, 0, &ev, err);
+	json_decref(body);
+	if (r)
+		return r;
+	if (pid <= 0)
+		return sfs_errf(err, -EPROTO, "e2b: run %d in %s: Start gave no pid", run->n,
+				sb->name);
+	char file[4200], text[64];
+	snprintf(file, sizeof(file), "%s/e2b", run->dir);
+	int tl = snprintf(text, sizeof(text), "pid %ld\n", pid);
+	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	run->state = SFS_RUN_RUNNING;
+	return 0;
+}
+
+int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, dir, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = e2b_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	int n = 0;
+	bool sig;
+	if (sfs_sh_parse_status(out, &sig, &n)) {
+		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
+		run->code = n;
+	} else if (!strncmp(out, "running", 7)) {
+		run->state = SFS_RUN_RUNNING;
+	} else if (!strncmp(out, "none", 4)) {
+		/* the wrapper has not made its directory yet, or never will */
+		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
+	} else if (!strncmp(out, "lost", 4)) {
+		run->state = SFS_RUN_LOST;
+	} else {
+		r = sfs_errf(err, -EPROTO, "e2b: run %d: unexpected status \"%.60s\"", run->n, out);
+	}
+	free(out);
+	return r;
+}
+
+ssize_t e2b_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			 size_t max, struct sfs_err *err)
+{
+	if (max > READ_MAX)
+		max = READ_MAX;
+	char file[300];
+	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
+	/* stdout comes apart from stderr here: the bytes need no framing */
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, file, off, max, false, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	r = e2b_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	ssize_t n = 0;
+	if (code == 3)
+		n = 0; /* no journal (yet) */
+	else if (code != 0)
+		n = sfs_errf(err, -EIO, "e2b: journal read of run %d: exit %d", run->n, code);
+	else if (len > max)
+		n = sfs_errf(err, -EIO, "e2b: journal read of run %d: %zu bytes for %zu", run->n,
+			     len, max);
+	else
+		memcpy(buf, out, (n = (ssize_t)len));
+	free(out);
+	return n;
+}
+
+int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		 struct sfs_err *err)
+{
+	/* envd's SendSignal reaches the process it started, the wrapper, not
+	 * the command's own process group: the kit's kill signals the group */
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	double g = sfs_config_get_double("e2b.kill_grace", 2.0);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = e2b_exec_cmd(sb, &c, (long)(g * 1000) + poll_timeout_ms(), &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r)
+		r = sfs_sh_kill_answer(out, run->n, err);
+	free(out);
+	return r;
+}
+
+static int stdin_call(struct sfs_sandbox *sb, struct sfs_run *run, const char *method,
+		      const void *buf, size_t len, struct sfs_err *err)
+{
+	long pid = saved_pid(run);
+	if (pid <= 0)
+		return sfs_errf(err, -EPIPE, "run %d: stdin: no process known to envd", run->n);
+	char *b64 = NULL;
+	if (buf && !(b64 = malloc(4 * ((len + 2) / 3) + 1)))
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (b64)
+		sfs_base64_encode(buf, len, b64);
+	json_t *body = b64 ? json_pack("{s:{s:I}, s:{s:s}}", "process", "pid", (json_int_t)pid,
+				       "input", "stdin", b64)
+			   : json_pack("{s:{s:I}}", "process", "pid", (json_int_t)pid);
+	free(b64);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = e2b_rpc(sb, method, body, NULL, err);
+	json_decref(body);
+	/* the process is gone or its stdin closed: a pipe without a reader */
+	if (r == -ENOENT || r == -EBUSY)
+		r = sfs_errf(err, -EPIPE, "run %d: stdin: %s", run->n, err ? err->msg : "closed");
+	return r;
+}
+
+int e2b_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
+		    struct sfs_err *err)
+{
+	/* envd takes bytes in messages of any size; keep each request modest */
+	const char *p = buf;
+	while (len) {
+		size_t k = len > 256 * 1024 ? 256 * 1024 : len;
+		int r = stdin_call(sb, run, "process.Process/SendInput", p, k, err);
+		if (r)
+			return r;
+		p += k;
+		len -= k;
+	}
+	return 0;
+}
+
+int e2b_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	return stdin_call(sb, run, "process.Process/CloseStdin", NULL, 0, err);
+}
