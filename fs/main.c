@@ -307,6 +307,7 @@ int main(int argc, char **argv)
 	sfs_fs_opts.runs_mode = (mode_t)strtol(sfs_opt_get("runs_mode"), NULL, 8) & 0444;
 	int max_threads = (int)sfs_opt_get_double("max_threads");
 
+	sfs_mount_dir = c.mountpoint; /* base= may not lie inside it */
 	if (tree_init(statedir, provider, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.msg);
 		return 1;

@@ -104,5 +104,11 @@ const struct sfs_opt sfs_core_options[] = {
      .arg = "TOKEN",
      .help = "password for https git sources (new … source=); $SANDBOXFS_GIT_TOKEN wins; never "
 	     "written anywhere, redacted everywhere"},
+    {.key = "cow.mode",
+     .type = SFS_OPT_ENUM,
+     .def = "auto",
+     .choices = "auto|copy",
+     .help = "base workspaces (new … base=DIR): auto mounts overlayfs and copies the base when "
+	     "that fails; copy always copies it (reflinked where the filesystem can)"},
     {0},
 };

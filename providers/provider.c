@@ -94,6 +94,7 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n)
 
 pthread_mutex_t sfs_records_mu = PTHREAD_MUTEX_INITIALIZER;
 const char *sfs_state_dir;
+const char *sfs_mount_dir;
 
 void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 {

@@ -6,6 +6,7 @@
  */
 #include "local.h"
 
+#include "../cow/cow.h"
 #include "../git/git.h"
 #include "../config.h"
 #include "../options.h"
@@ -101,16 +102,30 @@ static void local_state_free(struct sfs_sandbox *sb)
 static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
 {
 	const char *want = sfs_kv_get(opts, "dir");
+	const char *base = sfs_kv_get(opts, "base"), *hide = sfs_kv_get(opts, "hide");
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key;
-		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 &&
-		    strncmp(k, "env.", 4) != 0 && strcmp(k, "provider") != 0)
-			return sfs_errf(err, -EINVAL, "local: unknown option \"%s\" (known: dir=)",
+		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strcmp(k, "base") != 0 &&
+		    strcmp(k, "hide") != 0 && strncmp(k, "env.", 4) != 0 &&
+		    strcmp(k, "provider") != 0)
+			return sfs_errf(err, -EINVAL,
+					"local: unknown option \"%s\" (known: dir= base= hide=)",
 					k);
 	}
+	if (want && base)
+		return sfs_errf(err, -EINVAL, "new: dir= and base= exclude each other");
+	int r = sfs_cow_check(base, hide, err);
+	if (r)
+		return r;
 	char dir[4096];
-	bool owned = !want;
-	if (want) {
+	bool owned = !want && !base;
+	if (base) {
+		/* a copy-on-write view of base (providers/cow): runs and
+		 * workspace/ see the merged dir, which destroy unmounts */
+		r = sfs_cow_create(sb->statedir, base, hide, dir, err);
+		if (r)
+			return r;
+	} else if (want) {
 		if (!realpath(want, dir))
 			return sfs_errf(err, -errno, "local: dir=%s: %s", want, strerror(errno));
 		struct stat st;
@@ -118,13 +133,19 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 			return sfs_errf(err, -ENOTDIR, "local: dir=%s is not a directory", want);
 	} else {
 		snprintf(dir, sizeof(dir), "%s/workspace", sb->statedir);
-		int r = sfs_mkdir_p(dir, 0755);
+		r = sfs_mkdir_p(dir, 0755);
 		if (r)
 			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
 	}
 	/* the record is listed (creating) and status reads it: publish */
-	int r = sfs_sb_publish(sb, dir, "host", dir, err);
-	return r ? r : set_local_dir(sb, dir, owned, err);
+	r = sfs_sb_publish(sb, dir, "host", dir, err);
+	if (!r)
+		r = set_local_dir(sb, dir, owned, err);
+	if (r && base) {
+		struct sfs_err ignored = {0};
+		sfs_cow_remove(sb->statedir, &ignored);
+	}
+	return r;
 }
 
 static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
@@ -139,6 +160,13 @@ static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		if (r)
 			return r;
 		dir = sb->id;
+	}
+	if (sfs_cow_present(sb->statedir)) {
+		/* a base workspace: its overlay again, unless still mounted */
+		char merged[4096];
+		int r = sfs_cow_resume(sb->statedir, merged, err);
+		if (r)
+			return r;
 	}
 	struct stat st;
 	if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -571,7 +599,8 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 		if (r)
 			return sfs_errf(err, r, "local: removing %s: %s", dir, strerror(-r));
 	}
-	return 0;
+	/* a base workspace: its upper layer goes, the base stays as it was */
+	return sfs_cow_remove(sb->statedir, err);
 }
 
 static int run_cmd(char *const argv[], struct sfs_err *err)

@@ -1,0 +1,222 @@
+#!/usr/bin/env bats
+# bats file_tags=cowbase
+# new … base=HOSTDIR hide=… (SPEC §9): copy-on-write workspaces over a host
+# directory that nothing in the sandbox can change, on local (overlayfs, and
+# the copy fallback forced with -o cow.mode=copy) and docker; hide patterns;
+# snapshots/base/diff from the upper layer, replayed with git apply.
+
+load helpers
+load docker_helpers
+
+setup() {
+	BASE="$BATS_TEST_TMPDIR/base"
+	make_base "$BASE"
+}
+
+teardown() {
+	sfs_teardown
+	docker_cleanup
+	cow_unmount_all
+}
+
+# cow_unmount_all: overlays a failed test left mounted below its state dir
+# (a daemon leaves them mounted on purpose: runs outlive it).
+cow_unmount_all() {
+	[ -n "${STATE:-}" ] || return 0
+	local m
+	for m in $(awk -v s="$STATE/" 'index($5, s) == 1 { print $5 }' /proc/self/mountinfo); do
+		umount -l "$m" 2>/dev/null || true
+	done
+}
+
+# make_base DIR: a small project with files to hide.
+make_base() {
+	mkdir -p "$1/src/deep" "$1/secrets/inner" "$1/docs" "$1/gone"
+	printf 'line 1\nline 2\nline 3\n' >"$1/src/main.c"
+	printf 'deep\n' >"$1/src/deep/x.txt"
+	printf 'tool\n' >"$1/tool.sh"
+	chmod 755 "$1/tool.sh"
+	printf 'KEY=hunter2\n' >"$1/.env"
+	printf 'PEM\n' >"$1/docs/server.pem"
+	printf 'PEM\n' >"$1/top.pem"
+	printf 'shh\n' >"$1/secrets/inner/token"
+	printf 'trunc me please\n' >"$1/big.txt"
+	printf 'bye\n' >"$1/gone/a"
+	printf 'bye\n' >"$1/gone/b"
+	ln -s src/main.c "$1/link"
+}
+
+# fingerprint DIR: names, types, modes, sizes, times and contents.
+fingerprint() {
+	(cd "$1" && find . -printf '%p %y %m %s %T@ %l\n' | sort && find . -type f -exec md5sum {} + | sort)
+}
+
+# cow_new NAME [OPTIONS...]: a local base sandbox of $BASE; prints ctl's answer.
+cow_new() {
+	local name=$1
+	shift
+	ctl_write "$MNT/ctl" "new $name base=$BASE $*"
+}
+
+# run_wait NAME CMD: runs CMD in the sandbox and waits; prints its journal.
+run_wait() {
+	local n
+	n=$(ctl_write "$MNT/$1/ctl" "exec $2")
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ] || {
+		cat "$MNT/$1/runs/$n/journal" >&2
+		return 1
+	}
+	cat "$MNT/$1/runs/$n/journal"
+}
+
+ws_dir() { awk '$1=="workspace"{print $2}' "$MNT/$1/status"; }
+
+# changes_everything NAME: every kind of change, from a run and through workspace/.
+changes_everything() {
+	run_wait "$1" 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh tool2.sh; chmod 600 big.txt; truncate -s 4 big.txt; mkdir newdir; echo n >newdir/n.txt; rm -r gone; ln -sf tool2.sh link; touch -d 2001-01-01 src/main.c'
+	local w="$MNT/$1/workspace"
+	echo via-mount >"$w/mounted.txt"
+	echo edit >>"$w/src/main.c"
+	rm "$w/top.pem" 2>/dev/null || true
+	mv "$w/docs" "$w/docs2"
+	chmod 700 "$w/src"
+	truncate -s 0 "$w/tool2.sh"
+}
+
+check_untouched() {
+	local before=$1
+	diff <(echo "$before") <(fingerprint "$BASE")
+}
+
+# base_roundtrip overlay|copy: every change, the base as it was, rmdir.
+base_roundtrip() {
+	local before
+	before=$(fingerprint "$BASE")
+	cow_new w
+	grep -q "\"mode\": \"$1\"" "$STATE"/sandboxes/*/cow/base.json
+	if [ "$1" = overlay ]; then
+		[ "$(stat -f -c %T "$(ws_dir w)")" = overlayfs ]
+	else
+		[ "$(stat -f -c %T "$(ws_dir w)")" != overlayfs ]
+	fi
+	changes_everything w
+	check_untouched "$before"
+	# what the sandbox sees: the changes
+	[ "$(cat "$MNT/w/workspace/newdir/n.txt")" = n ]
+	[ ! -e "$MNT/w/workspace/src/deep/x.txt" ]
+	[ ! -e "$MNT/w/workspace/gone" ]
+	[ "$(stat -c %s "$MNT/w/workspace/big.txt")" = 4 ]
+	[ "$(run_wait w 'cat mounted.txt')" = via-mount ]
+	[ "$(run_wait w 'stat -c %a big.txt')" = 600 ]
+	# the base as it was
+	[ -e "$BASE/src/deep/x.txt" ] && [ -e "$BASE/tool.sh" ] && [ -d "$BASE/gone" ]
+	# rmdir: the upper layer goes, the base stays
+	local key
+	key=$(ls "$STATE/sandboxes")
+	rmdir "$MNT/w"
+	wait_for test ! -e "$STATE/sandboxes/$key/cow"
+	check_untouched "$before"
+	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
+	[ -z "$output" ]
+}
+
+@test "cowbase: local base= over overlayfs: runs and workspace/ change the view, never the base; rmdir leaves it" {
+	sfs_mount
+	base_roundtrip overlay
+}
+
+@test "cowbase: local base= with -o cow.mode=copy (the fallback): the same, and the base is never written" {
+	sfs_mount -o cow.mode=copy
+	base_roundtrip copy
+}
+
+@test "cowbase: the workspace is an overlay mount with its upper layer in the state dir" {
+	sfs_mount
+	cow_new w
+	local ws
+	ws=$(ws_dir w)
+	[[ $ws == "$STATE"/sandboxes/*/cow/merged ]]
+	[ "$(stat -f -c %T "$ws")" = overlayfs ]
+	run_wait w 'echo x >new.txt'
+	[ -f "$(dirname "$ws")/upper/new.txt" ]
+	[ ! -e "$BASE/new.txt" ]
+	[ "$(run_wait w pwd)" = "$ws" ]
+}
+
+@test "cowbase: hide= patterns are absent in runs and through workspace/, the base keeps them" {
+	sfs_mount
+	cow_new h 'hide=.env,*.pem,secrets/'
+	local w="$MNT/h/workspace"
+	[ ! -e "$w/.env" ] && [ ! -e "$w/top.pem" ] && [ ! -e "$w/docs/server.pem" ] && [ ! -e "$w/secrets" ]
+	[ -e "$w/src/main.c" ] && [ -e "$w/docs" ]
+	run ls -A "$w"
+	[[ $output != *.env* && $output != *secrets* && $output != *top.pem* ]]
+	run_wait h 'test ! -e .env && test ! -e docs/server.pem && test ! -e secrets && ! ls -A | grep -q pem'
+	run ctl_write "$MNT/h/ctl" "exec cat .env"
+	n=$output
+	[ "$(cat "$MNT/h/runs/$n/wait")" != "exited 0" ]
+	# a directory made where a hidden one was shows nothing of the base's
+	run_wait h 'mkdir secrets && ls -A secrets | wc -l' | grep -qx 0
+	[ -f "$BASE/.env" ] && [ -f "$BASE/secrets/inner/token" ]
+}
+
+@test "cowbase: hide= with -o cow.mode=copy leaves hidden files out of the copy" {
+	sfs_mount -o cow.mode=copy
+	cow_new h 'hide=.env,/docs,**/inner'
+	local w="$MNT/h/workspace"
+	[ ! -e "$w/.env" ] && [ ! -e "$w/docs" ] && [ ! -e "$w/secrets/inner" ] && [ -d "$w/secrets" ]
+	[ -e "$w/top.pem" ]
+	run grep -rl hunter2 "$STATE/sandboxes"
+	[ -z "$output" ]
+}
+
+@test "cowbase: a daemon restart brings the sandbox back with its changes (mounted, or mounted again)" {
+	sfs_mount
+	cow_new r 'hide=.env'
+	run_wait r 'echo kept >kept.txt; rm src/main.c'
+	local ws
+	ws=$(ws_dir r)
+	# killed: the overlay stays mounted and is taken over
+	kill -9 "$SFS_PID"
+	wait_for dk_gone_pid "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || true
+	sfs_mount
+	[ "$(cat "$MNT/r/workspace/kept.txt")" = kept ]
+	[ ! -e "$MNT/r/workspace/src/main.c" ]
+	# as after a reboot: nothing mounted; the next daemon mounts it again
+	sfs_unmount
+	umount "$ws"
+	[ "$(stat -f -c %T "$ws")" != overlayfs ]
+	sfs_mount
+	[ "$(stat -f -c %T "$ws")" = overlayfs ]
+	[ "$(run_wait r 'cat kept.txt')" = kept ]
+	[ ! -e "$MNT/r/workspace/.env" ]
+	[ ! -e "$MNT/r/workspace/src/main.c" ]
+	[ -f "$BASE/src/main.c" ]
+}
+
+@test "cowbase: bad base= and hide= fail new with a clear error and leave nothing" {
+	sfs_mount
+	echo f >"$BATS_TEST_TMPDIR/file"
+	local line
+	while IFS='|' read -r line want; do
+		run ctl_write "$MNT/ctl" "new bad $line"
+		[ "$status" -ne 0 ]
+		[[ $output == *"error: "*"$want"* ]] || { echo "$line -> $output" >&2; false; }
+		[ ! -e "$MNT/bad" ]
+		[ -z "$(ls -A "$STATE/sandboxes" 2>/dev/null)" ]
+	done <<EOF2
+base=$BATS_TEST_TMPDIR/file|is not a directory
+base=$BATS_TEST_TMPDIR/nothing-here|No such file or directory
+base=relative/dir|expected an absolute path
+base=$MNT|inside the sandboxfs mount
+base=$STATE|inside the state directory
+base=$BATS_TEST_TMPDIR|contains the state directory
+base=$BASE hide=!keep|negation
+base=$BASE hide=a,,b|an empty pattern
+base=$BASE dir=$BASE|exclude each other
+hide=.env|hide= needs base=
+EOF2
+	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
+	[ -z "$output" ]
+}
