@@ -312,15 +312,11 @@ static int pick_run(struct sfs_sandbox *sb, const char *arg, struct sfs_run **ru
 #define SIGNAL_SETTLE_MS 1000
 
 /* So that when kill returns, runs/N/status already says how the run ended:
- * ask the journal engine to look now, and again every 10 ms, until it has
- * seen the end or `ms` have passed.  Holds no lock while it waits. */
+ * the engine is asked to look every 10 ms until it has seen the end or `ms`
+ * have passed.  Holds no lock while it waits. */
 static void wait_run_settled(struct sfs_run *run, int ms)
 {
-	struct timespec step = {0, 10 * 1000 * 1000};
-	for (int waited = 0; waited < ms && journal_run_active(run); waited += 10) {
-		journal_poke();
-		nanosleep(&step, NULL);
-	}
+	journal_wait_end(run, ms, 10);
 }
 
 static int kill_run(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,

@@ -228,9 +228,8 @@ int source_setup(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct s
 		if (r)
 			return r;
 		struct sfs_run *run = tree_run(sb, n);
-		/* the journal engine notices the end (its refresh interval) */
-		while (run && journal_run_active(run))
-			usleep(20 * 1000);
+		if (run)
+			journal_wait_end(run, -1, 0);
 		char st[64] = "lost";
 		if (run)
 			journal_status_text(run, st, sizeof(st));

@@ -43,13 +43,17 @@ struct journal {
 
 static struct {
 	pthread_mutex_t mu;
+	pthread_cond_t ended; /* broadcast when a run leaves `running` or the engine stops */
 	pthread_t thread;
 	bool running, stop;
 	int inotify_fd, wake_fd;
 	struct journal *journals;
 	struct journal_hooks hooks;
 	int followers;
-} eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .inotify_fd = -1, .wake_fd = -1};
+} eng = {.mu = PTHREAD_MUTEX_INITIALIZER,
+	 .ended = PTHREAD_COND_INITIALIZER,
+	 .inotify_fd = -1,
+	 .wake_fd = -1};
 
 #define TICK_MS 100
 #define REFRESH_IDLE_MS 250
@@ -368,6 +372,8 @@ static void apply_locked(struct job *job)
 			break; /* ended meanwhile (journal_end_sandbox): that stays */
 		job->run->state = job->state.state;
 		job->run->code = job->state.code;
+		if (job->run->state != SFS_RUN_RUNNING)
+			pthread_cond_broadcast(&eng.ended);
 		break;
 	case JOB_READ:
 		if (!j || j->ended || j->size != job->off)
@@ -575,6 +581,7 @@ void journal_engine_stop(void)
 		return;
 	pthread_mutex_lock(&eng.mu);
 	eng.stop = true;
+	pthread_cond_broadcast(&eng.ended);
 	pthread_mutex_unlock(&eng.mu);
 	journal_poke();
 	pthread_join(eng.thread, NULL);
@@ -654,6 +661,7 @@ void journal_end_sandbox(struct sfs_sandbox *sb, bool record)
 		stop_follower_locked(j, &jobs);
 		if (j->run->state == SFS_RUN_RUNNING)
 			j->run->state = SFS_RUN_LOST; /* gone with its sandbox, end unseen */
+		pthread_cond_broadcast(&eng.ended);
 		j->size = stat_size(j);
 		j->ended = true;
 		j->final_pending = false;
@@ -711,6 +719,8 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	pthread_mutex_lock(&eng.mu);
 	run->state = copy.state;
 	run->code = copy.code;
+	if (run->state != SFS_RUN_RUNNING)
+		pthread_cond_broadcast(&eng.ended);
 	run->journal = j;
 	settle_locked(j);
 	if (final) {
@@ -806,6 +816,42 @@ bool journal_run_active(struct sfs_run *run)
 	bool active = run->state == SFS_RUN_RUNNING;
 	pthread_mutex_unlock(&eng.mu);
 	return active;
+}
+
+bool journal_wait_end(struct sfs_run *run, int timeout_ms, int poke_ms)
+{
+	struct timespec limit, now;
+	clock_gettime(CLOCK_REALTIME, &limit); /* the condition variable's clock */
+	int64_t end_ns = timeout_ms < 0 ? INT64_MAX
+					: (int64_t)limit.tv_sec * 1000000000 + limit.tv_nsec +
+					      (int64_t)timeout_ms * 1000000;
+	if (poke_ms > 0)
+		journal_poke();
+	pthread_mutex_lock(&eng.mu);
+	while (run->state == SFS_RUN_RUNNING && !eng.stop) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+		if (now_ns >= end_ns)
+			break;
+		int64_t wake_ns = end_ns;
+		if (poke_ms > 0 && now_ns + (int64_t)poke_ms * 1000000 < wake_ns)
+			wake_ns = now_ns + (int64_t)poke_ms * 1000000;
+		if (wake_ns == INT64_MAX) {
+			pthread_cond_wait(&eng.ended, &eng.mu);
+			continue;
+		}
+		limit.tv_sec = (time_t)(wake_ns / 1000000000);
+		limit.tv_nsec = (long)(wake_ns % 1000000000);
+		if (pthread_cond_timedwait(&eng.ended, &eng.mu, &limit) == ETIMEDOUT &&
+		    poke_ms > 0) {
+			pthread_mutex_unlock(&eng.mu);
+			journal_poke();
+			pthread_mutex_lock(&eng.mu);
+		}
+	}
+	bool ended = run->state != SFS_RUN_RUNNING;
+	pthread_mutex_unlock(&eng.mu);
+	return ended;
 }
 
 int journal_park(struct sfs_sandbox *sb, struct sfs_run *run, void *req, off_t off, size_t size,

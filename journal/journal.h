@@ -78,6 +78,13 @@ ssize_t journal_read(struct sfs_run *run, off_t off, void *buf, size_t size, boo
 /* "running", "exited 0", ... under the engine lock. */
 void journal_status_text(struct sfs_run *run, char *buf, size_t len);
 bool journal_run_active(struct sfs_run *run);
+/*
+ * Blocks until the engine has seen run end, the engine stops, or timeout_ms
+ * pass (< 0: no limit); woken the moment the engine records the end.  With
+ * poke_ms > 0 it also asks the engine to look every poke_ms meanwhile (a
+ * kill that wants the status settled now).  Returns whether the run ended.
+ */
+bool journal_wait_end(struct sfs_run *run, int timeout_ms, int poke_ms);
 
 /*
  * Parks req unless it can be answered now: returns 1 when the caller should
