@@ -1,6 +1,7 @@
 #include "journal.h"
 
 #include "../providers/config.h"
+#include "../providers/redact.h"
 #include "../providers/options.h"
 #include "../providers/util.h"
 
@@ -25,6 +26,12 @@ struct journal {
 	char path[4200]; /* the file reads are served from */
 	off_t size;	 /* last observed size */
 	bool ended;	 /* run over and its final size observed */
+	/* redact=journal: reads hide secret values (same length), and while
+	 * the run goes on the last bytes that could begin one are held back:
+	 * readers see `visible` bytes, computed for vis_size and vis_gen */
+	bool redact;
+	off_t visible, vis_size;
+	unsigned long vis_gen;
 	bool end_reported;
 	struct journal_waiter *waiters;
 	int nwaiters;
@@ -140,11 +147,43 @@ static void unlink_waiter(struct journal *j, struct journal_waiter *w)
 	j->nwaiters--;
 }
 
+/* The bytes readers may see: all of them, but for a redacted journal of a
+ * run still going, those that cannot be the start of a secret value whose
+ * end has not arrived (providers/redact_stream.c).  A tail of at most
+ * longest-1 bytes is read from the file: a local file, quick. */
+static off_t visible_locked(struct journal *j)
+{
+	if (!j->redact || j->ended)
+		return j->size;
+	unsigned long gen = sfs_redact_generation();
+	if (j->vis_size == j->size && j->vis_gen == gen)
+		return j->visible;
+	size_t longest = sfs_redact_longest();
+	size_t want = longest > 1 ? longest - 1 : 0;
+	if ((off_t)want > j->size)
+		want = (size_t)j->size;
+	off_t vis = j->size;
+	char *tail = want ? malloc(want) : NULL;
+	int fd = want ? open(j->path, O_RDONLY | O_CLOEXEC) : -1;
+	ssize_t n = fd >= 0 && tail ? pread(fd, tail, want, j->size - (off_t)want) : 0;
+	if (fd >= 0)
+		close(fd);
+	if (want && n != (ssize_t)want)
+		vis = j->size - (off_t)want; /* could not look: hold back all it might be */
+	else if (want)
+		vis = j->size - (off_t)sfs_redact_holdback(tail, want);
+	free(tail);
+	j->visible = vis;
+	j->vis_size = j->size;
+	j->vis_gen = gen;
+	return vis;
+}
+
 static bool waiter_ready(struct journal *j, struct journal_waiter *w)
 {
 	if (w->kind == JOURNAL_WAIT_END)
 		return j->ended;
-	return w->off < j->size || j->ended;
+	return w->off < visible_locked(j) || j->ended;
 }
 
 struct ready {
@@ -702,6 +741,8 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	j->watch = -1;
 	j->mirror_fd = j->follow_fd = -1;
 	j->follow = strcmp(sfs_provider_journal_mode(sb->provider), "follow") == 0;
+	j->redact = sb->redact_journal; /* set at create, never changed */
+	j->vis_size = -1;
 	const struct sfs_provider_ops *ops = sb->provider->ops;
 	j->local = ops->journal_local_path &&
 		   ops->journal_local_path(sb, run, j->path, sizeof(j->path)) == 0;
@@ -765,10 +806,41 @@ off_t journal_size(struct sfs_run *run)
 	off_t size = 0;
 	if (j) {
 		j->size = stat_size(j);
-		size = j->size;
+		size = visible_locked(j);
 	}
 	pthread_mutex_unlock(&eng.mu);
 	return size;
+}
+
+/* A redacted read: the bytes at off (at most size, none at or past
+ * `visible`) with every secret value masked, decided by a window reaching
+ * longest-1 bytes on each side (providers/redact_stream.c). */
+static ssize_t read_redacted(int fd, off_t off, char *buf, size_t size, off_t visible)
+{
+	if (off >= visible)
+		return 0;
+	size_t want = (off_t)size < visible - off ? size : (size_t)(visible - off);
+	size_t l = sfs_redact_longest(), reach = l > 1 ? l - 1 : 0;
+	off_t from = off > (off_t)reach ? off - (off_t)reach : 0;
+	size_t span = (size_t)(off - from) + want + reach;
+	char *win = malloc(span);
+	if (!win)
+		return -ENOMEM;
+	ssize_t n;
+	do
+		n = pread(fd, win, span, from);
+	while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		n = -errno;
+	} else if ((size_t)n < (size_t)(off - from) + want) {
+		n = -EIO; /* the file shrank: journals only grow */
+	} else {
+		sfs_redact_mask(win, (size_t)n);
+		memcpy(buf, win + (off - from), want);
+		n = (ssize_t)want;
+	}
+	free(win);
+	return n;
 }
 
 ssize_t journal_read(struct sfs_run *run, off_t off, void *buf, size_t size, bool *eof)
@@ -784,12 +856,21 @@ ssize_t journal_read(struct sfs_run *run, off_t off, void *buf, size_t size, boo
 	/* decide "ended" before reading, so bytes that arrive in between are
 	 * never mistaken for the end */
 	ended = j->ended;
+	bool redact = j->redact;
+	off_t visible = 0;
+	if (redact) {
+		j->size = stat_size(j);
+		visible = visible_locked(j);
+	}
 	memcpy(path, j->path, sizeof(path));
 	pthread_mutex_unlock(&eng.mu);
 
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n = 0;
-	if (fd >= 0) {
+	if (fd >= 0 && redact) {
+		n = read_redacted(fd, off, buf, size, visible);
+		close(fd);
+	} else if (fd >= 0) {
 		do
 			n = pread(fd, buf, size, off);
 		while (n < 0 && errno == EINTR);

@@ -12,6 +12,7 @@
 static pthread_mutex_t secrets_lock = PTHREAD_MUTEX_INITIALIZER;
 static char **secrets;
 static size_t nsecrets;
+static unsigned long generation; /* bumped by each value added */
 
 static const char *const secret_words[] = {"token",    "secret",     "key",
 					   "password", "credential", "authorization"};
@@ -44,8 +45,42 @@ int sfs_redact_add_secret(const char *value)
 	}
 	secrets = grown;
 	secrets[nsecrets++] = dup;
+	generation++;
 	pthread_mutex_unlock(&secrets_lock);
 	return 0;
+}
+
+unsigned long sfs_redact_generation(void)
+{
+	pthread_mutex_lock(&secrets_lock);
+	unsigned long g = generation;
+	pthread_mutex_unlock(&secrets_lock);
+	return g;
+}
+
+size_t sfs_redact_longest(void)
+{
+	pthread_mutex_lock(&secrets_lock);
+	size_t l = sfs_redact_stream_longest((const char *const *)secrets, nsecrets);
+	pthread_mutex_unlock(&secrets_lock);
+	return l;
+}
+
+size_t sfs_redact_holdback(const char *buf, size_t n)
+{
+	pthread_mutex_lock(&secrets_lock);
+	size_t h = sfs_redact_stream_holdback((const char *const *)secrets, nsecrets, buf, n);
+	pthread_mutex_unlock(&secrets_lock);
+	return h;
+}
+
+void sfs_redact_mask(char *buf, size_t n)
+{
+	pthread_mutex_lock(&secrets_lock);
+	int r = sfs_redact_stream_mask((const char *const *)secrets, nsecrets, buf, n);
+	pthread_mutex_unlock(&secrets_lock);
+	if (r) /* never show what could not be checked */
+		memset(buf, '*', n);
 }
 
 static int is_key_char(int c)

@@ -152,6 +152,44 @@ EOF
 	[ "$(cat "$MNT/demo/runs/2/journal")" = "$(printf '%s\n' "$FILE_VALUE" | md5sum)" ]
 }
 
+@test "redact=journal: journal reads hide a value even when the run writes it in halves and readers read 1 byte at a time" {
+	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET redact=journal" >"$MNT/ctl"
+	grep -qx 'redact journal' "$MNT/demo/status"
+	# the value in two halves a second apart, then whole
+	echo 'exec v="$API_TOKEN"; printf "before %s" "$(printf %s "$v" | cut -c1-12)"; sleep 1; printf "%s after\n" "$(printf %s "$v" | cut -c13-)"; echo "again $v end"' >"$MNT/demo/ctl"
+	# live readers: one byte per read, and 7 bytes per read
+	dd if="$MNT/demo/runs/1/journal" of="$BATS_TEST_TMPDIR/bs1" bs=1 status=none &
+	d1=$!
+	dd if="$MNT/demo/runs/1/journal" of="$BATS_TEST_TMPDIR/bs7" bs=7 status=none &
+	d7=$!
+	# while the first half is out, it is held back from readers
+	sleep 0.5
+	[ "$(stat -c %s "$MNT/demo/runs/1/journal")" -le 7 ]
+	wait "$d1"
+	wait "$d7"
+	# each byte of the value is replaced: "[redacted]", then one * a byte
+	mask="[redacted]$(printf '%*s' $((${#ENV_VALUE} - 10)) '' | tr ' ' '*')"
+	want="before $mask after
+again $mask end"
+	[ "$(cat "$BATS_TEST_TMPDIR/bs1")" = "$want" ]
+	[ "$(cat "$BATS_TEST_TMPDIR/bs7")" = "$want" ]
+	[ "$(cat "$MNT/demo/journal")" = "$want" ]
+	# same length as what the run wrote: offsets mean the same bytes
+	raw=$(ls "$STATE"/sandboxes/*/runs/1/journal)
+	[ "$(stat -c %s "$MNT/demo/runs/1/journal")" -eq "$(stat -c %s "$raw")" ]
+	[ "$(dd if="$MNT/demo/runs/1/journal" bs=1 skip=10 count=20 status=none)" = "${want:10:20}" ]
+	[ "$(tail -c 16 "$MNT/demo/runs/1/journal")" = "${want: -15}" ]
+	no_value_anywhere "$ENV_VALUE"
+}
+
+@test "without redact=journal a run's journal reads as the run wrote it" {
+	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET" >"$MNT/ctl"
+	grep -qx 'redact none' "$MNT/demo/status"
+	echo 'exec echo "$API_TOKEN"' >"$MNT/demo/ctl"
+	wait_run demo 1
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "$ENV_VALUE" ]
+}
+
 tree_runs() {
 	awk '$1=="runs"{print $2}' "$MNT/$1/status"
 }
