@@ -1,0 +1,173 @@
+/*
+ * snapshots/ID/diff: the live workspace written as a tree (blobs only for
+ * files the stat cache does not vouch for; an unchanged file's blob is
+ * already there) and diffed against the snapshot's tree by libgit2, which
+ * prints git's own patch format: mode changes, new and deleted files,
+ * symlinks, "Binary files … differ".
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int print(git_repository *repo, git_tree *a, git_tree *b, struct sfs_buf *out,
+		 struct sfs_err *err)
+{
+	git_diff_options o;
+	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+	git_diff *d = NULL;
+	git_buf text = GIT_BUF_INIT;
+	int rc = git_diff_tree_to_tree(&d, repo, a, b, &o);
+	if (rc >= 0)
+		rc = git_diff_to_buf(&text, d, GIT_DIFF_FORMAT_PATCH);
+	int r = rc < 0 ? st_error(err, rc, "diff") : 0;
+	if (!r && text.size && sfs_buf_add(out, text.ptr, text.size))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	git_buf_dispose(&text);
+	git_diff_free(d);
+	return r;
+}
+
+int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf *out,
+	      struct sfs_err *err)
+{
+	struct rec r = {.err = err};
+	struct scache sc;
+	scache_load(&sc, cache);
+	r.cache = &sc;
+	int ret = st_open(&r.repo, err);
+	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
+	if (rc < 0)
+		ret = st_error(err, rc, "diff: the object store");
+	git_oid cid, live;
+	git_commit *c = NULL;
+	git_tree *a = NULL, *b = NULL;
+	if (!ret && (git_oid_fromstr(&cid, commit) < 0 || git_commit_lookup(&c, r.repo, &cid) < 0))
+		ret = sfs_errf(err, -ENOENT, "diff: commit %s is not in the store", commit);
+	if (!ret && (rc = git_commit_tree(&a, c)) < 0)
+		ret = st_error(err, rc, "diff: the snapshot's tree");
+	if (!ret)
+		ret = rec_tree(&r, rootfd, "", &live);
+	if (!ret && (rc = git_tree_lookup(&b, r.repo, &live)) < 0)
+		ret = st_error(err, rc, "diff: the workspace's tree");
+	if (!ret)
+		ret = print(r.repo, a, b, out, err);
+	if (!ret)
+		scache_save(&sc, cache);
+	git_tree_free(a);
+	git_tree_free(b);
+	git_commit_free(c);
+	scache_free(&sc);
+	sfs_buf_free(&r.modes);
+	git_odb_free(r.odb);
+	git_repository_free(r.repo);
+	return ret;
+}
+
+/* Opens the directory holding path's last component, walking from rootfd
+ * without following a symlink; *leaf points into path.  -ENOENT when a
+ * component is missing or not a directory. */
+static int open_parent(int rootfd, const char *path, const char **leaf)
+{
+	int fd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const char *p = path;
+	for (const char *slash; fd >= 0 && (slash = strchr(p, '/'));) {
+		char comp[256];
+		size_t n = (size_t)(slash - p);
+		if (n == 0 || n >= sizeof(comp)) {
+			p = slash + 1;
+			continue;
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		int next = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+		p = slash + 1;
+	}
+	*leaf = p;
+	return fd < 0 ? -errno : fd;
+}
+
+/* A tree holding only the listed paths as they are under rootfd. */
+static int sparse_tree(struct rec *r, int rootfd, const char *const *paths, size_t n,
+		       git_tree *empty, git_oid *out)
+{
+	git_tree_update *u = calloc(n ? n : 1, sizeof(*u));
+	if (!u)
+		return sfs_errf(r->err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	int ret = 0;
+	for (size_t i = 0; !ret && i < n; i++) {
+		const char *leaf, *path = paths[i];
+		while (*path == '/')
+			path++;
+		int dfd = open_parent(rootfd, path, &leaf);
+		if (dfd < 0)
+			continue; /* not there on this side */
+		struct stat st;
+		git_filemode_t fm = 0;
+		if (*leaf && !rec_ignored(leaf) &&
+		    fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			fm = rec_filemode(&st);
+		if (fm == GIT_FILEMODE_TREE) {
+			int fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			ret = fd < 0 ? 0 : rec_tree(r, fd, path, &u[k].id);
+			if (fd >= 0)
+				close(fd);
+			else
+				fm = 0;
+		} else if (fm) {
+			ret = rec_blob(r, dfd, leaf, path, &st, &u[k].id);
+		}
+		close(dfd);
+		if (!ret && fm) {
+			u[k].action = GIT_TREE_UPDATE_UPSERT;
+			u[k].filemode = fm;
+			u[k].path = path;
+			k++;
+		}
+	}
+	int rc = ret ? 0 : git_tree_create_updated(out, r->repo, empty, k, u);
+	if (rc < 0)
+		ret = st_error(r->err, rc, "diff: a tree of the changed paths");
+	free(u);
+	return ret;
+}
+
+int snap_diff_paths(int oldfd, int newfd, const char *const *paths, size_t n, struct sfs_buf *out,
+		    struct sfs_err *err)
+{
+	struct rec r = {.err = err};
+	int ret = st_open(&r.repo, err);
+	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
+	if (rc < 0)
+		ret = st_error(err, rc, "diff: the object store");
+	git_treebuilder *eb = NULL;
+	git_oid eid, aid, bid;
+	git_tree *empty = NULL, *a = NULL, *b = NULL;
+	if (!ret && ((rc = git_treebuilder_new(&eb, r.repo, NULL)) < 0 ||
+		     (rc = git_treebuilder_write(&eid, eb)) < 0 ||
+		     (rc = git_tree_lookup(&empty, r.repo, &eid)) < 0))
+		ret = st_error(err, rc, "diff: the empty tree");
+	if (!ret)
+		ret = sparse_tree(&r, oldfd, paths, n, empty, &aid);
+	if (!ret)
+		ret = sparse_tree(&r, newfd, paths, n, empty, &bid);
+	if (!ret && ((rc = git_tree_lookup(&a, r.repo, &aid)) < 0 ||
+		     (rc = git_tree_lookup(&b, r.repo, &bid)) < 0))
+		ret = st_error(err, rc, "diff: the trees");
+	if (!ret)
+		ret = print(r.repo, a, b, out, err);
+	git_tree_free(a);
+	git_tree_free(b);
+	git_tree_free(empty);
+	git_treebuilder_free(eb);
+	sfs_buf_free(&r.modes);
+	git_odb_free(r.odb);
+	git_repository_free(r.repo);
+	return ret;
+}

@@ -1,0 +1,76 @@
+/* Shared by the files of fs/snapshots; not for use outside. */
+#ifndef SFS_SNAPSHOTS_INTERNAL_H
+#define SFS_SNAPSHOTS_INTERNAL_H
+
+#include "snapshots.h"
+
+#include <git2.h>
+#include <sys/stat.h>
+
+/* ---- store.c ---- */
+/* Opens the store (made on first use); the caller frees it. */
+int st_open(git_repository **repo, struct sfs_err *err);
+/* err from libgit2's last error: "WHAT: message", -EIO (-ENOENT when
+ * libgit2 says not found). */
+int st_error(struct sfs_err *err, int rc, const char *what);
+/* The git mode's implied permission bits: 0644, 0755 (files), 0755 (dirs). */
+mode_t st_implied_perm(git_filemode_t m);
+
+/* ---- map.c: string keys to 64-bit values (open addressing) ---- */
+struct pmap {
+	char **keys;
+	uint64_t *vals;
+	size_t cap, n;
+};
+/* 0 or -ENOMEM; the key is copied. */
+int pmap_put(struct pmap *m, const char *key, uint64_t val);
+bool pmap_get(const struct pmap *m, const char *key, uint64_t *val);
+void pmap_free(struct pmap *m);
+
+/* ---- cache.c: the stat cache ---- */
+struct sc_entry {
+	uint64_t size, ino;
+	int64_t mtime_s, mtime_ns, ctime_s, ctime_ns;
+	uint32_t mode;
+	git_oid oid;
+};
+struct scache {
+	struct pmap index; /* path -> position in v */
+	struct sc_entry *v;
+	char **paths;
+	size_t n, cap;
+	int64_t now; /* entries changed in this second or later are not kept */
+	bool dirty;
+};
+int scache_load(struct scache *c, const char *path);
+/* The blob id of the file at path if the cache knows it unchanged. */
+bool scache_hit(const struct scache *c, const char *path, const struct stat *st, git_oid *oid);
+/* Remembers path's blob (not for files changed too recently to trust). */
+int scache_note(struct scache *c, const char *path, const struct stat *st, const git_oid *oid);
+int scache_save(struct scache *c, const char *path);
+void scache_free(struct scache *c);
+
+/* ---- record.c: a directory tree into the store ---- */
+struct rec {
+	git_repository *repo;
+	git_odb *odb;
+	struct scache *cache;
+	struct snap_stats st;
+	struct sfs_buf modes; /* "OCTAL PATH\0" for bits the git mode cannot say */
+	struct sfs_err *err;
+};
+/* Writes the tree under dirfd (whose path is rel, "" for the root) and
+ * returns its id. */
+int rec_tree(struct rec *r, int dirfd, const char *rel, git_oid *out);
+/* The blob of one entry (a file or a symlink) named name in dirfd. */
+int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const struct stat *st,
+	     git_oid *out);
+/* The git mode of a stat, or 0 for what a tree cannot hold. */
+git_filemode_t rec_filemode(const struct stat *st);
+/* Whether a name is left out of snapshots (".git"). */
+bool rec_ignored(const char *name);
+
+/* The modes blob of a commit as path -> mode. */
+int st_modes_load(git_repository *repo, const git_commit *c, struct pmap *modes);
+
+#endif

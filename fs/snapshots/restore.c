@@ -1,0 +1,285 @@
+/*
+ * restore: the workspace made equal to a snapshot, writing only what
+ * differs.  A file whose bytes already match (the stat cache says so, or
+ * its hash does) keeps its inode and mtime, at most its mode is fixed;
+ * a different one is written to a temporary name and renamed over, so a
+ * reader never sees half a file.  Nothing is followed through a symlink.
+ * Special files (never recorded) and `.git` entries are left alone.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct rst {
+	git_repository *repo;
+	git_odb *odb;
+	struct scache *cache;
+	struct pmap modes;
+	struct snap_restore_stats st;
+	struct sfs_err *err;
+};
+
+static int fail(struct rst *s, int e, const char *what, const char *rel)
+{
+	return sfs_errf(s->err, -e, "restore: %s %s: %s", what, rel, strerror(e));
+}
+
+/* Removes name (a whole tree if a directory) without following symlinks. */
+static int rm_at(int dirfd, const char *name)
+{
+	if (unlinkat(dirfd, name, 0) == 0)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return errno == ENOENT ? 0 : -errno;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (!r && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			r = rm_at(fd, e->d_name);
+	closedir(d);
+	if (!r && unlinkat(dirfd, name, AT_REMOVEDIR) < 0)
+		r = -errno;
+	return r;
+}
+
+static mode_t want_perm(struct rst *s, const char *rel, git_filemode_t fm)
+{
+	uint64_t m;
+	return pmap_get(&s->modes, rel, &m) ? (mode_t)m & 07777 : st_implied_perm(fm);
+}
+
+/* Whether the regular file name (stat st) holds blob want. */
+static bool same_blob(struct rst *s, int dirfd, const char *name, const char *rel,
+		      const struct stat *st, const git_oid *want)
+{
+	git_oid have;
+	if (s->cache && scache_hit(s->cache, rel, st, &have))
+		return git_oid_equal(&have, want);
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return false;
+	size_t len = (size_t)st->st_size;
+	void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	close(fd);
+	if (data == MAP_FAILED)
+		return false;
+	int rc = git_odb_hash(&have, data ? data : "", len, GIT_OBJECT_BLOB);
+	if (data)
+		munmap(data, len);
+	if (rc < 0)
+		return false;
+	if (s->cache)
+		scache_note(s->cache, rel, st, &have);
+	return git_oid_equal(&have, want);
+}
+
+static int write_file(struct rst *s, int dirfd, const char *name, const char *rel,
+		      const git_oid *oid, mode_t perm)
+{
+	git_odb_object *o = NULL;
+	int rc = git_odb_read(&o, s->odb, oid);
+	if (rc < 0)
+		return st_error(s->err, rc, "restore: reading a blob");
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), ".sandboxfs-restore-%d", (int)getpid());
+	unlinkat(dirfd, tmp, 0);
+	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int r = fd < 0 ? fail(s, errno, "create", rel) : 0;
+	const char *p = git_odb_object_data(o);
+	size_t left = git_odb_object_size(o);
+	while (!r && left) {
+		ssize_t n = write(fd, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			r = fail(s, errno, "write", rel);
+		else {
+			p += n;
+			left -= (size_t)n;
+		}
+	}
+	if (!r && fchmod(fd, perm) < 0)
+		r = fail(s, errno, "chmod", rel);
+	if (fd >= 0 && close(fd) < 0 && !r)
+		r = fail(s, errno, "write", rel);
+	if (!r && renameat(dirfd, tmp, dirfd, name) < 0)
+		r = fail(s, errno, "rename", rel);
+	if (r && fd >= 0)
+		unlinkat(dirfd, tmp, 0);
+	git_odb_object_free(o);
+	return r;
+}
+
+static int restore_link(struct rst *s, int dirfd, const char *name, const char *rel,
+			const git_oid *oid, bool exists)
+{
+	git_blob *b = NULL;
+	int rc = git_blob_lookup(&b, s->repo, oid);
+	if (rc < 0)
+		return st_error(s->err, rc, "restore: reading a link");
+	char target[4096];
+	snprintf(target, sizeof(target), "%.*s", (int)git_blob_rawsize(b),
+		 (const char *)git_blob_rawcontent(b));
+	git_blob_free(b);
+	char have[4096];
+	ssize_t n = exists ? readlinkat(dirfd, name, have, sizeof(have) - 1) : -1;
+	if (n >= 0 && (have[n] = '\0', strcmp(have, target) == 0)) {
+		s->st.unchanged++;
+		return 0;
+	}
+	int r = exists ? rm_at(dirfd, name) : 0;
+	if (r)
+		return fail(s, -r, "remove", rel);
+	if (symlinkat(target, dirfd, name) < 0)
+		return fail(s, errno, "symlink", rel);
+	s->st.written++;
+	return 0;
+}
+
+static int restore_tree(struct rst *s, int dirfd, const git_tree *t, const char *rel);
+
+static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, const char *rel)
+{
+	const char *name = git_tree_entry_name(e);
+	git_filemode_t fm = git_tree_entry_filemode(e);
+	struct stat st;
+	bool exists = fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (fm == GIT_FILEMODE_LINK)
+		return restore_link(s, dirfd, name, rel, git_tree_entry_id(e), exists);
+	mode_t perm = want_perm(s, rel, fm);
+	if (fm == GIT_FILEMODE_TREE) {
+		if (exists && !S_ISDIR(st.st_mode)) {
+			int r = rm_at(dirfd, name);
+			if (r)
+				return fail(s, -r, "remove", rel);
+			exists = false;
+		}
+		if (!exists &&
+		    (mkdirat(dirfd, name, perm) < 0 || fchmodat(dirfd, name, perm, 0) < 0))
+			return fail(s, errno, "mkdir", rel);
+		if (!exists)
+			s->st.written++;
+		else if ((st.st_mode & 07777) != perm) {
+			if (fchmodat(dirfd, name, perm, 0) < 0)
+				return fail(s, errno, "chmod", rel);
+			s->st.modes++;
+		}
+		git_tree *sub = NULL;
+		int rc = git_tree_lookup(&sub, s->repo, git_tree_entry_id(e));
+		if (rc < 0)
+			return st_error(s->err, rc, "restore: a tree");
+		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int r = fd < 0 ? fail(s, errno, "open", rel) : restore_tree(s, fd, sub, rel);
+		if (fd >= 0)
+			close(fd);
+		git_tree_free(sub);
+		return r;
+	}
+	if (exists && S_ISREG(st.st_mode) &&
+	    same_blob(s, dirfd, name, rel, &st, git_tree_entry_id(e))) {
+		s->st.unchanged++;
+		if ((st.st_mode & 07777) == perm)
+			return 0;
+		s->st.modes++;
+		return fchmodat(dirfd, name, perm, 0) < 0 ? fail(s, errno, "chmod", rel) : 0;
+	}
+	if (exists && S_ISDIR(st.st_mode)) {
+		int r = rm_at(dirfd, name);
+		if (r)
+			return fail(s, -r, "remove", rel);
+	}
+	s->st.written++;
+	return write_file(s, dirfd, name, rel, git_tree_entry_id(e), perm);
+}
+
+static char *join(const char *rel, const char *name)
+{
+	char *p;
+	return asprintf(&p, "%s%s%s", rel, *rel ? "/" : "", name) < 0 ? NULL : p;
+}
+
+static int restore_tree(struct rst *s, int dirfd, const git_tree *t, const char *rel)
+{
+	/* first what the snapshot does not have goes */
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return fail(s, errno, "open", *rel ? rel : ".");
+	}
+	int r = 0;
+	struct dirent *de;
+	while (!r && (de = readdir(d))) {
+		const char *n = de->d_name;
+		if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || rec_ignored(n) ||
+		    git_tree_entry_byname(t, n))
+			continue;
+		/* a fifo or socket was never recorded: it stays (a running
+		 * server's socket), like .git */
+		struct stat st;
+		if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 && !rec_filemode(&st))
+			continue;
+		r = rm_at(dirfd, n);
+		if (r)
+			r = fail(s, -r, "remove", n);
+		else
+			s->st.removed++;
+	}
+	closedir(d);
+	for (size_t i = 0; !r && i < git_tree_entrycount(t); i++) {
+		const git_tree_entry *e = git_tree_entry_byindex(t, i);
+		char *p = join(rel, git_tree_entry_name(e));
+		r = p ? restore_entry(s, dirfd, e, p) : sfs_errf(s->err, -ENOMEM, "out of memory");
+		free(p);
+	}
+	return r;
+}
+
+int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_restore_stats *st,
+		 struct sfs_err *err)
+{
+	struct rst s = {.err = err};
+	struct scache sc;
+	scache_load(&sc, cache);
+	s.cache = &sc;
+	int ret = st_open(&s.repo, err);
+	int rc = ret ? 0 : git_repository_odb(&s.odb, s.repo);
+	if (rc < 0)
+		ret = st_error(err, rc, "restore: the object store");
+	git_oid cid;
+	git_commit *c = NULL;
+	git_tree *t = NULL;
+	if (!ret && (git_oid_fromstr(&cid, commit) < 0 || git_commit_lookup(&c, s.repo, &cid) < 0))
+		ret = sfs_errf(err, -ENOENT, "restore: commit %s is not in the store", commit);
+	if (!ret && st_modes_load(s.repo, c, &s.modes))
+		ret = sfs_errf(err, -EIO, "restore: the snapshot's modes cannot be read");
+	if (!ret && (rc = git_commit_tree(&t, c)) < 0)
+		ret = st_error(err, rc, "restore: the snapshot's tree");
+	if (!ret)
+		ret = restore_tree(&s, rootfd, t, "");
+	scache_save(&sc, cache);
+	if (st)
+		*st = s.st;
+	git_tree_free(t);
+	git_commit_free(c);
+	pmap_free(&s.modes);
+	scache_free(&sc);
+	git_odb_free(s.odb);
+	git_repository_free(s.repo);
+	return ret;
+}

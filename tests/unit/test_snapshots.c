@@ -1,0 +1,254 @@
+/* fs/snapshots: the object store, the stat cache, diff and restore, on a
+ * real directory tree in a temporary state dir. */
+#include "check.h"
+
+#include "fs/snapshots/snapshots.h"
+#include "providers/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char state[256], ws[300], cache[300];
+
+static void put(const char *rel, const char *text, mode_t mode)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", ws, rel);
+	FILE *f = fopen(p, "w");
+	fputs(text, f);
+	fclose(f);
+	chmod(p, mode);
+}
+
+static char *slurp(const char *rel)
+{
+	char p[512], *data = NULL;
+	size_t len;
+	snprintf(p, sizeof(p), "%s/%s", ws, rel);
+	return sfs_read_file(p, &data, &len) == 0 ? data : NULL;
+}
+
+static struct stat stat_of(const char *rel)
+{
+	char p[512];
+	struct stat st = {0};
+	snprintf(p, sizeof(p), "%s/%s", ws, rel);
+	lstat(p, &st);
+	return st;
+}
+
+static int rootfd(void)
+{
+	return open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+}
+
+static void setup(void)
+{
+	snprintf(state, sizeof(state), "/tmp/sfs-test-snap-XXXXXX");
+	if (!mkdtemp(state))
+		abort();
+	snprintf(ws, sizeof(ws), "%s/ws", state);
+	snprintf(cache, sizeof(cache), "%s/statcache", state);
+	mkdir(ws, 0755);
+	CHECK_INT(snap_store_init(state, NULL), 0);
+	put("a.txt", "one\ntwo\nthree\n", 0644);
+	put("run.sh", "#!/bin/sh\necho hi\n", 0755);
+	put("private", "secret-ish\n", 0600);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/sub", ws);
+	mkdir(p, 0755);
+	put("sub/b.txt", "bee\n", 0644);
+	snprintf(p, sizeof(p), "%s/empty", ws);
+	mkdir(p, 0700);
+	snprintf(p, sizeof(p), "%s/link", ws);
+	symlink("sub/b.txt", p);
+	snprintf(p, sizeof(p), "%s/fifo", ws);
+	mkfifo(p, 0644);
+	snprintf(p, sizeof(p), "%s/.git", ws);
+	mkdir(p, 0755);
+	put(".git/HEAD", "ref: refs/heads/main\n", 0644);
+}
+
+static void test_take_info_browse(void)
+{
+	setup();
+	int fd = rootfd();
+	char commit[41];
+	struct snap_stats st;
+	struct sfs_err err = {0};
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", "first", 1700000000, commit, &st, &err), 0);
+	CHECK_STREQ(err.msg, "");
+	CHECK_INT(st.files, 5);	  /* a.txt run.sh private sub/b.txt link; not .git */
+	CHECK_INT(st.skipped, 1); /* the fifo */
+	struct snap_info info;
+	CHECK_INT(snap_info_read(commit, &info, &err), 0);
+	CHECK_STREQ(info.label, "first");
+	CHECK_STREQ(info.key, "k1");
+	CHECK_INT(info.time, 1700000000);
+	CHECK_INT(info.st.files, 5);
+	CHECK_INT(info.st.skipped, 1);
+	struct snap_node n;
+	CHECK_INT(snap_lookup(commit, "private", &n), 0);
+	CHECK_INT(n.mode, S_IFREG | 0600);
+	CHECK_INT(n.size, 11);
+	CHECK_INT(snap_lookup(commit, "run.sh", &n), 0);
+	CHECK_INT(n.mode, S_IFREG | 0755);
+	CHECK_INT(snap_lookup(commit, "empty", &n), 0);
+	CHECK_INT(n.mode, S_IFDIR | 0700);
+	CHECK_INT(snap_lookup(commit, "link", &n), 0);
+	CHECK_INT(n.mode & S_IFMT, S_IFLNK);
+	char *data;
+	size_t len;
+	CHECK_INT(snap_blob(n.oid, &data, &len), 0);
+	CHECK(len == 9 && memcmp(data, "sub/b.txt", 9) == 0);
+	free(data);
+	CHECK_INT(snap_lookup(commit, ".git", &n), -ENOENT);
+	CHECK_INT(snap_lookup(commit, "fifo", &n), -ENOENT);
+	struct snap_dirent *v;
+	size_t cnt;
+	CHECK_INT(snap_list(commit, "", &v, &cnt), 0);
+	CHECK_INT(cnt, 6);
+	snap_dirents_free(v, cnt);
+	CHECK_INT(snap_list(commit, "empty", &v, &cnt), 0);
+	CHECK_INT(cnt, 0);
+	snap_dirents_free(v, cnt);
+	CHECK_INT(snap_list(commit, "a.txt", &v, &cnt), -ENOTDIR);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+/* The stat cache: a second snapshot reads only files that changed. */
+static void test_stat_cache(void)
+{
+	setup();
+	sleep(1); /* files changed in the cache's second are not trusted */
+	int fd = rootfd();
+	char c1[41], c2[41];
+	struct snap_stats st;
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, c1, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4);
+	CHECK_INT(snap_take(fd, cache, "k1", "s2", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 0);
+	CHECK_STREQ(c1, c2); /* same tree, time and message: the same commit */
+	put("a.txt", "changed\n", 0644);
+	CHECK_INT(snap_take(fd, cache, "k1", "s3", NULL, 2, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 1);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+static void test_diff_restore(void)
+{
+	setup();
+	int fd = rootfd();
+	char commit[41];
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, commit, NULL, NULL), 0);
+	struct stat keep = stat_of("sub/b.txt");
+	put("a.txt", "one\nTWO\nthree\n", 0644);
+	put("new.txt", "added\n", 0644);
+	put("private", "secret-ish\n", 0640);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/run.sh", ws);
+	chmod(p, 0644);
+	snprintf(p, sizeof(p), "%s/link", ws);
+	unlink(p);
+	symlink("a.txt", p);
+	snprintf(p, sizeof(p), "%s/empty", ws);
+	rmdir(p);
+	put("empty", "now a file\n", 0644);
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(commit, fd, cache, &d, &err), 0);
+	CHECK(d.buf && strstr(d.buf, "-two\n+TWO\n"));
+	CHECK(d.buf && strstr(d.buf, "new file mode 100644"));
+	CHECK(d.buf && strstr(d.buf, "old mode 100755\nnew mode 100644"));
+	CHECK(d.buf && strstr(d.buf, "+added\n"));
+	CHECK(d.buf && !strstr(d.buf, "sub/b.txt\n+"));
+	sfs_buf_free(&d);
+	struct snap_restore_stats rs;
+	CHECK_INT(snap_restore(commit, fd, cache, &rs, &err), 0);
+	CHECK_STREQ(err.msg, "");
+	char *a = slurp("a.txt");
+	CHECK_STREQ(a, "one\ntwo\nthree\n");
+	free(a);
+	CHECK_INT(stat_of("new.txt").st_mode, 0);
+	CHECK_INT(stat_of("private").st_mode, S_IFREG | 0600);
+	CHECK_INT(stat_of("run.sh").st_mode, S_IFREG | 0755);
+	CHECK_INT(stat_of("empty").st_mode, S_IFDIR | 0700);
+	char t[64] = "";
+	snprintf(p, sizeof(p), "%s/link", ws);
+	CHECK_INT(readlink(p, t, sizeof(t)), 9);
+	CHECK(strncmp(t, "sub/b.txt", 9) == 0);
+	struct stat after = stat_of("sub/b.txt");
+	CHECK(after.st_ino == keep.st_ino && after.st_mtim.tv_nsec == keep.st_mtim.tv_nsec);
+	CHECK(stat_of(".git/HEAD").st_size > 0); /* left alone */
+	/* a.txt, link, empty rewritten; new.txt removed; modes of two fixed */
+	CHECK_INT(rs.written, 3);
+	CHECK_INT(rs.removed, 1);
+	CHECK_INT(rs.modes, 2);
+	/* and now nothing differs */
+	CHECK_INT(snap_diff(commit, fd, cache, &d, &err), 0);
+	CHECK_INT(d.len, 0);
+	sfs_buf_free(&d);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+static void test_diff_paths(void)
+{
+	setup();
+	char old[300];
+	snprintf(old, sizeof(old), "%s/old", state);
+	mkdir(old, 0755);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/a.txt", old);
+	FILE *f = fopen(p, "w");
+	fputs("one\ntwo\nthree\n", f);
+	fclose(f);
+	put("a.txt", "one\n2\nthree\n", 0644);
+	int ofd = open(old, O_PATH | O_DIRECTORY), nfd = rootfd();
+	const char *paths[] = {"a.txt", "sub", "gone.txt"};
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff_paths(ofd, nfd, paths, 3, &d, &err), 0);
+	CHECK_STREQ(err.msg, "");
+	CHECK(d.buf && strstr(d.buf, "-two\n+2\n"));
+	CHECK(d.buf && strstr(d.buf, "+++ b/sub/b.txt"));
+	CHECK(d.buf && !strstr(d.buf, "run.sh")); /* not listed: not read */
+	sfs_buf_free(&d);
+	close(ofd);
+	close(nfd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+static void test_forget(void)
+{
+	setup();
+	int fd = rootfd();
+	char c[41];
+	CHECK_INT(snap_take(fd, cache, "k9", "a", NULL, 1, c, NULL, NULL), 0);
+	CHECK_INT(snap_take(fd, cache, "k9", "b", NULL, 1, c, NULL, NULL), 0);
+	char ref[512];
+	snprintf(ref, sizeof(ref), "%s/git/store/refs/sandboxfs/k9/a", state);
+	CHECK_INT(access(ref, F_OK), 0);
+	CHECK_INT(snap_forget("k9", "a", NULL), 0);
+	CHECK(access(ref, F_OK) != 0);
+	CHECK_INT(snap_forget("k9", NULL, NULL), 0);
+	snprintf(ref, sizeof(ref), "%s/git/store/refs/sandboxfs/k9/b", state);
+	CHECK(access(ref, F_OK) != 0);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+CHECK_MAIN(CHECK_CASE(test_take_info_browse), CHECK_CASE(test_stat_cache),
+	   CHECK_CASE(test_diff_restore), CHECK_CASE(test_diff_paths), CHECK_CASE(test_forget))
