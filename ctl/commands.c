@@ -4,6 +4,7 @@
 #include "secrets.h"
 #include "tree.h"
 #include "verbs.h"
+#include "wsnap.h"
 
 #include "../journal/journal.h"
 #include "../providers/redact.h"
@@ -463,10 +464,40 @@ static int optional_op(struct sfs_sandbox *sb, enum sfs_cap cap, const void *op,
 	return 0;
 }
 
+/* A workspace snapshot (ctl/wsnap.c): for providers without native ones,
+ * and for kind=workspace anywhere. */
+static int do_workspace_snapshot(struct sfs_sandbox *sb, const char *label, struct sfs_buf *o,
+				 struct sfs_err *err)
+{
+	int r = sfs_provider_require(sb->provider, SFS_CAP_FS, err);
+	if (r)
+		return r;
+	if (!wsnap_possible(sb))
+		return sfs_errf(err, -EOPNOTSUPP,
+				"snapshot: provider %s has no workspace on this host for a "
+				"workspace snapshot",
+				sb->provider->name);
+	char *id = NULL;
+	pthread_mutex_lock(&sb->op_mutex);
+	r = wsnap_take(sb, label, &id, err);
+	pthread_mutex_unlock(&sb->op_mutex);
+	if (r)
+		return r;
+	sfs_buf_printf(o, "%s\n", id);
+	free(id);
+	return tree_save(err);
+}
+
 static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *o,
 		       struct sfs_err *err)
 {
 	const struct sfs_provider_ops *ops = sb->provider->ops;
+	const char *kind = sfs_kv_get(&c->opts, "kind");
+	if (kind && strcmp(kind, "native") != 0 && strcmp(kind, "workspace") != 0)
+		return sfs_errf(err, -EINVAL, "snapshot: kind=%s: expected native or workspace",
+				kind);
+	if (kind ? strcmp(kind, "workspace") == 0 : strcmp(wsnap_status_kind(sb), "workspace") == 0)
+		return do_workspace_snapshot(sb, c->nargs ? c->args[0] : NULL, o, err);
 	int r = optional_op(sb, SFS_CAP_SNAPSHOTS, (const void *)ops->snapshot, "snapshot", err);
 	if (r)
 		return r;
@@ -495,9 +526,21 @@ static int do_snapshot(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf
 	return tree_save(err);
 }
 
-static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_err *err)
+static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf *o,
+		      struct sfs_err *err)
 {
 	const struct sfs_provider_ops *ops = sb->provider->ops;
+	char *commit = wsnap_commit_of(sb, c->args[0]);
+	if (commit) {
+		/* a workspace snapshot: written back in place, the runs go on */
+		pthread_mutex_lock(&sb->op_mutex);
+		int r = tree_check_live(sb, err);
+		if (!r)
+			r = wsnap_restore_into(sb, c->args[0], commit, o, err);
+		pthread_mutex_unlock(&sb->op_mutex);
+		free(commit);
+		return r;
+	}
 	int r = optional_op(sb, SFS_CAP_SNAPSHOTS, (const void *)ops->restore, "restore", err);
 	if (r)
 		return r;
@@ -539,7 +582,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 	case V_SNAPSHOT:
 		return do_snapshot(sb, c, o, err);
 	case V_RESTORE:
-		return do_restore(sb, c, err);
+		return do_restore(sb, c, o, err);
 	case V_FORK:
 		r = tree_fork(sb, c->args[0], sfs_kv_get(&c->opts, "from"), err);
 		if (!r)

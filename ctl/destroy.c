@@ -10,6 +10,7 @@
 #include "runs.h"
 #include "sandbox.h"
 #include "tree_internal.h"
+#include "wsnap.h"
 
 #include "../journal/journal.h"
 #include "../providers/util.h"
@@ -45,6 +46,7 @@ int destroy_finish_decided(struct sfs_sandbox *sb)
 		sfs_sb_set_state(sb, SFS_SB_ERROR);
 		return r;
 	}
+	wsnap_forget(sb, NULL); /* its snapshots' refs: the objects are shared */
 	char marker[4300];
 	destroy_marker_path(sb, marker, sizeof(marker));
 	r = destroy_write_marker(sb, marker);
@@ -217,6 +219,7 @@ static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
 			return r;
 		}
 		sfs_sb_set_state(sb, SFS_SB_DESTROYED);
+		wsnap_forget(sb, NULL); /* its snapshots' refs: the objects are shared */
 	}
 	journal_end_sandbox(sb, false);
 	char marker[4300];

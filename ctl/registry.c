@@ -24,9 +24,10 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 						      "from", sb->secrets.v[i].val));
 	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
 		json_array_append_new(snaps,
-				      json_pack("{s:s, s:s?, s:I}", "id", sb->snapshots[i].id,
+				      json_pack("{s:s, s:s?, s:I, s:s?}", "id", sb->snapshots[i].id,
 						"label", sb->snapshots[i].label, "created",
-						(json_int_t)sb->snapshots[i].created));
+						(json_int_t)sb->snapshots[i].created, "commit",
+						sb->snapshots[i].commit));
 	for (size_t i = 0; ports && i < sb->nports; i++)
 		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
 						       "url", sb->ports[i].url));
@@ -174,6 +175,11 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 			free(idc);
 			free(labc);
 		}
+		/* a workspace snapshot (fs/snapshots): its commit in the store */
+		const char *scommit = json_string_value(json_object_get(s, "commit"));
+		if (!sr && sid && scommit &&
+		    !(sb->snapshots[sb->nsnapshots - 1].commit = strdup(scommit)))
+			sr = -ENOMEM;
 		if (sr) {
 			r = sr;
 			break;

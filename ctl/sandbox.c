@@ -32,6 +32,7 @@ void sandbox_free(struct sfs_sandbox *sb)
 	for (size_t i = 0; i < sb->nsnapshots; i++) {
 		free(sb->snapshots[i].id);
 		free(sb->snapshots[i].label);
+		free(sb->snapshots[i].commit);
 	}
 	free(sb->snapshots);
 	for (size_t i = 0; i < sb->nports; i++)
@@ -88,7 +89,7 @@ int sandbox_snapshot_add_locked(struct sfs_sandbox *sb, char *id, char *label, i
 		return -ENOMEM;
 	sb->snapshots = grown;
 	sb->snapshots[sb->nsnapshots++] =
-	    (struct sfs_snapshot){id, label, created, ++sb->last_snapshot_serial};
+	    (struct sfs_snapshot){id, label, created, ++sb->last_snapshot_serial, NULL};
 	return 0;
 }
 
@@ -125,6 +126,7 @@ int sandbox_snapshot_remove_locked(struct sfs_sandbox *sb, const char *id)
 		return -ENOENT;
 	free(sb->snapshots[i].id);
 	free(sb->snapshots[i].label);
+	free(sb->snapshots[i].commit);
 	/* the others keep their serials, so their inode numbers stay theirs */
 	memmove(&sb->snapshots[i], &sb->snapshots[i + 1],
 		(sb->nsnapshots - (size_t)i - 1) * sizeof(sb->snapshots[0]));

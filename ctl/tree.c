@@ -7,6 +7,9 @@
 #include "secrets.h"
 #include "source.h"
 #include "tree_internal.h"
+#include "wsnap.h"
+
+#include "../fs/snapshots/snapshots.h"
 
 #include "../journal/journal.h"
 #include "../providers/util.h"
@@ -238,6 +241,8 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	int r = sfs_mkdir_p(path, 0700);
 	if (r)
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
+	if ((r = snap_store_init(statedir, err)))
+		return r;
 	struct sfs_sandbox **sbs;
 	size_t nsbs;
 	r = registry_load(statedir, &sbs, &nsbs, &tree.kept, err);
@@ -506,11 +511,15 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	sfs_kv_free(&popts);
 	if (!r) {
 		r = source_populate(sb, opts, err);
+		/* "what changed since it started": snapshots/base (SPEC §10) */
+		if (!r && sfs_kv_get(opts, "source") && wsnap_possible(sb))
+			r = wsnap_take(sb, "base", NULL, err);
 		if (r)
 			p->ops->destroy(sb, NULL);
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (r) {
+		wsnap_forget(sb, NULL);
 		unreserve(sb);
 		return r;
 	}
@@ -524,9 +533,15 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		sfs_sb_set_state(sb, SFS_SB_ERROR);
 		tree_save(NULL);
 	} else {
-		r = commit_created(sb, err);
-		if (r)
+		/* a prepared tree to fork and restore from (SPEC §9) */
+		if (sfs_kv_get(opts, "setup") && wsnap_possible(sb))
+			r = wsnap_take(sb, "setup", NULL, err);
+		if (!r)
+			r = commit_created(sb, err);
+		if (r) {
+			wsnap_forget(sb, NULL);
 			p->ops->destroy(sb, NULL);
+		}
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (r && sfs_sb_get_state(sb) != SFS_SB_ERROR) {
@@ -654,9 +669,20 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 		unreserve(dst);
 		return sfs_errf(err, r, "out of memory");
 	}
+	/* from= a workspace snapshot: a fork of the live sandbox whose
+	 * workspace is then restored to it (only differences are written) */
+	char *commit = from ? wsnap_commit_of(src, from) : NULL;
 	pthread_mutex_lock(&src->op_mutex);
-	r = src->provider->ops->fork(src, dst, from, err);
+	r = src->provider->ops->fork(src, dst, commit ? NULL : from, err);
 	pthread_mutex_unlock(&src->op_mutex);
+	if (!r && commit) {
+		pthread_mutex_lock(&dst->op_mutex);
+		r = wsnap_restore_into(dst, from, commit, NULL, err);
+		pthread_mutex_unlock(&dst->op_mutex);
+		if (r)
+			dst->provider->ops->destroy(dst, NULL);
+	}
+	free(commit);
 	if (!r) {
 		r = commit_created(dst, err);
 		if (r)
@@ -753,6 +779,19 @@ int tree_exec_setup(struct sfs_sandbox *sb, const char *cmd, int *n, struct sfs_
 int tree_snapshot_delete(struct sfs_sandbox *sb, const char *id, struct sfs_err *err)
 {
 	const struct sfs_provider_ops *ops = sb->provider->ops;
+	char *commit = wsnap_commit_of(sb, id);
+	if (commit) {
+		/* a workspace snapshot: its ref goes, then the record */
+		free(commit);
+		pthread_mutex_lock(&sb->op_mutex);
+		wsnap_forget(sb, id);
+		pthread_mutex_lock(&sfs_records_mu);
+		sandbox_snapshot_remove_locked(sb, id);
+		pthread_mutex_unlock(&sfs_records_mu);
+		int r = tree_save(err);
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r;
+	}
 	int r = sfs_provider_require(sb->provider, SFS_CAP_SNAPSHOTS, err);
 	if (r)
 		return r;

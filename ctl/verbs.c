@@ -6,6 +6,7 @@ static const char *const new_keys[] = {"provider", "image", "source", "ref",	 "d
 				       "base",	   "hide",  "env.",   "secret.", "redact", NULL};
 static const char *const resume_keys[] = {"provider", "id", NULL};
 static const char *const fork_keys[] = {"from", NULL};
+static const char *const snapshot_keys[] = {"kind", NULL};
 
 const struct ctl_verb ctl_mount_verbs[] = {
     {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
@@ -21,7 +22,8 @@ const struct ctl_verb ctl_sandbox_verbs[] = {
     {V_EXEC, "exec", 1, 1, CTL_REST, NULL, "exec CMD..."},
     {V_KILL, "kill", 0, 2, 0, NULL, "kill [RUN] [SIGNAL]"},
     {V_CANCEL, "cancel", 0, 1, 0, NULL, "cancel [RUN]"},
-    {V_SNAPSHOT, "snapshot", 0, 1, 0, NULL, "snapshot [LABEL]"},
+    {V_SNAPSHOT, "snapshot", 0, 1, CTL_OPTS, snapshot_keys,
+     "snapshot [LABEL] [kind=native|workspace]"},
     {V_RESTORE, "restore", 1, 1, 0, NULL, "restore SNAPSHOT"},
     {V_FORK, "fork", 1, 1, CTL_OPTS, fork_keys, "fork NEWNAME [from=SNAPSHOT]"},
     {V_EXPOSE, "expose", 1, 1, 0, NULL, "expose PORT"},

@@ -37,10 +37,13 @@ enum sfs_kind {
 	SFS_K_RUN_WAIT,
 	SFS_K_RUN_STDIN,
 	SFS_K_RUN_CTL,
-	SFS_K_SNAPSHOT,	    /* aux = sfs_snapshot.serial (never reused) */
-	SFS_K_PORT,	    /* aux = port */
-	SFS_K_RWS = 0x7ffe, /* remote workspace node (fs/cache): low 48 bits are its id */
-	SFS_K_WS = 0x7fff,  /* workspace node: low 48 bits are the node id */
+	SFS_K_SNAPSHOT,	      /* aux = sfs_snapshot.serial (never reused) */
+	SFS_K_SNAP_INFO,      /* snapshots/ID/info; aux = the snapshot's serial */
+	SFS_K_SNAP_DIFF,      /* snapshots/ID/diff; aux = the snapshot's serial */
+	SFS_K_PORT,	      /* aux = port */
+	SFS_K_STREE = 0x7ffd, /* snapshots/ID/tree/ node (fs/snaptree.c): low 48 bits its id */
+	SFS_K_RWS = 0x7ffe,   /* remote workspace node (fs/cache): low 48 bits are its id */
+	SFS_K_WS = 0x7fff,    /* workspace node: low 48 bits are the node id */
 };
 
 #define SFS_INO_KIND(ino) ((unsigned)((uint64_t)(ino) >> 48))
@@ -51,6 +54,7 @@ enum sfs_kind {
 	 ((uint64_t)(aux)&0xffffff))
 #define SFS_INO_WS_ID(ino) ((uint64_t)(ino) & ((1ULL << 48) - 1))
 #define SFS_INO_WS(id) (((uint64_t)SFS_K_WS << 48) | ((uint64_t)(id) & ((1ULL << 48) - 1)))
+#define SFS_INO_STREE(id) (((uint64_t)SFS_K_STREE << 48) | ((uint64_t)(id) & ((1ULL << 48) - 1)))
 #define SFS_INO_RWS(id) (((uint64_t)SFS_K_RWS << 48) | ((uint64_t)(id) & ((1ULL << 48) - 1)))
 
 #endif

@@ -5,6 +5,7 @@
  */
 #include "fs.h"
 #include "remote/remote.h"
+#include "snaptree.h"
 #include "synth.h"
 
 #include "../ctl/commands.h"
@@ -42,6 +43,8 @@ static const struct fuse_lowlevel_ops *layer_of(fuse_ino_t ino)
 }
 
 #define IS_WS(ino) (layer_of(ino) != NULL)
+/* A node of a snapshot's tree/ (fs/snaptree.c): read-only, a handful of ops. */
+#define IS_STREE(ino) (SFS_INO_KIND(ino) == SFS_K_STREE && (ino) != FUSE_ROOT_ID)
 
 /* Delegates to the layer of `ino`, or ENOSYS when it has no handler. */
 #define LAYER_CALL(ino, op, req, ...)                                                              \
@@ -96,6 +99,8 @@ static void fill_entry(struct fuse_entry_param *e, fuse_ino_t ino, const struct 
 
 static int stat_ino(fuse_ino_t ino, struct stat *st)
 {
+	if (IS_STREE(ino))
+		return stree_stat(ino, st);
 	struct synth s;
 	int r = synth_resolve(ino, &s);
 	if (r)
@@ -146,6 +151,10 @@ static void sfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		WS_CALL(lookup, req, parent, name);
 		return;
 	}
+	if (IS_STREE(parent)) {
+		stree_lookup(req, parent, name);
+		return;
+	}
 	struct synth dir;
 	int r = synth_resolve(parent, &dir);
 	if (r) {
@@ -188,7 +197,7 @@ static void sfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_da
 	for (size_t i = 0; i < count; i++)
 		if (layer_of(forgets[i].ino) == &rws_ops)
 			rws_forget_one(forgets[i].ino, forgets[i].nlookup);
-		else if (IS_WS(forgets[i].ino))
+		else if (SFS_INO_KIND(forgets[i].ino) == SFS_K_WS)
 			forgets[nws++] = forgets[i];
 	if (nws && ws_ops.forget_multi)
 		ws_ops.forget_multi(req, nws, forgets);
@@ -228,8 +237,8 @@ static void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	}
 	struct stat st;
 	int r = stat_ino(ino, &st);
-	if (r) {
-		fuse_reply_err(req, -r);
+	if (r || IS_STREE(ino)) {
+		fuse_reply_err(req, r ? -r : EROFS);
 		return;
 	}
 	/* `echo cmd > ctl` truncates first: accept size 0 (and touch) on
@@ -248,6 +257,10 @@ static void sfs_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	if (IS_WS(ino)) {
 		WS_CALL(readlink, req, ino);
+		return;
+	}
+	if (IS_STREE(ino)) {
+		stree_readlink(req, ino);
 		return;
 	}
 	struct synth s;
@@ -402,10 +415,39 @@ static void sfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 
 /* ---- open/read/write of synthetic files ------------------------------- */
 
+/* A file of a snapshot's tree/: its bytes read once, served from memory. */
+static void stree_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	struct sfh *h = calloc(1, sizeof(*h));
+	int r = h ? stree_read_all(ino, &h->out, &h->outlen) : -ENOMEM;
+	if (r) {
+		free(h);
+		fuse_reply_err(req, -r);
+		return;
+	}
+	h->kind = SFS_K_STREE;
+	pthread_mutex_init(&h->mu, NULL);
+	fi->keep_cache = 1; /* a snapshot never changes */
+	fi->fh = (uintptr_t)h;
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		pthread_mutex_destroy(&h->mu);
+		free(h->out);
+		free(h);
+	}
+}
+
 static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (IS_WS(ino)) {
 		WS_CALL(open, req, ino, fi);
+		return;
+	}
+	if (IS_STREE(ino)) {
+		stree_open(req, ino, fi);
 		return;
 	}
 	struct synth s;
@@ -682,6 +724,10 @@ static void sfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		WS_CALL(opendir, req, ino, fi);
 		return;
 	}
+	if (IS_STREE(ino)) {
+		stree_opendir(req, ino, fi);
+		return;
+	}
 	struct synth s;
 	int r = synth_resolve(ino, &s);
 	if (r) {
@@ -759,6 +805,8 @@ static void sfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	if (IS_WS(ino))
 		WS_CALL(readdir, req, ino, size, off, fi);
+	else if (IS_STREE(ino))
+		stree_readdir(req, ino, size, off, fi, false);
 	else
 		readdir_common(req, ino, size, off, fi, false);
 }
@@ -771,6 +819,8 @@ static void sfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
 			layer_of(ino)->readdirplus(req, ino, size, off, fi);
 		else
 			WS_CALL(readdir, req, ino, size, off, fi);
+	} else if (IS_STREE(ino)) {
+		stree_readdir(req, ino, size, off, fi, true);
 	} else {
 		readdir_common(req, ino, size, off, fi, true);
 	}
@@ -780,6 +830,10 @@ static void sfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info
 {
 	if (IS_WS(ino)) {
 		WS_CALL(releasedir, req, ino, fi);
+		return;
+	}
+	if (IS_STREE(ino)) {
+		stree_releasedir(req, fi);
 		return;
 	}
 	struct sdh *d = (struct sdh *)(uintptr_t)fi->fh;

@@ -1,5 +1,8 @@
 #include "synth.h"
 #include "remote/remote.h"
+#include "snaptree.h"
+
+#include "../ctl/wsnap.h"
 
 #include "../ctl/secrets.h"
 #include "../ctl/tree.h"
@@ -68,6 +71,8 @@ static mode_t kind_mode(unsigned kind)
 	case SFS_K_SNAPSHOT:
 		return S_IFDIR | 0555;
 	case SFS_K_PORT:
+	case SFS_K_SNAP_INFO:
+	case SFS_K_SNAP_DIFF:
 		return S_IFREG | 0444;
 	}
 	for (size_t i = 0; i < sizeof(sandbox_rows) / sizeof(sandbox_rows[0]); i++)
@@ -131,12 +136,14 @@ int synth_resolve(fuse_ino_t ino, struct synth *s)
 		synth_release(s);
 		return -ENOENT;
 	}
-	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_PORT) {
+	bool of_snapshot =
+	    s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_SNAP_INFO || s->kind == SFS_K_SNAP_DIFF;
+	if (of_snapshot || s->kind == SFS_K_PORT) {
 		pthread_mutex_lock(&sfs_records_mu);
 		bool found = false;
 		/* by serial, never by index: a deleted snapshot must not lend
 		 * its number to another */
-		for (size_t i = 0; s->kind == SFS_K_SNAPSHOT && i < s->sb->nsnapshots; i++)
+		for (size_t i = 0; of_snapshot && i < s->sb->nsnapshots; i++)
 			found |= s->sb->snapshots[i].serial == s->aux;
 		for (size_t i = 0; s->kind == SFS_K_PORT && i < s->sb->nports; i++)
 			found |= (uint32_t)s->sb->ports[i].port == s->aux;
@@ -258,8 +265,27 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		}
 		pthread_mutex_unlock(&sfs_records_mu);
 		break;
-	case SFS_K_SNAPSHOT:
+	case SFS_K_SNAPSHOT: {
+		/* info always; a workspace snapshot's tree/ and diff too (and a
+		 * diff where a workspace hook knows the changes: ctl/wsnap.h) */
+		bool ws = false;
+		pthread_mutex_lock(&sfs_records_mu);
+		for (size_t i = 0; i < d->sb->nsnapshots; i++)
+			if (d->sb->snapshots[i].serial == d->aux)
+				ws = d->sb->snapshots[i].commit != NULL;
+		pthread_mutex_unlock(&sfs_records_mu);
+		add(&l, "info", SFS_INO_MAKE(SFS_K_SNAP_INFO, d->serial, d->aux),
+		    kind_mode(SFS_K_SNAP_INFO));
+		if (ws || wsnap_changed_paths_hook)
+			add(&l, "diff", SFS_INO_MAKE(SFS_K_SNAP_DIFF, d->serial, d->aux),
+			    kind_mode(SFS_K_SNAP_DIFF));
+		fuse_ino_t tree = ws ? stree_root_ino(d->serial, d->aux) : 0;
+		if (ws && !tree)
+			l.err = -ENOMEM;
+		if (tree)
+			add(&l, "tree", tree, S_IFDIR | 0555);
 		break;
+	}
 	default:
 		free(l.v);
 		return -ENOTDIR;
@@ -304,6 +330,7 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 	tf_kv(t, "journal", sfs_provider_journal_mode(sb->provider));
 	tf_kv(t, "workspace", sb->workspace ? sb->workspace : "-");
 	sfs_buf_printf(t, "runs %zu\n", sb->nruns);
+	sfs_buf_printf(t, "snapshots %s\n", wsnap_status_kind(sb));
 	if (sb->progress)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
@@ -350,6 +377,27 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 				sfs_buf_printf(&t, "%s\n", s->sb->ports[i].url);
 		pthread_mutex_unlock(&sfs_records_mu);
 		break;
+	case SFS_K_SNAP_INFO: {
+		int r = wsnap_info_text(s->sb, s->aux, &t);
+		if (r) {
+			sfs_buf_free(&t);
+			return r;
+		}
+		break;
+	}
+	case SFS_K_SNAP_DIFF: {
+		/* the workspace's own bytes, as workspace/ shows them: not
+		 * redacted (a changed byte would make it a patch that does
+		 * not apply) */
+		int r = wsnap_diff_text(s->sb, s->aux, &t);
+		if (r) {
+			sfs_buf_free(&t);
+			return r;
+		}
+		*len = t.len;
+		*out = t.buf ? sfs_buf_take(&t) : strdup("");
+		return *out ? 0 : -ENOMEM;
+	}
 	default:
 		return -EINVAL;
 	}
@@ -404,7 +452,7 @@ int synth_stat(const struct synth *s, struct stat *st)
 	}
 	if (s->run)
 		t = s->run->started;
-	if (s->kind == SFS_K_SNAPSHOT) {
+	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_SNAP_INFO || s->kind == SFS_K_SNAP_DIFF) {
 		/* a snapshot directory's times are when it was taken */
 		pthread_mutex_lock(&sfs_records_mu);
 		for (size_t i = 0; i < s->sb->nsnapshots; i++)
@@ -430,6 +478,7 @@ int synth_stat(const struct synth *s, struct stat *st)
 	case SFS_K_SB_STATUS:
 	case SFS_K_RUN_CMD:
 	case SFS_K_RUN_STATUS:
+	case SFS_K_SNAP_INFO:
 	case SFS_K_PORT: {
 		char *text;
 		size_t len;

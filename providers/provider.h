@@ -92,6 +92,8 @@ struct sfs_snapshot {
 	int64_t created;
 	uint32_t serial; /* per sandbox, never reused while the daemon runs: its
 			    inode number (a Plan 9 qid path), whatever is deleted */
+	char *commit;	 /* a workspace snapshot's commit in the object store
+			    (fs/snapshots, ctl/wsnap.c); NULL for a native one */
 };
 
 struct sfs_port {

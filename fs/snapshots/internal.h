@@ -2,6 +2,7 @@
 #ifndef SFS_SNAPSHOTS_INTERNAL_H
 #define SFS_SNAPSHOTS_INTERNAL_H
 
+#include "pmap.h"
 #include "snapshots.h"
 
 #include <git2.h>
@@ -15,17 +16,6 @@ int st_open(git_repository **repo, struct sfs_err *err);
 int st_error(struct sfs_err *err, int rc, const char *what);
 /* The git mode's implied permission bits: 0644, 0755 (files), 0755 (dirs). */
 mode_t st_implied_perm(git_filemode_t m);
-
-/* ---- map.c: string keys to 64-bit values (open addressing) ---- */
-struct pmap {
-	char **keys;
-	uint64_t *vals;
-	size_t cap, n;
-};
-/* 0 or -ENOMEM; the key is copied. */
-int pmap_put(struct pmap *m, const char *key, uint64_t val);
-bool pmap_get(const struct pmap *m, const char *key, uint64_t *val);
-void pmap_free(struct pmap *m);
 
 /* ---- cache.c: the stat cache ---- */
 struct sc_entry {

@@ -630,8 +630,9 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 		      struct sfs_err *err)
 {
 	if (from)
-		return sfs_errf(err, -EOPNOTSUPP,
-				"local: fork from= needs snapshots (caps snapshots is false)");
+		/* a workspace snapshot's from= is done by ctl (fork, then restore) */
+		return sfs_errf(err, -ENOENT, "local: fork from=%s: no snapshot by that name",
+				from);
 	char buf[4096], dstbuf[4096];
 	const char *dir = local_dir(src, buf, NULL);
 	if (!dir)
@@ -699,7 +700,8 @@ const struct sfs_provider sfs_provider_local = {
 	    [SFS_CAP_BACKGROUND] = true,
 	    [SFS_CAP_WRITABLE_STDIN] = true,
 	    [SFS_CAP_KILLABLE] = true,
-	    [SFS_CAP_SNAPSHOTS] = false,
+	    [SFS_CAP_SNAPSHOTS] =
+		true, /* workspace snapshots (ctl/wsnap.c): tests/bats/snapshots.bats */
 	    [SFS_CAP_NETWORK_POLICY] = false,
 	    [SFS_CAP_DURABLE_FS] = true,
 	    [SFS_CAP_FORK] = true,

@@ -236,18 +236,19 @@ try_mount() {
 	[ "$(cat "$MNT/demo/journal")" = 1 ]
 }
 
-@test "an unsupported op fails with EOPNOTSUPP naming the flag" {
+@test "an unsupported op fails with EOPNOTSUPP saying what is missing" {
 	mkdir "$MNT/demo"
 	exec 7<>"$MNT/demo/ctl"
-	run bash -c 'echo snapshot >&7'
+	# local has workspace snapshots (snapshots.bats), not native ones
+	run bash -c 'echo snapshot kind=native >&7'
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Operation not supported"* ]]
 	msg=$(cat <&7)
 	exec 7>&-
-	[[ "$msg" == *"snapshots is false"* ]]
+	[[ "$msg" == *"provider local does not support snapshot"* ]]
 	run bash -c "echo stop >'$MNT/demo/ctl'"
 	[[ "$output" == *"Operation not supported"* ]]
-	grep -q '^snapshots false$' "$MNT/demo/caps"
+	grep -q '^snapshots workspace$' "$MNT/demo/status"
 }
 
 @test "caps lists the 11 flags in SPEC order" {

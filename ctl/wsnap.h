@@ -1,0 +1,47 @@
+/*
+ * Workspace snapshots of sandboxes (SPEC §8, §10): the lifecycle side of
+ * fs/snapshots.  A sandbox whose provider has no native snapshots (or a
+ * `snapshot kind=workspace` on any provider) records its workspace in the
+ * shared object store; the snapshot's record carries the commit.  Only
+ * workspaces on this host (the provider's workspace_root_fd) so far.
+ */
+#ifndef SFS_CTL_WSNAP_H
+#define SFS_CTL_WSNAP_H
+
+#include "../providers/provider.h"
+#include "../providers/strbuf.h"
+
+/* Whether sb's workspace can be snapshotted here (fs, and on this host). */
+bool wsnap_possible(const struct sfs_sandbox *sb);
+/* What `status` says: "native", "workspace" or "none". */
+const char *wsnap_status_kind(const struct sfs_sandbox *sb);
+
+/* Takes a workspace snapshot and lists it: its id is the label when given
+ * (a name like a sandbox's; -EEXIST when taken), else "snap-N".  The caller
+ * holds sb->op_mutex.  *id is malloc'd. */
+int wsnap_take(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err);
+/* Makes the workspace equal to the snapshot with this commit; a one-line
+ * summary goes to out.  The caller holds sb->op_mutex. */
+int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commit,
+		       struct sfs_buf *out, struct sfs_err *err);
+/* The commit of sb's snapshot id (malloc'd), or NULL (native, or none). */
+char *wsnap_commit_of(struct sfs_sandbox *sb, const char *id);
+/* Drops the store's refs of sb's snapshot id (NULL: all of sb's). */
+void wsnap_forget(struct sfs_sandbox *sb, const char *id);
+
+/* snapshots/ID/info and snapshots/ID/diff of the snapshot with this serial. */
+int wsnap_info_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out);
+int wsnap_diff_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out);
+
+/*
+ * The seam for workspaces that know what changed without hashing (a
+ * copy-on-write base knows its upper layer): when set and it returns 0 for
+ * (sb, snapshot id), snapshots/ID/diff compares only *paths (relative,
+ * malloc'd array of malloc'd strings, freed here) between *basefd (the
+ * unchanged tree, closed here) and the live workspace; -ENOENT means "not
+ * mine" and the store's snapshot is used.  Called without any lock held.
+ */
+extern int (*wsnap_changed_paths_hook)(struct sfs_sandbox *sb, const char *id, int *basefd,
+				       char ***paths, size_t *n, struct sfs_err *err);
+
+#endif

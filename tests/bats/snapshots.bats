@@ -1,0 +1,293 @@
+#!/usr/bin/env bats
+# bats file_tags=snapshots
+# Workspace snapshots (SPEC §8, §10) on the local provider: the object store,
+# snapshots/ID/{info,tree/,diff}, restore writing only differences, fork
+# from=, the implicit `base` and `setup` snapshots of a source= sandbox.
+
+load helpers
+load docker_helpers
+
+setup() {
+	sfs_mount
+}
+
+teardown() {
+	sfs_teardown
+	docker_cleanup
+}
+
+gitc() { git -c user.email=t@example.org -c user.name=t -c init.defaultBranch=main "$@"; }
+ws() { awk '$1=="workspace"{print $2}' "$MNT/$1/status"; }
+
+# fill DIR: files, an executable, a private file, a symlink, an empty
+# directory, a nested directory
+fill() {
+	mkdir -p "$1/sub/deeper" "$1/empty"
+	printf 'one\ntwo\nthree\n' >"$1/a.txt"
+	printf '#!/bin/sh\necho hi\n' >"$1/run.sh"
+	chmod 755 "$1/run.sh"
+	echo private >"$1/secret"
+	chmod 600 "$1/secret"
+	echo bee >"$1/sub/b.txt"
+	echo deep >"$1/sub/deeper/d.txt"
+	ln -s sub/b.txt "$1/link"
+	chmod 700 "$1/empty"
+}
+
+# modes DIR: every path with its type and mode, sorted
+modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort); }
+
+@test "snapshot, change, restore: the tree is equal byte for byte, modes included" {
+	mkdir "$MNT/s"
+	W="$MNT/s/workspace"
+	fill "$W"
+	run ctl_write "$MNT/s/ctl" "snapshot first"
+	[ "$status" -eq 0 ]
+	[ "$output" = first ]
+	host=$(ws s)
+	cp -a "$host" "$BATS_TEST_TMPDIR/copy"
+	keep_ino=$(stat -c %i "$host/sub/deeper/d.txt")
+	keep_mtime=$(stat -c %Y.%y "$host/sub/deeper/d.txt")
+	# change, delete, add (a symlink, an empty dir), chmod, replace kinds
+	echo changed >>"$W/a.txt"
+	rm "$W/sub/b.txt"
+	echo new >"$W/new.txt"
+	ln -s a.txt "$W/newlink"
+	rm "$W/link"
+	ln -s run.sh "$W/link"
+	mkdir "$W/newempty"
+	chmod 644 "$W/run.sh"
+	chmod 640 "$W/secret"
+	rmdir "$W/empty"
+	echo file >"$W/empty"
+	run ctl_write "$MNT/s/ctl" "restore first"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "restored first: "*"processes were left alone"* ]]
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/copy" "$host"
+	[ "$(modes "$BATS_TEST_TMPDIR/copy")" = "$(modes "$host")" ]
+	[ "$(readlink "$host/link")" = sub/b.txt ]
+	# an unchanged file was not written
+	[ "$(stat -c %i "$host/sub/deeper/d.txt")" = "$keep_ino" ]
+	[ "$(stat -c %Y.%y "$host/sub/deeper/d.txt")" = "$keep_mtime" ]
+}
+
+@test "caps snapshots is true for local and status says snapshots workspace" {
+	mkdir "$MNT/s"
+	grep -qx 'snapshots true' "$MNT/s/caps"
+	grep -qx 'snapshots true' "$MNT/providers/local/caps"
+	grep -qx 'snapshots workspace' "$MNT/s/status"
+}
+
+@test "snapshots/ID: info, a read-only tree/ served from the store" {
+	mkdir "$MNT/s"
+	W="$MNT/s/workspace"
+	fill "$W"
+	mkfifo "$W/fifo"
+	id=$(ctl_write "$MNT/s/ctl" "snapshot")
+	[ "$id" = snap-1 ]
+	info="$MNT/s/snapshots/$id/info"
+	grep -qx 'kind workspace' "$info"
+	grep -qx 'label -' "$info"
+	grep -qx 'files 6' "$info"
+	grep -qx 'skipped 1' "$info" # the fifo
+	grep -qE '^commit [0-9a-f]{40}$' "$info"
+	grep -qE '^time [0-9-]+T[0-9:]+Z$' "$info"
+	grep -qE '^bytes [0-9]+$' "$info"
+	commit=$(awk '$1=="commit"{print $2}' "$info")
+	[ "$(git --git-dir="$STATE/git/store" rev-parse "refs/sandboxfs/$(ls "$STATE/sandboxes")/$id")" = "$commit" ]
+	T="$MNT/s/snapshots/$id/tree"
+	# the workspace changes; the snapshot does not
+	echo later >"$W/a.txt"
+	rm -r "$W/sub"
+	[ "$(cat "$T/a.txt")" = "$(printf 'one\ntwo\nthree')" ]
+	[ "$(cat "$T/sub/deeper/d.txt")" = deep ]
+	[ "$(readlink "$T/link")" = sub/b.txt ]
+	[ "$(cat "$T/link")" = bee ]
+	[ -d "$T/empty" ]
+	[ -z "$(ls -A "$T/empty")" ]
+	[ ! -e "$T/fifo" ]
+	[ "$(stat -c %a "$T/run.sh")" = 555 ]
+	[ "$(stat -c %a "$T/secret")" = 400 ]
+	[ "$(stat -c %s "$T/a.txt")" = 14 ]
+	[ "$(ls "$T" | tr '\n' ' ')" = "a.txt empty link run.sh secret sub " ]
+	run bash -c "echo x >'$T/a.txt'"
+	[ "$status" -ne 0 ]
+	run touch "$T/newfile"
+	[ "$status" -ne 0 ]
+	# inode numbers are stable: the same path, the same number
+	i1=$(stat -c %i "$T/sub/deeper/d.txt")
+	i2=$(stat -c %i "$T/sub/deeper/d.txt")
+	[ "$i1" = "$i2" ]
+	[ "$(find "$T" -type f | wc -l)" -eq 5 ]
+}
+
+@test "snapshots/ID/diff is git's diff of the workspace against it, and git apply takes it" {
+	mkdir "$MNT/s"
+	W="$MNT/s/workspace"
+	fill "$W"
+	head -c 3000 /dev/urandom >"$W/blob.bin"
+	ctl_write "$MNT/s/ctl" "snapshot before"
+	cp -a "$(ws s)" "$BATS_TEST_TMPDIR/before"
+	[ -z "$(cat "$MNT/s/snapshots/before/diff")" ]
+	sed -i 's/two/TWO/' "$W/a.txt"
+	rm "$W/sub/b.txt"
+	echo added >"$W/sub/new.txt"
+	chmod 755 "$W/a.txt"
+	ln -s a.txt "$W/alink"
+	cat "$MNT/s/snapshots/before/diff" >"$BATS_TEST_TMPDIR/patch"
+	grep -q '^-two$' "$BATS_TEST_TMPDIR/patch"
+	grep -q '^+TWO$' "$BATS_TEST_TMPDIR/patch"
+	grep -q '^deleted file mode 100644$' "$BATS_TEST_TMPDIR/patch"
+	grep -q '^old mode 100644$' "$BATS_TEST_TMPDIR/patch"
+	grep -q '^new file mode 120000$' "$BATS_TEST_TMPDIR/patch"
+	gitc init -q "$BATS_TEST_TMPDIR/before"
+	git -C "$BATS_TEST_TMPDIR/before" apply --check "$BATS_TEST_TMPDIR/patch"
+	git -C "$BATS_TEST_TMPDIR/before" apply "$BATS_TEST_TMPDIR/patch"
+	rm -rf "$BATS_TEST_TMPDIR/before/.git"
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/before" "$(ws s)"
+	[ "$(modes "$BATS_TEST_TMPDIR/before")" = "$(modes "$(ws s)")" ]
+	# a binary file is noted, not dumped
+	head -c 3000 /dev/urandom >"$W/blob.bin"
+	run grep -c '^Binary files a/blob.bin and b/blob.bin differ$' "$MNT/s/snapshots/before/diff"
+	[ "$output" = 1 ]
+	[ "$(wc -c <"$MNT/s/snapshots/before/diff")" -lt 3000 ]
+}
+
+@test "restore leaves running processes alone and says so; a second snapshot costs little" {
+	mkdir "$MNT/s"
+	W="$MNT/s/workspace"
+	fill "$W"
+	ctl_write "$MNT/s/ctl" "snapshot a"
+	n=$(ctl_write "$MNT/s/ctl" "exec sleep 30")
+	echo more >"$W/a.txt"
+	run ctl_write "$MNT/s/ctl" "restore a"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"processes were left alone (1 runs still running)"* ]]
+	[ "$(cat "$MNT/s/runs/$n/status")" = running ]
+	ctl_write "$MNT/s/runs/$n/ctl" kill
+	[ "$(cat "$W/a.txt")" = "$(printf 'one\ntwo\nthree')" ]
+	# one changed 4 KiB file: the store grows by far less than 64 KiB
+	head -c 4096 /dev/urandom | base64 >"$W/sub/deeper/d.txt"
+	ctl_write "$MNT/s/ctl" "snapshot b"
+	before=$(du -sk "$STATE/git/store" | cut -f1)
+	head -c 4096 /dev/urandom | base64 >"$W/sub/deeper/d.txt"
+	ctl_write "$MNT/s/ctl" "snapshot c"
+	after=$(du -sk "$STATE/git/store" | cut -f1)
+	[ $((after - before)) -lt 64 ]
+}
+
+@test "fork NEW from=ID makes a sandbox with the snapshot's tree" {
+	mkdir "$MNT/s"
+	W="$MNT/s/workspace"
+	fill "$W"
+	ctl_write "$MNT/s/ctl" "snapshot a"
+	cp -a "$(ws s)" "$BATS_TEST_TMPDIR/at-a"
+	echo after >"$W/a.txt"
+	rm -r "$W/sub"
+	run ctl_write "$MNT/s/ctl" "fork f from=a"
+	[ "$status" -eq 0 ]
+	[ "$output" = f ]
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/at-a" "$(ws f)"
+	[ "$(modes "$BATS_TEST_TMPDIR/at-a")" = "$(modes "$(ws f)")" ]
+	# the source is as it was
+	[ "$(cat "$W/a.txt")" = after ]
+	run ctl_write "$MNT/s/ctl" "fork g from=nosuch"
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/g" ]
+}
+
+@test "rmdir snapshots/ID drops it and its ref; bad snapshot commands change nothing" {
+	mkdir "$MNT/s"
+	echo x >"$MNT/s/workspace/x"
+	ctl_write "$MNT/s/ctl" "snapshot a"
+	run ctl_write "$MNT/s/ctl" "snapshot a"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: snapshot: snapshots/a exists already"* ]]
+	run ctl_write "$MNT/s/ctl" "snapshot bad/label"
+	[ "$status" -ne 0 ]
+	run ctl_write "$MNT/s/ctl" "snapshot kind=bogus"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"kind=bogus"* ]]
+	run ctl_write "$MNT/s/ctl" "snapshot kind=native"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"not supported"* || "$output" == *"does not support"* ]]
+	run ctl_write "$MNT/s/ctl" "restore nosuch"
+	[ "$status" -ne 0 ]
+	[ "$(ls "$MNT/s/snapshots")" = a ]
+	rmdir "$MNT/s/snapshots/a"
+	[ -z "$(ls "$MNT/s/snapshots")" ]
+	[ -z "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
+	run ctl_write "$MNT/s/ctl" "restore a"
+	[ "$status" -ne 0 ]
+}
+
+@test "snapshots survive a remount; rmdir of the sandbox drops its refs" {
+	mkdir "$MNT/s"
+	echo x >"$MNT/s/workspace/x"
+	ctl_write "$MNT/s/ctl" "snapshot a"
+	sfs_unmount
+	sfs_mount
+	grep -qx 'kind workspace' "$MNT/s/snapshots/a/info"
+	[ "$(cat "$MNT/s/snapshots/a/tree/x")" = x ]
+	echo y >"$MNT/s/workspace/x"
+	ctl_write "$MNT/s/ctl" "restore a"
+	[ "$(cat "$MNT/s/workspace/x")" = x ]
+	rmdir "$MNT/s"
+	[ -z "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
+}
+
+@test "source= gives snapshot base (its diff applies to the source), setup= gives snapshot setup" {
+	R="$BATS_TEST_TMPDIR/repo"
+	gitc init -q "$R"
+	printf 'l1\nl2\nl3\n' >"$R/a.txt"
+	mkdir "$R/d"
+	echo dd >"$R/d/d.txt"
+	gitc -C "$R" add -A
+	gitc -C "$R" commit -qm one
+	run ctl_write "$MNT/ctl" "new s source=$R setup='echo built >out.txt'"
+	[ "$status" -eq 0 ]
+	[ "$(ls "$MNT/s/snapshots" | tr '\n' ' ')" = "base setup " ]
+	grep -qx 'label base' "$MNT/s/snapshots/base/info"
+	[ ! -e "$MNT/s/snapshots/base/tree/out.txt" ]
+	[ ! -e "$MNT/s/snapshots/base/tree/.git" ]
+	[ "$(cat "$MNT/s/snapshots/setup/tree/out.txt")" = built ]
+	W="$MNT/s/workspace"
+	sed -i 's/l2/L2/' "$W/a.txt"
+	rm -r "$W/d" # (git has no empty directories: a diff cannot say "d/ stays")
+	echo n >"$W/n.txt"
+	cat "$MNT/s/snapshots/base/diff" >"$BATS_TEST_TMPDIR/patch"
+	grep -q '^+built$' "$BATS_TEST_TMPDIR/patch"
+	gitc clone -q "$R" "$BATS_TEST_TMPDIR/clone"
+	git -C "$BATS_TEST_TMPDIR/clone" apply "$BATS_TEST_TMPDIR/patch"
+	diff -r --exclude=.git "$BATS_TEST_TMPDIR/clone" "$(ws s)"
+	# and git itself agrees on what changed since base
+	[ "$(git -C "$(ws s)" status --porcelain | wc -l)" -eq 4 ]
+}
+
+@test "docker: snapshot kind=workspace records, diffs and restores the container's files" {
+	docker_require
+	run dk_new d
+	[ "$status" -eq 0 ]
+	grep -qx 'snapshots native' "$MNT/d/status"
+	W="$MNT/d/workspace"
+	echo one >"$W/a.txt"
+	mkdir "$W/e"
+	run dk_ctl "$MNT/d/ctl" "snapshot w kind=workspace"
+	[ "$status" -eq 0 ]
+	[ "$output" = w ]
+	grep -qx 'kind workspace' "$MNT/d/snapshots/w/info"
+	[ "$(cat "$MNT/d/snapshots/w/tree/a.txt")" = one ]
+	echo two >"$W/a.txt"
+	echo n >"$W/n.txt"
+	grep -qx '+two' "$MNT/d/snapshots/w/diff"
+	run dk_ctl "$MNT/d/ctl" "restore w"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "restored w: "* ]]
+	[ "$(cat "$W/a.txt")" = one ]
+	[ ! -e "$W/n.txt" ]
+	[ -d "$W/e" ]
+	# the container sees it: the same files, not a copy
+	[ "$(docker exec "$(dk_id d)" cat /workspace/a.txt)" = one ]
+	run docker exec "$(dk_id d)" test -e /workspace/n.txt
+	[ "$status" -ne 0 ]
+}
