@@ -541,6 +541,11 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf 
 		free(commit);
 		return r;
 	}
+	if (wsnap_is_layer(sb, c->args[0]))
+		return sfs_errf(err, -EOPNOTSUPP,
+				"restore: snapshots/%s is the start of a copy-on-write base: it "
+				"has a diff, no stored tree",
+				c->args[0]);
 	int r = optional_op(sb, SFS_CAP_SNAPSHOTS, (const void *)ops->restore, "restore", err);
 	if (r)
 		return r;

@@ -23,11 +23,12 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 		json_array_append_new(refs, json_pack("{s:s, s:s}", "name", sb->secrets.v[i].key,
 						      "from", sb->secrets.v[i].val));
 	for (size_t i = 0; snaps && i < sb->nsnapshots; i++)
-		json_array_append_new(snaps,
-				      json_pack("{s:s, s:s?, s:I, s:s?}", "id", sb->snapshots[i].id,
-						"label", sb->snapshots[i].label, "created",
-						(json_int_t)sb->snapshots[i].created, "commit",
-						sb->snapshots[i].commit));
+		json_array_append_new(snaps, json_pack("{s:s, s:s?, s:I, s:s?, s:s?}", "id",
+						       sb->snapshots[i].id, "label",
+						       sb->snapshots[i].label, "created",
+						       (json_int_t)sb->snapshots[i].created,
+						       "commit", sb->snapshots[i].commit, "kind",
+						       sb->snapshots[i].layer ? "layer" : NULL));
 	for (size_t i = 0; ports && i < sb->nports; i++)
 		json_array_append_new(ports, json_pack("{s:i, s:s}", "port", sb->ports[i].port,
 						       "url", sb->ports[i].url));
@@ -180,6 +181,9 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 		if (!sr && sid && scommit &&
 		    !(sb->snapshots[sb->nsnapshots - 1].commit = strdup(scommit)))
 			sr = -ENOMEM;
+		const char *skind = json_string_value(json_object_get(s, "kind"));
+		if (!sr && sid && skind && strcmp(skind, "layer") == 0)
+			sb->snapshots[sb->nsnapshots - 1].layer = true;
 		if (sr) {
 			r = sr;
 			break;

@@ -89,7 +89,7 @@ int sandbox_snapshot_add_locked(struct sfs_sandbox *sb, char *id, char *label, i
 		return -ENOMEM;
 	sb->snapshots = grown;
 	sb->snapshots[sb->nsnapshots++] =
-	    (struct sfs_snapshot){id, label, created, ++sb->last_snapshot_serial, NULL};
+	    (struct sfs_snapshot){id, label, created, ++sb->last_snapshot_serial, NULL, false};
 	return 0;
 }
 

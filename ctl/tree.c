@@ -514,6 +514,9 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		/* "what changed since it started": snapshots/base (SPEC §10) */
 		if (!r && sfs_kv_get(opts, "source") && wsnap_possible(sb))
 			r = wsnap_take(sb, "base", NULL, err);
+		/* a copy-on-write base knows its changes: nothing to hash */
+		else if (!r && sfs_kv_get(opts, "base") && wsnap_changed_paths_hook)
+			r = wsnap_add_layer(sb, "base", err);
 		if (r)
 			p->ops->destroy(sb, NULL);
 	}
@@ -780,7 +783,7 @@ int tree_snapshot_delete(struct sfs_sandbox *sb, const char *id, struct sfs_err 
 {
 	const struct sfs_provider_ops *ops = sb->provider->ops;
 	char *commit = wsnap_commit_of(sb, id);
-	if (commit) {
+	if (commit || wsnap_is_layer(sb, id)) {
 		/* a workspace snapshot: its ref goes, then the record */
 		free(commit);
 		pthread_mutex_lock(&sb->op_mutex);

@@ -124,6 +124,36 @@ int wsnap_take(struct sfs_sandbox *sb, const char *label, char **idp, struct sfs
 	return 0;
 }
 
+int wsnap_add_layer(struct sfs_sandbox *sb, const char *id, struct sfs_err *err)
+{
+	char *idc = strdup(id), *lab = strdup(id);
+	int r = idc && lab ? 0 : -ENOMEM;
+	pthread_mutex_lock(&sfs_records_mu);
+	if (!r && sandbox_snapshot_find_locked(sb, id) >= 0)
+		r = -EEXIST;
+	if (!r)
+		r = sandbox_snapshot_add_locked(sb, idc, lab, (int64_t)time(NULL));
+	if (!r)
+		sb->snapshots[sb->nsnapshots - 1].layer = true;
+	pthread_mutex_unlock(&sfs_records_mu);
+	if (r) {
+		free(idc);
+		free(lab);
+		return sfs_errf(err, r, "snapshot %s: %s", id,
+				r == -EEXIST ? "exists already" : "out of memory");
+	}
+	return 0;
+}
+
+bool wsnap_is_layer(struct sfs_sandbox *sb, const char *id)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	int i = sandbox_snapshot_find_locked(sb, id);
+	bool layer = i >= 0 && sb->snapshots[i].layer;
+	pthread_mutex_unlock(&sfs_records_mu);
+	return layer;
+}
+
 char *wsnap_commit_of(struct sfs_sandbox *sb, const char *id)
 {
 	char *c = NULL;
@@ -173,9 +203,10 @@ int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commi
 	return 0;
 }
 
-/* A copy of the snapshot with this serial: id, label, commit, time. */
+/* A copy of the snapshot with this serial: id, label, commit, time, and
+ * whether it is a layer snapshot. */
 static bool find_serial(struct sfs_sandbox *sb, uint32_t serial, char **id, char **label,
-			char **commit, int64_t *created)
+			char **commit, int64_t *created, bool *layer)
 {
 	bool found = false;
 	pthread_mutex_lock(&sfs_records_mu);
@@ -188,6 +219,7 @@ static bool find_serial(struct sfs_sandbox *sb, uint32_t serial, char **id, char
 		*label = s->label ? strdup(s->label) : NULL;
 		*commit = s->commit ? strdup(s->commit) : NULL;
 		*created = s->created;
+		*layer = s->layer;
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
 	return found;
@@ -197,7 +229,8 @@ int wsnap_info_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out
 {
 	char *id = NULL, *label = NULL, *commit = NULL;
 	int64_t created = 0;
-	if (!find_serial(sb, serial, &id, &label, &commit, &created))
+	bool layer = false;
+	if (!find_serial(sb, serial, &id, &label, &commit, &created, &layer))
 		return -ENOENT;
 	char when[40];
 	time_t t = (time_t)created;
@@ -207,7 +240,10 @@ int wsnap_info_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out
 	int r = commit ? snap_info_read(commit, &info, NULL) : 0;
 	if (!r) {
 		sfs_buf_printf(out, "id %s\nkind %s\nlabel %s\ntime %s\n", id,
-			       commit ? "workspace" : "native", label ? label : "-", when);
+			       commit  ? "workspace"
+			       : layer ? "layer"
+				       : "native",
+			       label ? label : "-", when);
 		if (commit)
 			sfs_buf_printf(out,
 				       "commit %s\nfiles %" PRIu64 "\nbytes %" PRIu64
@@ -231,15 +267,18 @@ int wsnap_diff_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out
 {
 	char *id = NULL, *label = NULL, *commit = NULL;
 	int64_t created = 0;
-	if (!find_serial(sb, serial, &id, &label, &commit, &created))
+	bool layer = false;
+	if (!find_serial(sb, serial, &id, &label, &commit, &created, &layer))
 		return -ENOENT;
 	struct sfs_err err = {0};
-	int fd = -1, basefd = -1, r = -ENOENT;
+	int fd = -1, basefd = -1, r = 0;
 	char **paths = NULL;
 	size_t n = 0;
-	if (wsnap_changed_paths_hook)
-		r = wsnap_changed_paths_hook(sb, id, &basefd, &paths, &n, &err);
-	if (r && r != -ENOENT)
+	if (layer)
+		r = wsnap_changed_paths_hook
+			? wsnap_changed_paths_hook(sb, id, &basefd, &paths, &n, &err)
+			: sfs_errf(&err, -EOPNOTSUPP, "no changed-paths hook for a layer snapshot");
+	if (r)
 		goto out;
 	r = root_fd(sb, &fd, &err);
 	if (r)

@@ -20,6 +20,11 @@ const char *wsnap_status_kind(const struct sfs_sandbox *sb);
  * (a name like a sandbox's; -EEXIST when taken), else "snap-N".  The caller
  * holds sb->op_mutex.  *id is malloc'd. */
 int wsnap_take(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err);
+/* Lists snapshot id (normally "base") as a layer snapshot, taken now.  The
+ * caller holds sb->op_mutex; -EEXIST when the id is taken. */
+int wsnap_add_layer(struct sfs_sandbox *sb, const char *id, struct sfs_err *err);
+/* Whether sb's snapshot id is a layer snapshot. */
+bool wsnap_is_layer(struct sfs_sandbox *sb, const char *id);
 /* Makes the workspace equal to the snapshot with this commit; a one-line
  * summary goes to out.  The caller holds sb->op_mutex. */
 int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commit,
@@ -35,11 +40,13 @@ int wsnap_diff_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out
 
 /*
  * The seam for workspaces that know what changed without hashing (a
- * copy-on-write base knows its upper layer): when set and it returns 0 for
- * (sb, snapshot id), snapshots/ID/diff compares only *paths (relative,
- * malloc'd array of malloc'd strings, freed here) between *basefd (the
- * unchanged tree, closed here) and the live workspace; -ENOENT means "not
- * mine" and the store's snapshot is used.  Called without any lock held.
+ * copy-on-write base knows its upper layer).  Such a workspace lists a
+ * "layer" snapshot (wsnap_add_layer: no commit, nothing hashed) and sets
+ * this hook; snapshots/ID/diff of that snapshot then compares only *paths
+ * (relative, a malloc'd array of malloc'd strings, freed here) between
+ * *basefd (the unchanged tree, closed here) and the live workspace, with
+ * the same diff writer as every workspace snapshot (so `git apply` takes
+ * it).  Called for layer snapshots only, without any lock held.
  */
 extern int (*wsnap_changed_paths_hook)(struct sfs_sandbox *sb, const char *id, int *basefd,
 				       char ***paths, size_t *n, struct sfs_err *err);

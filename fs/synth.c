@@ -266,17 +266,20 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		pthread_mutex_unlock(&sfs_records_mu);
 		break;
 	case SFS_K_SNAPSHOT: {
-		/* info always; a workspace snapshot's tree/ and diff too (and a
-		 * diff where a workspace hook knows the changes: ctl/wsnap.h) */
-		bool ws = false;
+		/* info always; a workspace snapshot's tree/ and diff too, a
+		 * layer snapshot's diff (ctl/wsnap.h) */
+		bool ws = false, layer = false;
 		pthread_mutex_lock(&sfs_records_mu);
-		for (size_t i = 0; i < d->sb->nsnapshots; i++)
-			if (d->sb->snapshots[i].serial == d->aux)
-				ws = d->sb->snapshots[i].commit != NULL;
+		for (size_t i = 0; i < d->sb->nsnapshots; i++) {
+			if (d->sb->snapshots[i].serial != d->aux)
+				continue;
+			ws = d->sb->snapshots[i].commit != NULL;
+			layer = d->sb->snapshots[i].layer;
+		}
 		pthread_mutex_unlock(&sfs_records_mu);
 		add(&l, "info", SFS_INO_MAKE(SFS_K_SNAP_INFO, d->serial, d->aux),
 		    kind_mode(SFS_K_SNAP_INFO));
-		if (ws || wsnap_changed_paths_hook)
+		if (ws || layer)
 			add(&l, "diff", SFS_INO_MAKE(SFS_K_SNAP_DIFF, d->serial, d->aux),
 			    kind_mode(SFS_K_SNAP_DIFF));
 		fuse_ino_t tree = ws ? stree_root_ino(d->serial, d->aux) : 0;

@@ -94,6 +94,8 @@ struct sfs_snapshot {
 			    inode number (a Plan 9 qid path), whatever is deleted */
 	char *commit;	 /* a workspace snapshot's commit in the object store
 			    (fs/snapshots, ctl/wsnap.c); NULL for a native one */
+	bool layer;	 /* no commit: the start of a copy-on-write base, whose
+			    diff the workspace's changed-paths hook gives */
 };
 
 struct sfs_port {
