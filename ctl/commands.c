@@ -7,6 +7,7 @@
 #include "wsnap.h"
 
 #include "../journal/journal.h"
+#include "../providers/netpolicy/policy.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
 
@@ -136,6 +137,16 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 		if (ctl_parse_int(c->args[0], 1, 65535, &v) < 0)
 			return sfs_errf(err, -EINVAL, "expose: bad port \"%s\"", c->args[0]);
 		return 0;
+	case V_POLICY: {
+		if (strcmp(c->args[0], "network") != 0)
+			return sfs_errf(err, -EINVAL,
+					"policy: unknown policy \"%s\" (known: network)",
+					c->args[0]);
+		struct sfs_netpolicy p;
+		int r = sfs_netpolicy_parse(c->args[1], &p, err);
+		sfs_netpolicy_free(&p);
+		return r;
+	}
 	case V_ENV:
 		if (c->nargs > 0)
 			return sfs_errf(err, -EINVAL, "env: expected K=V, got \"%s\"", c->args[0]);
@@ -654,6 +665,17 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		char name[64];
 		return tree_destroy(sfs_sb_copy_name(sb, name), err);
 	}
+	case V_POLICY:
+		if (!ops->set_network)
+			return sfs_errf(
+			    err, -EOPNOTSUPP,
+			    "policy network: the %s provider has no network policy (caps "
+			    "networkPolicy is false)",
+			    sb->provider->name);
+		pthread_mutex_lock(&sb->op_mutex);
+		r = ops->set_network(sb, c->args[1], err);
+		pthread_mutex_unlock(&sb->op_mutex);
+		return r ? r : tree_save(err);
 	case V_ENV:
 		return do_env(w, c, true, err);
 	case V_UNSETENV:

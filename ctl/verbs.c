@@ -34,6 +34,7 @@ const struct ctl_verb ctl_sandbox_verbs[] = {
     {V_UNSETENV, "unsetenv", 1, -1, 0, NULL, "unsetenv K..."},
     {V_SECRET, "secret", 0, -1, CTL_OPTS | CTL_ANY_KEYS, NULL,
      "secret K=env:VAR|file:PATH|(empty: remove)..."},
+    {V_POLICY, "policy", 2, 2, 0, NULL, "policy network none|host|allow:HOST[,HOST...]"},
     {0, NULL, 0, 0, 0, NULL, NULL},
 };
 

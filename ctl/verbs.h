@@ -27,6 +27,7 @@ enum ctl_verb_id {
 	V_SECRET,
 	V_RUN_KILL,
 	V_RUN_EOF,
+	V_POLICY,
 };
 
 /* Each is terminated by an entry whose name is NULL. */

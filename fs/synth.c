@@ -315,10 +315,16 @@ static void tf_kv(struct sfs_buf *t, const char *key, const char *val)
 	sfs_buf_printf(t, "%s %s\n", key, line);
 }
 
-static void caps_text(struct sfs_buf *t, const struct sfs_provider *p)
+/* sb: a sandbox's caps, which its provider may tell per sandbox (local:
+ * networkPolicy only with isolation=bwrap); NULL: the provider's. */
+static void caps_text(struct sfs_buf *t, const struct sfs_provider *p, struct sfs_sandbox *sb)
 {
-	for (int i = 0; i < SFS_CAP_COUNT; i++)
-		sfs_buf_printf(t, "%s %s\n", sfs_cap_names[i], p->caps[i] ? "true" : "false");
+	for (int i = 0; i < SFS_CAP_COUNT; i++) {
+		bool on = p->caps[i];
+		if (sb && p->ops->sandbox_cap)
+			on = p->ops->sandbox_cap(sb, (enum sfs_cap)i, on);
+		sfs_buf_printf(t, "%s %s\n", sfs_cap_names[i], on ? "true" : "false");
+	}
 }
 
 static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
@@ -334,6 +340,11 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 	tf_kv(t, "workspace", sb->workspace ? sb->workspace : "-");
 	sfs_buf_printf(t, "runs %zu\n", sb->nruns);
 	sfs_buf_printf(t, "snapshots %s\n", wsnap_status_kind(sb));
+	if (sb->provider->ops->status_lines) {
+		char extra[1536] = "";
+		sb->provider->ops->status_lines(sb, extra, sizeof(extra));
+		sfs_buf_printf(t, "%s", extra);
+	}
 	if (sb->progress)
 		tf_kv(t, "progress", sb->progress);
 	if (sb->error)
@@ -352,8 +363,10 @@ int synth_text(const struct synth *s, char **out, size_t *len)
 	char buf[256];
 	switch (s->kind) {
 	case SFS_K_PROVIDER_CAPS:
+		caps_text(&t, s->provider, NULL);
+		break;
 	case SFS_K_SB_CAPS:
-		caps_text(&t, s->provider);
+		caps_text(&t, s->provider, s->sb);
 		break;
 	case SFS_K_PROVIDER_STATUS: {
 		bool ok =

@@ -110,5 +110,11 @@ const struct sfs_opt sfs_core_options[] = {
      .choices = "auto|copy",
      .help = "base workspaces (new … base=DIR): auto mounts overlayfs and copies the base when "
 	     "that fails; copy always copies it (reflinked where the filesystem can)"},
+    {.key = "proxy.resolve",
+     .type = SFS_OPT_STRING,
+     .arg = "NAME=ADDR ...",
+     .help = "names the network=allow: proxy resolves to fixed addresses instead of asking DNS "
+	     "(space- or ;-separated; for tests and split-horizon names); such addresses may be "
+	     "private or loopback, which DNS answers may not"},
     {0},
 };

@@ -250,6 +250,18 @@ struct sfs_provider_ops {
 	int (*state_load)(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err);
 	void (*state_free)(struct sfs_sandbox *sb);
 
+	/* Optional: more `key value` lines for the sandbox's status file
+	 * (local: isolation, network).  Called with sfs_records_mu held: a
+	 * leaf lock at most, never blocking. */
+	void (*status_lines)(const struct sfs_sandbox *sb, char *buf, size_t len);
+	/* Optional: a sandbox's own value of a capability flag, when it
+	 * differs by sandbox (dflt is the provider's); leaf locks only. */
+	bool (*sandbox_cap)(struct sfs_sandbox *sb, enum sfs_cap cap, bool dflt);
+	/* Optional (`policy network P`): the network policy of later runs,
+	 * P already checked by providers/netpolicy; -EOPNOTSUPP when the
+	 * sandbox cannot have it. */
+	int (*set_network)(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err);
+
 	/* Whether the provider can be used here; writes why not. */
 	bool (*configured)(char *why, size_t len);
 };

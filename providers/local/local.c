@@ -8,6 +8,7 @@
 
 #include "../cow/cow.h"
 #include "../git/git.h"
+#include "../netpolicy/proxy.h"
 #include "../config.h"
 #include "../options.h"
 #include "../provider.h"
@@ -38,6 +39,7 @@ extern char **environ;
 struct local_state {
 	char dir[4096];
 	bool owned;
+	struct local_iso iso; /* isolated.c */
 };
 static pthread_mutex_t local_state_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -67,10 +69,33 @@ static int set_local_dir(struct sfs_sandbox *sb, const char *dir, bool owned, st
 	st->owned = owned;
 	pthread_mutex_lock(&local_state_mu);
 	struct local_state *old = sb->priv;
+	if (old)
+		st->iso = old->iso;
 	sb->priv = st;
 	pthread_mutex_unlock(&local_state_mu);
 	free(old);
 	return 0;
+}
+
+/* A copy of sb's isolation settings (zero when it has no state yet). */
+static void get_iso(struct sfs_sandbox *sb, struct local_iso *iso)
+{
+	pthread_mutex_lock(&local_state_mu);
+	const struct local_state *st = sb->priv;
+	if (st)
+		*iso = st->iso;
+	else
+		memset(iso, 0, sizeof(*iso));
+	pthread_mutex_unlock(&local_state_mu);
+}
+
+static void set_iso(struct sfs_sandbox *sb, const struct local_iso *iso)
+{
+	pthread_mutex_lock(&local_state_mu);
+	struct local_state *st = sb->priv;
+	if (st)
+		st->iso = *iso;
+	pthread_mutex_unlock(&local_state_mu);
 }
 
 static json_t *local_state_save(const struct sfs_sandbox *sb)
@@ -78,6 +103,8 @@ static json_t *local_state_save(const struct sfs_sandbox *sb)
 	pthread_mutex_lock(&local_state_mu);
 	const struct local_state *st = sb->priv;
 	json_t *o = st ? json_pack("{s:s, s:b}", "dir", st->dir, "owned", st->owned) : NULL;
+	if (o && st->iso.bwrap)
+		json_object_set_new(o, "iso", sfs_local_iso_json(&st->iso));
 	pthread_mutex_unlock(&local_state_mu);
 	return o;
 }
@@ -87,7 +114,15 @@ static int local_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_er
 	const char *dir = json_string_value(json_object_get(saved, "dir"));
 	if (!dir)
 		return 0; /* resume adopts sb->id */
-	return set_local_dir(sb, dir, json_is_true(json_object_get(saved, "owned")), err);
+	int r = set_local_dir(sb, dir, json_is_true(json_object_get(saved, "owned")), err);
+	json_t *iso_o = json_object_get(saved, "iso");
+	if (!r && json_is_object(iso_o)) {
+		struct local_iso iso;
+		sfs_local_iso_from_json(iso_o, &iso);
+		sfs_local_iso_load_holder(sb, &iso);
+		set_iso(sb, &iso);
+	}
+	return r;
 }
 
 static void local_state_free(struct sfs_sandbox *sb)
@@ -107,14 +142,20 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 		const char *k = opts->v[i].key;
 		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strcmp(k, "base") != 0 &&
 		    strcmp(k, "hide") != 0 && strncmp(k, "env.", 4) != 0 &&
-		    strcmp(k, "provider") != 0)
+		    strcmp(k, "provider") != 0 && strcmp(k, "isolation") != 0 &&
+		    strcmp(k, "network") != 0)
 			return sfs_errf(err, -EINVAL,
-					"local: unknown option \"%s\" (known: dir= base= hide=)",
+					"local: unknown option \"%s\" (known: dir= base= hide= "
+					"isolation= network=)",
 					k);
 	}
 	if (want && base)
 		return sfs_errf(err, -EINVAL, "new: dir= and base= exclude each other");
-	int r = sfs_cow_check(base, hide, err);
+	struct local_iso iso;
+	int r = sfs_local_iso_options(opts, &iso, err);
+	if (r)
+		return r;
+	r = sfs_cow_check(base, hide, err);
 	if (r)
 		return r;
 	char dir[4096];
@@ -138,9 +179,13 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
 	}
 	/* the record is listed (creating) and status reads it: publish */
-	r = sfs_sb_publish(sb, dir, "host", dir, err);
+	r = sfs_sb_publish(sb, dir, "host", iso.bwrap ? SFS_ISO_WORKSPACE : dir, err);
 	if (!r)
 		r = set_local_dir(sb, dir, owned, err);
+	if (!r && iso.bwrap)
+		r = sfs_local_iso_create(sb, dir, owned, &iso, err);
+	if (!r)
+		set_iso(sb, &iso);
 	if (r && base) {
 		struct sfs_err ignored = {0};
 		sfs_cow_remove(sb->statedir, &ignored);
@@ -231,13 +276,18 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	return 0;
 }
 
-/* Builds the run's environment: the daemon's, the sandbox's env and
- * secrets, minus local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
-static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+/* Builds the run's environment: the daemon's (an isolated run's own
+ * instead: isolated.c), the sandbox's env and secrets, minus
+ * local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
+static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struct local_iso *iso,
+			struct sfs_err *err)
 {
 	struct sfs_kvlist env = {0};
 	int r = 0;
-	for (char **e = environ; *e && !r; e++) {
+	/* an isolated run gets none of the daemon's environment */
+	if (iso->bwrap)
+		r = sfs_local_iso_env(iso, &env);
+	for (char **e = iso->bwrap ? NULL : environ; e && *e && !r; e++) {
 		char *eq = strchr(*e, '=');
 		if (!eq)
 			continue;
@@ -342,7 +392,18 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	const char *dir = local_dir(sb, dirbuf, NULL);
 	if (!dir)
 		return sfs_errf(err, -EIO, "local: sandbox has no workspace");
-	char **envp = build_env(sb, run, err);
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	bool changed = false;
+	int ir = sfs_local_iso_ensure(sb, dir, &iso, &changed, err);
+	if (changed)
+		set_iso(sb, &iso);
+	if (ir)
+		return ir;
+	char holder[128] = "";
+	if (iso.bwrap && sfs_holder_format(&iso.holder, holder, sizeof(holder)) < 0)
+		return sfs_errf(err, -EIO, "local: bad holder record");
+	char **envp = build_env(sb, run, &iso, err);
 	if (!envp)
 		return err ? err->code : -ENOMEM;
 	int pipefd[2];
@@ -352,8 +413,14 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	}
 	char fdarg[16];
 	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
-	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG, run->dir, (char *)dir,
-			fdarg,	     run->cmd,		 NULL};
+	char *argv[] = {"sandboxfs",
+			SFS_LOCAL_WRAP_ARG,
+			run->dir,
+			iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
+			fdarg,
+			run->cmd,
+			iso.bwrap ? holder : NULL,
+			NULL};
 	pid_t pid = fork();
 	if (pid < 0) {
 		int e = errno;
@@ -480,7 +547,12 @@ static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, 
 		return sfs_errf(err, -EIO,
 				"run %d: process group %d or a descendant survived SIGKILL", run->n,
 				procs.pgid);
-	return 0;
+	/* isolated: what the run left in the sandbox (orphans belong to the
+	 * namespace's pid 1, not to the wrapper) goes with the namespace;
+	 * the next run starts a new one */
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	return sfs_local_iso_end(sb, &iso, err);
 }
 
 static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf,
@@ -591,6 +663,11 @@ static void end_all_runs(struct sfs_sandbox *sb)
 static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	end_all_runs(sb);
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	int ir = sfs_local_iso_end(sb, &iso, err);
+	if (ir)
+		return ir;
 	char buf[4096];
 	bool owned = false;
 	const char *dir = local_dir(sb, buf, &owned);
@@ -662,6 +739,40 @@ static int local_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs
 	return 0;
 }
 
+static void local_status_lines(const struct sfs_sandbox *sb, char *buf, size_t len)
+{
+	pthread_mutex_lock(&local_state_mu);
+	const struct local_state *st = sb->priv;
+	if (st)
+		snprintf(buf, len, "isolation %s\nnetwork %s\n", st->iso.bwrap ? "bwrap" : "none",
+			 st->iso.bwrap ? st->iso.network : "host");
+	pthread_mutex_unlock(&local_state_mu);
+}
+
+static bool local_sandbox_cap(struct sfs_sandbox *sb, enum sfs_cap cap, bool dflt)
+{
+	if (cap != SFS_CAP_NETWORK_POLICY)
+		return dflt;
+	/* enforced only in a namespace of its own (tests/bats/isolation.bats) */
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	return iso.bwrap;
+}
+
+static int local_set_network(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err)
+{
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	char buf[4096];
+	const char *dir = local_dir(sb, buf, NULL);
+	if (!dir)
+		return sfs_errf(err, -EIO, "local: sandbox has no workspace");
+	int r = sfs_local_iso_set_network(sb, dir, &iso, policy, err);
+	if (!r)
+		set_iso(sb, &iso);
+	return r;
+}
+
 static bool local_configured(char *why, size_t len)
 {
 	snprintf(why, len, "ready: runs are host process groups");
@@ -686,6 +797,10 @@ static const struct sfs_provider_ops local_ops = {
     .state_load = local_state_load,
     .state_free = local_state_free,
     .configured = local_configured,
+    .status_lines = local_status_lines,
+    .sandbox_cap = local_sandbox_cap,
+    .set_network = local_set_network,
+    .shutdown = sfs_proxy_shutdown,
 };
 
 const struct sfs_provider sfs_provider_local = {

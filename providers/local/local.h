@@ -3,10 +3,12 @@
 #define SFS_LOCAL_H
 
 #include "../options.h"
+#include "isolation.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+#include <jansson.h>
 
 /* argv[1] that makes the sandboxfs binary act as the run wrapper. */
 #define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
@@ -35,6 +37,44 @@ int sfs_local_has_live_children(pid_t pid);
 /* wpid if it is the run wrapper of run_dir (checked in /proc, since a pid
  * file outlives its process), else -1. */
 pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid);
+
+/* isolated.c: a sandbox's isolation settings (in local.c's state, behind
+ * its leaf lock; copied out and back by the op holder). */
+struct sfs_sandbox;
+struct sfs_kvlist;
+struct local_iso {
+	bool bwrap;
+	char network[1024];	  /* policy text (providers/netpolicy): host, none, allow:... */
+	struct sfs_holder holder; /* holder.target 0: none started yet */
+};
+/* Reads isolation= and network= of `new` (defaults local.isolation,
+ * local.network) into iso; -EINVAL / -EOPNOTSUPP with why. */
+int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso,
+			  struct sfs_err *err);
+/* For a new bwrap sandbox on host dir `dir` (owned: made by the daemon,
+ * then given to the sandbox uid): its net directory and its holder. */
+int sfs_local_iso_create(struct sfs_sandbox *sb, const char *dir, bool owned, struct local_iso *iso,
+			 struct sfs_err *err);
+/* Makes sure iso's holder runs (a new one when it died or was killed);
+ * *changed tells the caller to store iso back. */
+int sfs_local_iso_ensure(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
+			 bool *changed, struct sfs_err *err);
+/* `policy network P` (P checked): later runs get P; an allow-list change
+ * applies at once, a change between host and an own network namespace
+ * takes a new holder at the next run. */
+int sfs_local_iso_set_network(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
+			      const char *policy, struct sfs_err *err);
+/* Ends the sandbox's namespace: every process in it. */
+int sfs_local_iso_end(struct sfs_sandbox *sb, struct local_iso *iso, struct sfs_err *err);
+/* The holder's record in STATE/sandboxes/KEY/holder (written on each change,
+ * so a holder started between two registry saves is found too). */
+void sfs_local_iso_save_holder(struct sfs_sandbox *sb, const struct local_iso *iso);
+void sfs_local_iso_load_holder(struct sfs_sandbox *sb, struct local_iso *iso);
+/* The environment an isolated run starts from (none of the daemon's):
+ * PATH, HOME=/tmp, and with an allow: policy the proxy variables. */
+int sfs_local_iso_env(const struct local_iso *iso, struct sfs_kvlist *env);
+json_t *sfs_local_iso_json(const struct local_iso *iso);
+void sfs_local_iso_from_json(json_t *o, struct local_iso *iso);
 
 /* options.c: the -o local.KEY rows (providers/options.h). */
 extern const struct sfs_opt sfs_local_options[];

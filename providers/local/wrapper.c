@@ -10,7 +10,12 @@
  *   pid      the command's pid, which is also its process group
  *   wpid     the wrapper's pid (for SIGUSR1)
  *   status   "exit N" or "signal N", written atomically when the command ends
+ *
+ * With isolation=bwrap a seventh argument names the sandbox's namespace
+ * holder: the wrapper's child joins it (join.c) and starts the command in
+ * it, so `pid` is that child's pid and the group holds both.
  */
+#include "isolation.h"
 #include "local.h"
 
 #include <errno.h>
@@ -66,12 +71,13 @@ static void report(int ready_fd, const char *what)
 
 int sfs_local_wrapper_main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: sandboxfs %s RUNDIR CWD READY_FD CMD\n",
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: sandboxfs %s RUNDIR CWD READY_FD CMD [HOLDER]\n",
 			SFS_LOCAL_WRAP_ARG);
 		return 2;
 	}
 	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[5];
+	const char *holder = argc == 7 ? argv[6] : NULL;
 	int ready_fd = atoi(argv[4]);
 	char path[4200];
 	/* the command must not inherit it, or the daemon would wait for the
@@ -130,6 +136,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (dup2(in_fd, 0) < 0 || dup2(journal_fd, 1) < 0 || dup2(journal_fd, 2) < 0)
+			_exit(126);
+		if (holder && sfs_join_holder(holder) < 0)
 			_exit(126);
 		if (chdir(cwd) < 0) {
 			dprintf(2, "sandboxfs: cannot enter workspace %s: %s\n", cwd,

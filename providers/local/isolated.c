@@ -1,0 +1,241 @@
+/*
+ * isolation= and network= of a local sandbox: its options, its holder's
+ * life (started at create, started again at the next run when it died or a
+ * kill ended the namespace), and where it is recorded.
+ */
+#include "local.h"
+
+#include "../config.h"
+#include "../kv.h"
+#include "../netpolicy/policy.h"
+#include "../netpolicy/proxy.h"
+#include "../provider.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, struct sfs_err *err)
+{
+	memset(iso, 0, sizeof(*iso));
+	const char *mode = sfs_kv_get(opts, "isolation");
+	if (!mode)
+		mode = sfs_config_get("local.isolation", "none");
+	if (strcmp(mode, "bwrap") == 0)
+		iso->bwrap = true;
+	else if (strcmp(mode, "none") != 0)
+		return sfs_errf(err, -EINVAL, "local: isolation=%s: expected none or bwrap", mode);
+	const char *net = sfs_kv_get(opts, "network");
+	if (!net)
+		net = iso->bwrap ? sfs_config_get("local.network", "host") : "host";
+	struct sfs_netpolicy p;
+	int r = sfs_netpolicy_parse(net, &p, err);
+	if (r)
+		return r;
+	enum sfs_net_mode m = p.mode;
+	sfs_netpolicy_free(&p);
+	if (!iso->bwrap && m != SFS_NET_HOST)
+		return sfs_errf(err, -EOPNOTSUPP,
+				"local: network=%s needs isolation=bwrap (without it runs share "
+				"the host's network)",
+				net);
+	if (snprintf(iso->network, sizeof(iso->network), "%s", net) >= (int)sizeof(iso->network))
+		return sfs_errf(err, -EINVAL, "local: network= is too long");
+	if (iso->bwrap)
+		return sfs_holder_check(sfs_config_get("local.bwrap", "/usr/bin/bwrap"), err);
+	return 0;
+}
+
+static bool net_unshared(const struct local_iso *iso)
+{
+	return strcmp(iso->network, "host") != 0;
+}
+
+/* STATE/sandboxes/KEY/NAME into buf. */
+static const char *state_path(struct sfs_sandbox *sb, const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", sb->statedir, name);
+	return buf;
+}
+
+static int start_holder(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
+			struct sfs_err *err)
+{
+	char logp[4200], netdir[4200], name[64];
+	struct sfs_holder_spec spec = {
+	    .bwrap = sfs_config_get("local.bwrap", "/usr/bin/bwrap"),
+	    .workspace = dir,
+	    .proxy_dir = state_path(sb, "net", netdir, sizeof(netdir)),
+	    .log_path = state_path(sb, "holder.log", logp, sizeof(logp)),
+	    .hostname = sfs_sb_copy_name(sb, name),
+	    .unshare_net = net_unshared(iso),
+	};
+	sfs_holder_ids(&spec.uid, &spec.gid);
+	struct sfs_holder h;
+	int r = sfs_holder_start(&spec, &h, err);
+	if (r)
+		return r;
+	iso->holder = h;
+	sfs_local_iso_save_holder(sb, iso);
+	sfs_log(SFS_LOG_INFO, "%s: namespace holder started (pid %d, uid %u, network %s)", name,
+		(int)h.target, (unsigned)h.uid, iso->network);
+	return sfs_proxy_attach_sandbox(sb->key, name, &iso->holder, netdir, iso->network, err);
+}
+
+int sfs_local_iso_create(struct sfs_sandbox *sb, const char *dir, bool owned, struct local_iso *iso,
+			 struct sfs_err *err)
+{
+	uid_t uid;
+	gid_t gid;
+	sfs_holder_ids(&uid, &gid);
+	/* a workspace the daemon made belongs to the sandbox's uid, so runs can
+	 * write it; an adopted dir= keeps its owner */
+	if (owned && chown(dir, uid, gid) < 0)
+		return sfs_errf(err, -errno, "local: chown %s: %s", dir, strerror(errno));
+	char netdir[4200];
+	state_path(sb, "net", netdir, sizeof(netdir));
+	if ((mkdir(netdir, 0700) < 0 && errno != EEXIST) || chown(netdir, uid, gid) < 0)
+		return sfs_errf(err, -errno, "local: %s: %s", netdir, strerror(errno));
+	return start_holder(sb, dir, iso, err);
+}
+
+int sfs_local_iso_ensure(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
+			 bool *changed, struct sfs_err *err)
+{
+	*changed = false;
+	if (!iso->bwrap)
+		return 0;
+	if (sfs_holder_alive(&iso->holder) && iso->holder.unshare_net == net_unshared(iso)) {
+		char netdir[4200], name[64];
+		state_path(sb, "net", netdir, sizeof(netdir));
+		/* the proxy's listeners of this holder (again after a restart) */
+		return sfs_proxy_attach_sandbox(sb->key, sfs_sb_copy_name(sb, name), &iso->holder,
+						netdir, iso->network, err);
+	}
+	/* gone (killed with its namespace, host rebooted) or its network
+	 * namespace no longer fits the policy: a new one */
+	if (sfs_holder_alive(&iso->holder))
+		sfs_holder_kill(&iso->holder);
+	*changed = true;
+	return start_holder(sb, dir, iso, err);
+}
+
+int sfs_local_iso_set_network(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
+			      const char *policy, struct sfs_err *err)
+{
+	if (!iso->bwrap && strcmp(policy, "host") != 0)
+		return sfs_errf(err, -EOPNOTSUPP,
+				"policy network %s: needs a sandbox made with isolation=bwrap",
+				policy);
+	if (!iso->bwrap)
+		return 0;
+	struct local_iso next = *iso;
+	if (snprintf(next.network, sizeof(next.network), "%s", policy) >= (int)sizeof(next.network))
+		return sfs_errf(err, -EINVAL, "policy network: too long");
+	if (sfs_holder_alive(&next.holder) && next.holder.unshare_net == net_unshared(&next)) {
+		char netdir[4200], name[64];
+		state_path(sb, "net", netdir, sizeof(netdir));
+		int r = sfs_proxy_attach_sandbox(sb->key, sfs_sb_copy_name(sb, name), &next.holder,
+						 netdir, next.network, err);
+		if (r)
+			return r;
+	}
+	*iso = next;
+	sfs_local_iso_save_holder(sb, iso);
+	return 0;
+}
+
+int sfs_local_iso_end(struct sfs_sandbox *sb, struct local_iso *iso, struct sfs_err *err)
+{
+	if (!iso->bwrap)
+		return 0;
+	sfs_proxy_detach_sandbox(sb->key);
+	int r = sfs_holder_kill(&iso->holder);
+	if (r)
+		return sfs_errf(err, r, "local: the sandbox's namespace (pid %d) survived SIGKILL",
+				(int)iso->holder.init);
+	return 0;
+}
+
+int sfs_local_iso_env(const struct local_iso *iso, struct sfs_kvlist *env)
+{
+	int r =
+	    sfs_kv_set(env, "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin");
+	if (!r)
+		r = sfs_kv_set(env, "HOME", "/tmp");
+	if (!r && strncmp(iso->network, "allow:", 6) == 0) {
+		/* both cases: curl reads only http_proxy, others the upper case */
+		static const char *const names[] = {"http_proxy", "HTTP_PROXY", "https_proxy",
+						    "HTTPS_PROXY"};
+		char url[64];
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d", SFS_PROXY_PORT);
+		for (size_t i = 0; !r && i < sizeof(names) / sizeof(names[0]); i++)
+			r = sfs_kv_set(env, names[i], url);
+		if (!r)
+			r = sfs_kv_set(env, "no_proxy", "localhost,127.0.0.1,::1");
+		if (!r)
+			r = sfs_kv_set(env, "NO_PROXY", "localhost,127.0.0.1,::1");
+	}
+	return r;
+}
+
+json_t *sfs_local_iso_json(const struct local_iso *iso)
+{
+	const struct sfs_holder *h = &iso->holder;
+	return json_pack("{s:s, s:s, s:{s:i, s:i, s:I, s:i, s:i, s:b}}", "isolation",
+			 iso->bwrap ? "bwrap" : "none", "network", iso->network, "holder", "init",
+			 (int)h->init, "target", (int)h->target, "start", (json_int_t)h->start,
+			 "uid", (int)h->uid, "gid", (int)h->gid, "net", h->unshare_net);
+}
+
+void sfs_local_iso_from_json(json_t *o, struct local_iso *iso)
+{
+	memset(iso, 0, sizeof(*iso));
+	iso->bwrap = json_is_string(json_object_get(o, "isolation")) &&
+		     strcmp(json_string_value(json_object_get(o, "isolation")), "bwrap") == 0;
+	const char *net = json_string_value(json_object_get(o, "network"));
+	snprintf(iso->network, sizeof(iso->network), "%s", net ? net : "host");
+	json_t *h = json_object_get(o, "holder");
+	if (json_is_object(h)) {
+		iso->holder.init = (pid_t)json_integer_value(json_object_get(h, "init"));
+		iso->holder.target = (pid_t)json_integer_value(json_object_get(h, "target"));
+		iso->holder.start = (uint64_t)json_integer_value(json_object_get(h, "start"));
+		iso->holder.uid = (uid_t)json_integer_value(json_object_get(h, "uid"));
+		iso->holder.gid = (gid_t)json_integer_value(json_object_get(h, "gid"));
+		iso->holder.unshare_net = json_is_true(json_object_get(h, "net"));
+	}
+}
+
+void sfs_local_iso_save_holder(struct sfs_sandbox *sb, const struct local_iso *iso)
+{
+	char path[4200];
+	json_t *o = sfs_local_iso_json(iso);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (text && sfs_write_file_atomic(state_path(sb, "holder", path, sizeof(path)), text,
+					  strlen(text), NULL) < 0)
+		sfs_log(SFS_LOG_ERR, "%s: cannot record the namespace holder in %s", sb->name,
+			path);
+	free(text);
+}
+
+void sfs_local_iso_load_holder(struct sfs_sandbox *sb, struct local_iso *iso)
+{
+	char path[4200], *text = NULL;
+	if (sfs_read_file(state_path(sb, "holder", path, sizeof(path)), &text, NULL) < 0)
+		return;
+	json_t *o = json_loads(text, 0, NULL);
+	free(text);
+	if (!o)
+		return;
+	struct local_iso file;
+	sfs_local_iso_from_json(o, &file);
+	json_decref(o);
+	/* the file is written on every change, the registry only when saved */
+	iso->holder = file.holder;
+}

@@ -1,0 +1,117 @@
+/*
+ * A run joins its sandbox's namespaces (run wrapper side of isolation=bwrap).
+ *
+ * What setns gives is not what bwrap gives: a joiner holds every capability
+ * in the sandbox's user namespace and, as root, is still host uid 0 for
+ * every file check until it changes uid (reference/isolation.md §0 item 4).
+ * So the order is: supplementary groups dropped (impossible after the
+ * join: bwrap writes "deny" to setgroups), setns into all namespaces at
+ * once through a pidfd, the bounding set emptied while CAP_SETPCAP is
+ * still held, the sandbox's gid and uid taken (which clears permitted and
+ * effective sets), ambient and remaining sets cleared, no_new_privs set;
+ * then one more fork, because a pid namespace applies only to children.
+ */
+#include "isolation.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int last_cap(void)
+{
+	int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+	char buf[16] = {0};
+	int n = 40;
+	if (fd >= 0) {
+		if (read(fd, buf, sizeof(buf) - 1) > 0)
+			n = atoi(buf);
+		close(fd);
+	}
+	return n > 0 && n < 64 ? n : 63;
+}
+
+/* The middle process: the wrapper's child, outside the pid namespace.  It
+ * leaves signals to the command (the run's process group holds both) and
+ * ends the way the command ended, so the wrapper records the command's
+ * status. */
+static void middle(pid_t child)
+{
+	static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE};
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		signal(ignored[i], SIG_IGN);
+	int st = 0;
+	while (waitpid(child, &st, 0) < 0)
+		if (errno != EINTR)
+			_exit(127);
+	if (WIFSIGNALED(st)) {
+		signal(WTERMSIG(st), SIG_DFL);
+		kill(getpid(), WTERMSIG(st));
+		_exit(128 + WTERMSIG(st));
+	}
+	_exit(WEXITSTATUS(st));
+}
+
+int sfs_join_holder(const char *arg)
+{
+	int target = 0, net = 0;
+	unsigned long long start = 0;
+	unsigned uid = 0, gid = 0;
+	if (sscanf(arg, "%d:%llu:%u:%u:%d", &target, &start, &uid, &gid, &net) != 5 ||
+	    target <= 1) {
+		dprintf(2, "sandboxfs: bad isolation argument \"%s\"\n", arg);
+		return -1;
+	}
+	int pfd = (int)syscall(SYS_pidfd_open, (pid_t)target, 0);
+	/* checked after the open: the pidfd pins the process it names, so a
+	 * pid reused before the open shows a different start time */
+	if (pfd < 0 || sfs_proc_start_time(target) != start) {
+		dprintf(2, "sandboxfs: the sandbox's namespace holder (pid %d) is gone\n", target);
+		return -1;
+	}
+	if (getuid() == 0 && setgroups(0, NULL) < 0) {
+		dprintf(2, "sandboxfs: setgroups: %s\n", strerror(errno));
+		return -1;
+	}
+	int flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS;
+	if (net)
+		flags |= CLONE_NEWNET;
+	if (setns(pfd, flags) < 0) {
+		dprintf(2, "sandboxfs: joining the sandbox's namespaces: %s\n", strerror(errno));
+		return -1;
+	}
+	close(pfd);
+	for (int c = 0; c <= last_cap(); c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL) {
+			dprintf(2, "sandboxfs: dropping capability %d: %s\n", c, strerror(errno));
+			return -1;
+		}
+	if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0) {
+		dprintf(2, "sandboxfs: taking the sandbox's uid %u: %s\n", uid, strerror(errno));
+		return -1;
+	}
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
+	    syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		dprintf(2, "sandboxfs: dropping privileges: %s\n", strerror(errno));
+		return -1;
+	}
+	pid_t child = fork();
+	if (child < 0) {
+		dprintf(2, "sandboxfs: fork: %s\n", strerror(errno));
+		return -1;
+	}
+	if (child > 0)
+		middle(child);
+	return 0;
+}

@@ -1,0 +1,621 @@
+/*
+ * The allow-list proxy (proxy.h).
+ *
+ * One acceptor thread polls every sandbox's listeners and a wake pipe; each
+ * accepted connection gets a thread that reads the request head, checks the
+ * host against the sandbox's allow-list, resolves it (proxy.resolve first,
+ * then DNS, whose private and loopback answers are refused), connects and
+ * relays bytes both ways.  Listener fds are closed only by the acceptor
+ * (a detach marks its sandbox dead and wakes it), so poll never sees a
+ * reused fd number.  Locks: P.mu is a leaf; no I/O is done under it.
+ */
+#include "proxy.h"
+
+#include "../config.h"
+#include "policy.h"
+#include "request.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct psb {
+	char key[40];
+	char name[64];
+	struct sfs_netpolicy policy;
+	int unix_fd, tcp_fd;
+	pid_t target; /* the holder the tcp listener lives in */
+	uint64_t start;
+	bool dead; /* detached: the acceptor closes its fds and frees it */
+	struct psb *next;
+};
+
+struct pconn {
+	pthread_t th;
+	int client;
+	char key[40];
+	bool done; /* the thread has finished: join it */
+	struct pconn *next;
+};
+
+static struct {
+	pthread_mutex_t mu;
+	struct psb *sbs;
+	struct pconn *conns;
+	pthread_t acceptor;
+	bool running, stopping;
+	int wake[2];
+} P = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = {-1, -1}};
+
+static void wake_acceptor(void)
+{
+	if (P.wake[1] >= 0 && write(P.wake[1], "x", 1) < 0) {
+		/* full: it is awake already */
+	}
+}
+
+/* ---- listeners -------------------------------------------------------- */
+
+static int unix_listener(const char *netdir, uid_t uid, gid_t gid, struct sfs_err *err)
+{
+	int dfd = open(netdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return sfs_errf(err, -errno, "proxy: %s: %s", netdir, strerror(errno));
+	/* through the directory's fd: a state dir's path may be longer than
+	 * sun_path's 108 bytes */
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/proxy.sock", dfd);
+	unlinkat(dfd, "proxy.sock", 0);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int r = 0;
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
+	    fchownat(dfd, "proxy.sock", uid, gid, 0) < 0)
+		r = sfs_errf(err, -errno, "proxy: %s/proxy.sock: %s", netdir, strerror(errno));
+	close(dfd);
+	if (r && fd >= 0)
+		close(fd);
+	return r ? r : fd;
+}
+
+struct ns_listen {
+	pid_t target;
+	uint64_t start;
+	int fd, err;
+};
+
+/* A thread of its own enters the sandbox's network namespace, makes the
+ * listener there and ends: the socket stays in that namespace, so runs
+ * reach it on their loopback and the host cannot. */
+static void *ns_listen_thread(void *arg)
+{
+	struct ns_listen *l = arg;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)l->target);
+	int ns = open(path, O_RDONLY | O_CLOEXEC);
+	l->fd = -1;
+	if (ns < 0 || sfs_proc_start_time(l->target) != l->start) {
+		l->err = ns < 0 ? errno : ESRCH;
+		if (ns >= 0)
+			close(ns);
+		return NULL;
+	}
+	if (setns(ns, CLONE_NEWNET) < 0) {
+		l->err = errno;
+		close(ns);
+		return NULL;
+	}
+	close(ns);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int one = 1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(SFS_PROXY_PORT)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		l->err = errno;
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	l->fd = fd;
+	return NULL;
+}
+
+static int ns_listener(const struct sfs_holder *h, struct sfs_err *err)
+{
+	struct ns_listen l = {.target = h->target, .start = h->start, .fd = -1};
+	pthread_t th;
+	int r = pthread_create(&th, NULL, ns_listen_thread, &l);
+	if (r)
+		return sfs_errf(err, -r, "proxy: thread: %s", strerror(r));
+	pthread_join(th, NULL);
+	if (l.fd < 0)
+		return sfs_errf(err, -l.err,
+				"proxy: listening on 127.0.0.1:%d in the sandbox's network: %s",
+				SFS_PROXY_PORT, strerror(l.err));
+	return l.fd;
+}
+
+/* ---- one connection --------------------------------------------------- */
+
+static void reply(int fd, const char *status, const char *why)
+{
+	char msg[512];
+	int n = snprintf(msg, sizeof(msg),
+			 "HTTP/1.1 %s\r\nX-Proxy-Error: %s\r\nContent-Type: text/plain\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+			 status, why, strlen(why) + 1, why);
+	if (n > 0 && write(fd, msg, (size_t)n) < 0) {
+		/* the client went away */
+	}
+}
+
+/* proxy.resolve's address for host ("NAME=ADDR NAME=ADDR ..."), or NULL. */
+static bool override(const char *host, char *addr, size_t len)
+{
+	const char *list = sfs_config_get("proxy.resolve", "");
+	size_t hl = strlen(host);
+	for (const char *p = list; *p;) {
+		while (*p == ' ' || *p == ';' || *p == '\t')
+			p++;
+		const char *end = p + strcspn(p, " ;\t");
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+		if (eq && (size_t)(eq - p) == hl && strncasecmp(p, host, hl) == 0) {
+			snprintf(addr, len, "%.*s", (int)(end - eq - 1), eq + 1);
+			return true;
+		}
+		p = end;
+	}
+	return false;
+}
+
+/* Addresses a name found by DNS must not lead to: the host itself and the
+ * networks behind it (loopback, private, link-local with cloud metadata,
+ * unique-local, unspecified). */
+static bool private_addr(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+		return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 ||
+		       (a >> 20) == (172 << 4 | 1) || (a >> 16) == (192 << 8 | 168) ||
+		       (a >> 16) == (169 << 8 | 254) || (a >> 22) == (100 << 2 | 1);
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+		       IN6_IS_ADDR_LINKLOCAL(a) || (a->s6_addr[0] & 0xfe) == 0xfc ||
+		       IN6_IS_ADDR_V4MAPPED(a);
+	}
+	return true;
+}
+
+static bool is_literal(const char *host)
+{
+	unsigned char buf[16];
+	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* Connects to host:port within 10 s; the fd, or -errno with why in why. */
+static int dial(const char *host, int port, char *why, size_t wlen)
+{
+	char addr[256], portstr[8];
+	bool forced = override(host, addr, sizeof(addr));
+	snprintf(portstr, sizeof(portstr), "%d", port);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+	if (forced)
+		hints.ai_flags = AI_NUMERICHOST;
+	int g = getaddrinfo(forced ? addr : host, portstr, &hints, &res);
+	if (g) {
+		snprintf(why, wlen, "cannot resolve %s: %s", host, gai_strerror(g));
+		return -EHOSTUNREACH;
+	}
+	int fd = -1, e = EHOSTUNREACH;
+	snprintf(why, wlen, "no address of %s may be reached", host);
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		/* the override and an allowed address literal are the user's own
+		 * word; a name DNS resolved must lead outside */
+		if (!forced && !is_literal(host) && private_addr(ai->ai_addr)) {
+			snprintf(why, wlen, "%s resolves to a private or loopback address", host);
+			continue;
+		}
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			e = errno;
+		} else {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			int soerr = ETIMEDOUT;
+			socklen_t sl = sizeof(soerr);
+			if (poll(&p, 1, 10000) == 1)
+				getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+			if (soerr == 0) {
+				fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+				freeaddrinfo(res);
+				return fd;
+			}
+			e = soerr;
+		}
+		snprintf(why, wlen, "connecting to %s:%d: %s", host, port, strerror(e));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return -e;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* Copies bytes both ways until both sides are done (a side's EOF becomes a
+ * half-close of the other) or the proxy stops. */
+static void relay(int a, int b)
+{
+	bool open_a = true, open_b = true;
+	char buf[16384];
+	while (open_a || open_b) {
+		struct pollfd p[2] = {{.fd = open_a ? a : -1, .events = POLLIN},
+				      {.fd = open_b ? b : -1, .events = POLLIN}};
+		int r = poll(p, 2, 500);
+		pthread_mutex_lock(&P.mu);
+		bool stop = P.stopping;
+		pthread_mutex_unlock(&P.mu);
+		if (stop || (r < 0 && errno != EINTR))
+			return;
+		for (int i = 0; i < 2; i++) {
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			int from = i ? b : a, to = i ? a : b;
+			ssize_t n = read(from, buf, sizeof(buf));
+			if (n > 0 && write_all(to, buf, (size_t)n))
+				continue;
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return;
+			shutdown(to, SHUT_WR);
+			if (i)
+				open_b = false;
+			else
+				open_a = false;
+		}
+	}
+}
+
+/* The sandbox's decision for host:port: true when allowed; name gets the
+ * sandbox's name for the log. */
+static bool decide(const char *key, const char *host, int port, char name[64])
+{
+	pthread_mutex_lock(&P.mu);
+	bool ok = false;
+	snprintf(name, 64, "%s", key);
+	for (struct psb *s = P.sbs; s; s = s->next)
+		if (!s->dead && strcmp(s->key, key) == 0) {
+			ok = sfs_netpolicy_allows(&s->policy, host, port);
+			snprintf(name, 64, "%s", s->name);
+			break;
+		}
+	pthread_mutex_unlock(&P.mu);
+	return ok;
+}
+
+static void serve(struct pconn *c)
+{
+	char buf[SFS_PROXY_HEAD_MAX];
+	size_t got = 0;
+	struct sfs_proxy_req req;
+	int pr = 0;
+	while (pr == 0) {
+		struct pollfd p = {.fd = c->client, .events = POLLIN};
+		if (poll(&p, 1, 10000) != 1)
+			return;
+		ssize_t n = read(c->client, buf + got, sizeof(buf) - got);
+		if (n <= 0)
+			return;
+		got += (size_t)n;
+		pr = sfs_proxy_parse(buf, got, &req);
+	}
+	char name[64];
+	if (pr < 0) {
+		reply(c->client, pr == -EPROTONOSUPPORT ? "501 Not Implemented" : "400 Bad Request",
+		      pr == -EPROTONOSUPPORT ? "https-needs-connect" : "bad-request");
+		return;
+	}
+	if (!decide(c->key, req.host, req.port, name)) {
+		sfs_log(SFS_LOG_WARN, "%s: network: refused %s %s:%d (not in the allow-list)", name,
+			req.method, req.host, req.port);
+		reply(c->client, "403 Forbidden", "blocked-by-allowlist");
+		return;
+	}
+	char why[300];
+	int up = dial(req.host, req.port, why, sizeof(why));
+	if (up < 0) {
+		sfs_log(SFS_LOG_WARN, "%s: network: %s %s:%d allowed but failed: %s", name,
+			req.method, req.host, req.port, why);
+		reply(c->client, "502 Bad Gateway", "upstream-unreachable");
+		return;
+	}
+	sfs_log(SFS_LOG_INFO, "%s: network: allowed %s %s:%d", name, req.method, req.host,
+		req.port);
+	bool ok;
+	if (req.connect) {
+		static const char est[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+		ok = write_all(c->client, est, sizeof(est) - 1) &&
+		     write_all(up, buf + req.head_len, got - req.head_len);
+	} else {
+		/* origin form upstream: METHOD /path VERSION, then the rest as sent */
+		char line[SFS_PROXY_HEAD_MAX + 64];
+		int n = snprintf(line, sizeof(line), "%s %s%.*s %s\r\n", req.method,
+				 req.path_root ? "/" : "", (int)req.path_len, buf + req.path_off,
+				 req.version);
+		ok = n > 0 && (size_t)n < sizeof(line) && write_all(up, line, (size_t)n) &&
+		     write_all(up, buf + req.line_len, got - req.line_len);
+	}
+	if (ok)
+		relay(c->client, up);
+	close(up);
+}
+
+static void *conn_thread(void *arg)
+{
+	struct pconn *c = arg;
+	serve(c);
+	pthread_mutex_lock(&P.mu);
+	shutdown(c->client, SHUT_RDWR);
+	c->done = true;
+	pthread_mutex_unlock(&P.mu);
+	wake_acceptor();
+	return NULL;
+}
+
+/* ---- the acceptor ----------------------------------------------------- */
+
+static void free_psb(struct psb *s)
+{
+	if (s->unix_fd >= 0)
+		close(s->unix_fd);
+	if (s->tcp_fd >= 0)
+		close(s->tcp_fd);
+	sfs_netpolicy_free(&s->policy);
+	free(s);
+}
+
+/* Joins finished connections; with all, every one (at shutdown). */
+static void reap_conns(bool all)
+{
+	for (;;) {
+		pthread_mutex_lock(&P.mu);
+		struct pconn **pp = &P.conns, *c = NULL;
+		for (; *pp; pp = &(*pp)->next)
+			if (all || (*pp)->done) {
+				c = *pp;
+				*pp = c->next;
+				break;
+			}
+		pthread_mutex_unlock(&P.mu);
+		if (!c)
+			return;
+		pthread_join(c->th, NULL);
+		close(c->client);
+		free(c);
+	}
+}
+
+static void accept_one(int lfd, const char *key)
+{
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct pconn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		close(fd);
+		return;
+	}
+	c->client = fd;
+	snprintf(c->key, sizeof(c->key), "%s", key);
+	pthread_mutex_lock(&P.mu);
+	int r = pthread_create(&c->th, NULL, conn_thread, c);
+	if (!r) {
+		c->next = P.conns;
+		P.conns = c;
+	}
+	pthread_mutex_unlock(&P.mu);
+	if (r) {
+		close(fd);
+		free(c);
+	}
+}
+
+static void *acceptor(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct pollfd fds[257];
+		char keys[257][40];
+		nfds_t n = 0;
+		fds[n++] = (struct pollfd){.fd = P.wake[0], .events = POLLIN};
+		pthread_mutex_lock(&P.mu);
+		if (P.stopping) {
+			pthread_mutex_unlock(&P.mu);
+			break;
+		}
+		for (struct psb **pp = &P.sbs; *pp;) {
+			struct psb *s = *pp;
+			if (s->dead) {
+				*pp = s->next;
+				free_psb(s);
+				continue;
+			}
+			int lfds[2] = {s->unix_fd, s->tcp_fd};
+			for (int i = 0; i < 2 && n < 257; i++)
+				if (lfds[i] >= 0) {
+					snprintf(keys[n], sizeof(keys[n]), "%s", s->key);
+					fds[n++] = (struct pollfd){.fd = lfds[i], .events = POLLIN};
+				}
+			pp = &s->next;
+		}
+		pthread_mutex_unlock(&P.mu);
+		if (poll(fds, n, 1000) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents & POLLIN) {
+			char drain[64];
+			while (read(P.wake[0], drain, sizeof(drain)) > 0)
+				;
+		}
+		/* the fds polled stay open: only this thread closes them */
+		for (nfds_t i = 1; i < n; i++)
+			if (fds[i].revents & POLLIN)
+				accept_one(fds[i].fd, keys[i]);
+		reap_conns(false);
+	}
+	return NULL;
+}
+
+static int start_locked(struct sfs_err *err)
+{
+	if (P.running)
+		return 0;
+	if (pipe2(P.wake, O_CLOEXEC | O_NONBLOCK) < 0)
+		return sfs_errf(err, -errno, "proxy: pipe: %s", strerror(errno));
+	P.stopping = false;
+	int r = pthread_create(&P.acceptor, NULL, acceptor, NULL);
+	if (r) {
+		close(P.wake[0]);
+		close(P.wake[1]);
+		P.wake[0] = P.wake[1] = -1;
+		return sfs_errf(err, -r, "proxy: thread: %s", strerror(r));
+	}
+	P.running = true;
+	return 0;
+}
+
+/* ---- the interface ---------------------------------------------------- */
+
+void sfs_proxy_detach_sandbox(const char *key)
+{
+	pthread_mutex_lock(&P.mu);
+	for (struct psb **pp = &P.sbs; *pp;) {
+		struct psb *s = *pp;
+		if (strcmp(s->key, key) == 0 && !s->dead) {
+			if (P.running) {
+				s->dead = true; /* the acceptor closes and frees it */
+			} else {
+				*pp = s->next;
+				free_psb(s);
+				continue;
+			}
+		}
+		pp = &s->next;
+	}
+	pthread_mutex_unlock(&P.mu);
+	wake_acceptor();
+}
+
+int sfs_proxy_attach_sandbox(const char *key, const char *name, const struct sfs_holder *h,
+			     const char *netdir, const char *policy, struct sfs_err *err)
+{
+	struct sfs_netpolicy pol;
+	int r = sfs_netpolicy_parse(policy, &pol, err);
+	if (r)
+		return r;
+	if (pol.mode != SFS_NET_ALLOW) {
+		sfs_netpolicy_free(&pol);
+		sfs_proxy_detach_sandbox(key);
+		return 0;
+	}
+	/* the same holder: only the allow-list changes */
+	pthread_mutex_lock(&P.mu);
+	for (struct psb *s = P.sbs; s; s = s->next)
+		if (!s->dead && strcmp(s->key, key) == 0 && s->target == h->target &&
+		    s->start == h->start) {
+			sfs_netpolicy_free(&s->policy);
+			s->policy = pol;
+			snprintf(s->name, sizeof(s->name), "%s", name);
+			pthread_mutex_unlock(&P.mu);
+			return 0;
+		}
+	pthread_mutex_unlock(&P.mu);
+	sfs_proxy_detach_sandbox(key);
+	struct psb *s = calloc(1, sizeof(*s));
+	if (!s) {
+		sfs_netpolicy_free(&pol);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	snprintf(s->key, sizeof(s->key), "%s", key);
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->policy = pol;
+	s->target = h->target;
+	s->start = h->start;
+	s->unix_fd = unix_listener(netdir, h->uid, h->gid, err);
+	s->tcp_fd = s->unix_fd >= 0 ? ns_listener(h, err) : -1;
+	if (s->unix_fd < 0 || s->tcp_fd < 0) {
+		r = s->unix_fd < 0 ? s->unix_fd : s->tcp_fd;
+		s->unix_fd = s->unix_fd < 0 ? -1 : s->unix_fd;
+		s->tcp_fd = -1;
+		free_psb(s);
+		return r;
+	}
+	pthread_mutex_lock(&P.mu);
+	r = start_locked(err);
+	if (!r) {
+		s->next = P.sbs;
+		P.sbs = s;
+	}
+	pthread_mutex_unlock(&P.mu);
+	if (r)
+		free_psb(s);
+	wake_acceptor();
+	return r;
+}
+
+void sfs_proxy_shutdown(void)
+{
+	pthread_mutex_lock(&P.mu);
+	bool running = P.running;
+	P.stopping = true;
+	/* wake every connection thread out of its blocking read or poll */
+	for (struct pconn *c = P.conns; c; c = c->next)
+		shutdown(c->client, SHUT_RDWR);
+	pthread_mutex_unlock(&P.mu);
+	if (running) {
+		wake_acceptor();
+		pthread_join(P.acceptor, NULL);
+	}
+	reap_conns(true);
+	pthread_mutex_lock(&P.mu);
+	while (P.sbs) {
+		struct psb *s = P.sbs;
+		P.sbs = s->next;
+		free_psb(s);
+	}
+	if (running) {
+		close(P.wake[0]);
+		close(P.wake[1]);
+		P.wake[0] = P.wake[1] = -1;
+	}
+	P.running = false;
+	pthread_mutex_unlock(&P.mu);
+}

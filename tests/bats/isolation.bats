@@ -1,0 +1,298 @@
+#!/usr/bin/env bats
+# isolation=bwrap for local sandboxes (SPEC §11): every test looks from
+# inside a run at what a sandboxed command can see and do.
+
+load helpers
+
+setup() {
+	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	# the daemon's own environment must not reach an isolated run
+	export SFS_ISO_CANARY="canary-$$-value"
+	sfs_mount
+}
+
+teardown() {
+	net_teardown_servers
+	iso_kill_holders
+	sfs_teardown
+}
+
+# Kills every namespace holder this test's daemon started (they are not
+# the daemon's runs: their environment is bwrap's own, empty one).
+iso_kill_holders() {
+	local st="${STATE:-$BATS_TEST_TMPDIR/state}" f p
+	for f in "$st"/sandboxes/*/holder; do
+		[ -f "$f" ] || continue
+		for p in $(jq -r '.holder.init, .holder.target' "$f" 2>/dev/null); do
+			[ "$p" -gt 1 ] 2>/dev/null || continue
+			grep -qs -e bwrap -e sleep "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+		done
+	done
+	return 0
+}
+
+# run_in SANDBOX CMD: runs CMD in SANDBOX, waits for it, prints its journal;
+# fails unless it exited 0.
+run_in() {
+	local n
+	n=$(ctl_write "$MNT/$1/ctl" "exec $2") || return 1
+	local st
+	st=$(cat "$MNT/$1/runs/$n/wait")
+	cat "$MNT/$1/runs/$n/journal"
+	[ "$st" = "exited 0" ] || {
+		echo "run $n: $st" >&2
+		return 1
+	}
+}
+
+new_iso() {
+	ctl_write "$MNT/ctl" "new $1 provider=local isolation=bwrap ${2:-}"
+}
+
+@test "isolation=bwrap: status says so; system dirs read-only, workspace writable, \$HOME and the state dir absent" {
+	new_iso box
+	grep -qx 'isolation bwrap' "$MNT/box/status"
+	grep -qx 'workspace /workspace' "$MNT/box/status"
+	echo from-host >"$MNT/box/workspace/in"
+	# one line: exec takes the rest of its line
+	run run_in box "cat in; echo made >out; pwd; for f in /usr/sandboxfs-x /etc/sandboxfs-x; do if touch \$f 2>/dev/null; then echo WROTE \$f; fi; done; if [ -e '$HOME' ]; then echo HOME-SEEN; fi; if [ -e '$STATE' ]; then echo STATE-SEEN; fi; if [ -e '$BATS_TEST_TMPDIR' ]; then echo TMPDIR-SEEN; fi; if cat /etc/shadow 2>/dev/null; then echo SHADOW-READ; fi; echo done"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *from-host* ]]
+	[[ "$output" == *"/workspace"* ]]
+	[[ "$output" != *WROTE* ]]
+	[[ "$output" != *SEEN* ]]
+	[[ "$output" != *SHADOW-READ* ]]
+	[[ "$output" == *done* ]]
+	[ "$(cat "$MNT/box/workspace/out")" = made ]
+	[ ! -e /usr/sandboxfs-x ]
+	[ ! -e /etc/sandboxfs-x ]
+	# the file's host owner: the sandbox's uid, never root
+	owner=$(stat -c %u "$STATE"/sandboxes/*/workspace/out)
+	[ "$owner" -ne 0 ]
+	grep -qx 'isolation none' <(ctl_write "$MNT/ctl" "new plain provider=local" && cat "$MNT/plain/status")
+}
+
+@test "isolation=bwrap: no capabilities, not host root, host processes invisible, daemon env and bwrap argv clean" {
+	new_iso box
+	run run_in box 'grep -E "^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Uid):" /proc/self/status; echo "map $(cat /proc/self/uid_map)"; echo "procs $(ls /proc | grep -c "^[0-9]")"; echo "host $(hostname)"; if unshare -Ur true 2>/dev/null; then echo NESTED-USERNS; fi; if mount -o remount,rw /usr 2>/dev/null; then echo REMOUNTED; fi; cat /proc/1/cmdline /proc/1/environ 2>/dev/null | tr "\0" " "; echo; env'
+	[ "$status" -eq 0 ]
+	for c in CapInh CapPrm CapEff CapBnd CapAmb; do
+		grep -qx "$c:	0000000000000000" <<<"$output"
+	done
+	grep -qx 'NoNewPrivs:	1' <<<"$output"
+	# inside uid 65534 (whatever it is) maps to a host uid that is not 0
+	read -r _ inside outside _ < <(grep '^map ' <<<"$output")
+	uid_line=$(grep '^Uid:' <<<"$output")
+	[[ "$uid_line" != *"	0	"* ]]
+	[ "$inside" -ne 0 ]
+	[ -n "$outside" ]
+	# only the sandbox's own processes: its pid 1, the holder, this run
+	procs=$(grep '^procs ' <<<"$output" | cut -d' ' -f2)
+	[ "$procs" -lt 10 ]
+	grep -qx 'host box' <<<"$output"
+	[[ "$output" != *NESTED-USERNS* ]]
+	[[ "$output" != *REMOUNTED* ]]
+	[[ "$output" != *"$SFS_ISO_CANARY"* ]]
+	# the run's host processes are not root either
+	run_cmd_n=$(ctl_write "$MNT/box/ctl" "exec sleep 30")
+	wait_for test -n "$(sfs_run_pids "$STATE")"
+	holder=$(jq -r .holder.target "$STATE"/sandboxes/*/holder)
+	ns=$(readlink "/proc/$holder/ns/pid")
+	inside=0
+	for p in $(sfs_run_pids "$STATE"); do
+		# the run wrapper stays outside, on the host; what runs inside is not root
+		[ "$(readlink "/proc/$p/ns/pid")" = "$ns" ] || continue
+		inside=$((inside + 1))
+		[ "$(awk '/^Uid:/ {print $3}' "/proc/$p/status")" -ne 0 ]
+	done
+	[ "$inside" -ge 1 ]
+	ctl_write "$MNT/box/ctl" "kill $run_cmd_n"
+}
+
+@test "isolation=bwrap: runs share one namespace set: run 1's background process and /tmp are seen by run 2, not by the host" {
+	new_iso box
+	run run_in box "sleep 300 >/dev/null 2>&1 & echo \$! >/tmp/bg-$$; echo started"
+	[ "$status" -eq 0 ]
+	[ ! -e "/tmp/bg-$$" ]
+	run run_in box "kill -0 \$(cat /tmp/bg-$$) && echo alive; ps -eo args | grep -c '^sleep 300'"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *alive* ]]
+	# and a second sandbox sees none of it
+	new_iso other
+	run run_in other "if [ -e /tmp/bg-$$ ]; then echo SHARED; fi; ps -eo args | grep -c '^sleep 300' || true"
+	[[ "$output" != *SHARED* ]]
+	[[ "$output" == 0 ]]
+}
+
+@test "isolation=bwrap: kill ends every process of the sandbox, also one that left the run's group" {
+	new_iso box
+	n=$(ctl_write "$MNT/box/ctl" "exec setsid sleep 300 & sleep 300")
+	wait_for test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2
+	ctl_write "$MNT/box/ctl" "kill $n"
+	[ "$(cat "$MNT/box/runs/$n/wait")" != running ]
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+	[ -z "$(sfs_run_pids "$STATE")" ]
+	# the next run gets a fresh namespace, with nothing of the old one
+	run run_in box "ps -eo args | grep -c '^sleep 300' || true"
+	[ "$output" = 0 ]
+}
+
+@test "isolation=bwrap: takeover after a daemon restart joins the same namespace" {
+	new_iso box
+	run run_in box "sleep 300 >/dev/null 2>&1 & echo \$! >/tmp/bg; echo started"
+	[ "$status" -eq 0 ]
+	holder=$(jq -r .holder.target "$STATE"/sandboxes/*/holder)
+	kill -9 "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	kill -0 "$holder"
+	sfs_mount
+	grep -qx 'isolation bwrap' "$MNT/box/status"
+	run run_in box 'kill -0 $(cat /tmp/bg) && echo still-there'
+	[ "$status" -eq 0 ]
+	[[ "$output" == *still-there* ]]
+	[ "$(jq -r .holder.target "$STATE"/sandboxes/*/holder)" = "$holder" ]
+}
+
+@test "isolation=bwrap: rmdir ends the namespace and its processes" {
+	new_iso box
+	run run_in box "setsid sleep 300 >/dev/null 2>&1 & echo ok"
+	holder=$(jq -r .holder.target "$STATE"/sandboxes/*/holder)
+	kill -0 "$holder"
+	rmdir "$MNT/box"
+	wait_for test ! -e "/proc/$holder"
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+	[ -z "$(sfs_run_pids "$STATE")" ]
+}
+
+@test "isolation=bwrap: a missing bwrap is EOPNOTSUPP saying why; bad values are EINVAL; network= needs bwrap" {
+	sfs_unmount
+	sfs_mount -o local.bwrap=/nonexistent/bwrap
+	exec 7<>"$MNT/ctl"
+	run bash -c 'echo "new box provider=local isolation=bwrap" >&7'
+	[[ "$output" == *"Operation not supported"* ]]
+	msg=$(cat <&7)
+	exec 7>&-
+	[[ "$msg" == *"bubblewrap"* ]]
+	[ ! -e "$MNT/box" ]
+	run bash -c "echo 'new box provider=local isolation=chroot' >'$MNT/ctl'"
+	[[ "$output" == *"Invalid argument"* ]]
+	run bash -c "echo 'new box provider=local network=none' >'$MNT/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
+	[ ! -e "$MNT/box" ]
+}
+
+@test "isolation=bwrap: local.isolation=bwrap makes it the default of mkdir" {
+	sfs_unmount
+	sfs_mount -o local.isolation=bwrap
+	mkdir "$MNT/box"
+	grep -qx 'isolation bwrap' "$MNT/box/status"
+	run run_in box 'grep CapEff /proc/self/status; hostname'
+	[[ "$output" == *"0000000000000000"* ]]
+	[[ "$output" == *box* ]]
+}
+
+# serve NAME ADDR: a static HTTP server on ADDR:$PORT whose page says NAME.
+serve() {
+	mkdir -p "$BATS_TEST_TMPDIR/www-$1"
+	echo "page of $1" >"$BATS_TEST_TMPDIR/www-$1/index.html"
+	(cd "$BATS_TEST_TMPDIR/www-$1" && exec python3 -m http.server "$PORT" --bind "$2" \
+		>"$BATS_TEST_TMPDIR/www-$1.log" 2>&1 3>&-) &
+	echo $! >>"$BATS_TEST_TMPDIR/servers.pids"
+	wait_for curl -sf -o /dev/null "http://$2:$PORT/"
+}
+
+# Two servers on two loopback addresses of their own, the names good.test,
+# a.good.test and bad.test mapped to them by the proxy's resolver override.
+net_setup() {
+	PORT=$((20000 + RANDOM % 20000))
+	A=127.0.0.$((100 + RANDOM % 50))
+	B=127.0.0.$((150 + RANDOM % 50))
+	serve good "$A"
+	serve bad "$B"
+	sfs_unmount
+	sfs_mount -o "proxy.resolve=good.test=$A;a.good.test=$A;bad.test=$B"
+}
+
+net_teardown_servers() {
+	local p
+	if [ -f "$BATS_TEST_TMPDIR/servers.pids" ]; then
+		while read -r p; do kill "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/servers.pids"
+	fi
+}
+
+@test "network=none: loopback only; a server on the host's loopback is not reached (host mode reaches it)" {
+	net_setup
+	new_iso open "network=host"
+	run run_in open "curl -sf -m 5 http://$A:$PORT/"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"page of good"* ]]
+	new_iso shut "network=none"
+	grep -qx 'network none' "$MNT/shut/status"
+	run run_in shut "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; if curl -sf -m 5 http://$A:$PORT/; then echo REACHED; fi"
+	net_teardown_servers
+	[ "$status" -eq 0 ]
+	[ "$output" = lo ]
+}
+
+@test "network=allow: an allowed name is reached (HTTP and CONNECT), another is refused and logged, nothing goes around the proxy" {
+	net_setup
+	new_iso box "network=allow:good.test:$PORT,*.good.test:$PORT"
+	grep -qx 'networkPolicy true' "$MNT/box/caps"
+	run run_in box "curl -sf -m 5 http://good.test:$PORT/; curl -sf -m 5 -p http://good.test:$PORT/; curl -sf -m 5 http://a.good.test:$PORT/; echo bad \$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://bad.test:$PORT/); curl -s -m 5 -p http://bad.test:$PORT/ >/dev/null; echo tunnel-rc \$?; echo port \$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://good.test:1/); if curl -sf -m 5 --noproxy '*' http://$A:$PORT/; then echo AROUND; fi"
+	net_teardown_servers
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^page of good$' <<<"$output")" = 3 ]
+	grep -qx 'bad 403' <<<"$output"
+	grep -qx 'tunnel-rc 56' <<<"$output"
+	grep -qx 'port 403' <<<"$output"
+	[[ "$output" != *"page of bad"* ]]
+	[[ "$output" != *AROUND* ]]
+	grep -q "box: network: refused GET bad.test:$PORT" "$BATS_TEST_TMPDIR/daemon.log"
+	grep -q "box: network: refused CONNECT bad.test:$PORT" "$BATS_TEST_TMPDIR/daemon.log"
+}
+
+@test "policy network: later runs get the new policy; bad values are EINVAL, a sandbox without isolation EOPNOTSUPP" {
+	net_setup
+	new_iso box "network=none"
+	run run_in box "curl -s -m 5 -o /dev/null -w '%{http_code}' -x http://127.0.0.1:3128 http://good.test:$PORT/"
+	[[ "$output" != 200 ]]
+	ctl_write "$MNT/box/ctl" "policy network allow:good.test:$PORT"
+	grep -qx "network allow:good.test:$PORT" "$MNT/box/status"
+	run run_in box "curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *"page of good"* ]]
+	ctl_write "$MNT/box/ctl" "policy network allow:bad.test:$PORT"
+	run run_in box "curl -s -m 5 -o /dev/null -w '%{http_code}' http://good.test:$PORT/"
+	[ "$output" = 403 ]
+	run bash -c "echo 'policy network allow:*' >'$MNT/box/ctl'"
+	[[ "$output" == *"Invalid argument"* ]]
+	run bash -c "echo 'policy network allow:*.test' >'$MNT/box/ctl'"
+	[[ "$output" == *"Invalid argument"* ]]
+	run bash -c "echo 'policy network sometimes' >'$MNT/box/ctl'"
+	[[ "$output" == *"Invalid argument"* ]]
+	grep -qx "network allow:bad.test:$PORT" "$MNT/box/status"
+	# to the host's network: a new namespace set for the next run
+	ctl_write "$MNT/box/ctl" "policy network host"
+	run run_in box "curl -sf -m 5 http://$A:$PORT/"
+	net_teardown_servers
+	[[ "$output" == *"page of good"* ]]
+	mkdir "$MNT/plain"
+	grep -qx 'networkPolicy false' "$MNT/plain/caps"
+	grep -qx 'networkPolicy false' "$MNT/providers/local/caps"
+	run bash -c "echo 'policy network none' >'$MNT/plain/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
+}
+
+@test "network=allow: the proxy is also the unix socket bound at /run/sandboxfs, and survives a daemon restart" {
+	net_setup
+	new_iso box "network=allow:good.test:$PORT"
+	run run_in box "test -S /run/sandboxfs/proxy.sock && echo socket; curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *socket* ]]
+	[[ "$output" == *"page of good"* ]]
+	kill -9 "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	sfs_mount -o "proxy.resolve=good.test=$A;bad.test=$B"
+	run run_in box "curl -sf -m 5 http://good.test:$PORT/; echo bad \$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://bad.test:$PORT/)"
+	net_teardown_servers
+	[[ "$output" == *"page of good"* ]]
+	grep -qx 'bad 403' <<<"$output"
+}
