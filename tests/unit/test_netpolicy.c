@@ -1,0 +1,158 @@
+/* Network policies: the text of network= and the allow-list matcher
+ * (providers/netpolicy/policy.c), and the proxy's request-head parser
+ * (providers/netpolicy/request.c). */
+#include "check.h"
+
+#include "providers/netpolicy/policy.h"
+#include "providers/netpolicy/request.h"
+
+#include <errno.h>
+#include <string.h>
+
+static int parse(const char *text, struct sfs_netpolicy *p)
+{
+	struct sfs_err err = {0};
+	int r = sfs_netpolicy_parse(text, p, &err);
+	if (r)
+		CHECK(err.msg[0] != '\0');
+	return r;
+}
+
+static void test_modes(void)
+{
+	struct sfs_netpolicy p;
+	CHECK_INT(parse("host", &p), 0);
+	CHECK_INT(p.mode, SFS_NET_HOST);
+	CHECK(sfs_netpolicy_allows(&p, "anything.example", 1234));
+	sfs_netpolicy_free(&p);
+	CHECK_INT(parse("none", &p), 0);
+	CHECK_INT(p.mode, SFS_NET_NONE);
+	CHECK(!sfs_netpolicy_allows(&p, "example.com", 443));
+	sfs_netpolicy_free(&p);
+	CHECK_INT(parse("allow:example.com", &p), 0);
+	CHECK_INT(p.mode, SFS_NET_ALLOW);
+	CHECK_INT(p.n, 1);
+	sfs_netpolicy_free(&p);
+}
+
+static void test_bad_text(void)
+{
+	static const char *const bad[] = {
+	    "", "Host", "allow", "allow:", "allow:,x.com", "allow:x.com,", "allow:*", "allow:*.com",
+	    "allow:a.*.com", "allow:x.com:0", "allow:x.com:65536", "allow:x.com:8a", "allow:::1",
+	    "allow:[::1", "allow:[::1]x", "allow:x y.com", "allow:x/y.com", "allow:http://x.com",
+	    "block",
+	    /* empty labels (found by fuzz_proxy_request: "example.." was kept as
+	     * "example." and then matched nothing) */
+	    "allow:example..", "allow:.x.com", "allow:a..b.com", "allow:*..x.com"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct sfs_netpolicy p;
+		if (parse(bad[i], &p) != -EINVAL)
+			fprintf(stderr, "    accepted: \"%s\"\n", bad[i]);
+		CHECK(p.rules == NULL && p.n == 0);
+	}
+	struct sfs_netpolicy p;
+	CHECK_INT(parse("allow:[::1]:8080,127.0.0.1", &p), 0);
+	CHECK(sfs_netpolicy_allows(&p, "::1", 8080));
+	CHECK(sfs_netpolicy_allows(&p, "127.0.0.1", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "127.0.0.2", 443));
+	sfs_netpolicy_free(&p);
+}
+
+static void test_matcher(void)
+{
+	struct sfs_netpolicy p;
+	CHECK_INT(parse("allow:Example.COM,*.x.org,api.test:8443", &p), 0);
+	/* exact names, any case, one trailing dot; ports 80 and 443 only */
+	CHECK(sfs_netpolicy_allows(&p, "example.com", 443));
+	CHECK(sfs_netpolicy_allows(&p, "EXAMPLE.com.", 80));
+	CHECK(!sfs_netpolicy_allows(&p, "example.com", 22));
+	CHECK(!sfs_netpolicy_allows(&p, "www.example.com", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "example.com.evil.net", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "evilexample.com", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "example.com..", 443));
+	/* *.x.org: every depth below, never x.org itself or a lookalike */
+	CHECK(sfs_netpolicy_allows(&p, "a.x.org", 443));
+	CHECK(sfs_netpolicy_allows(&p, "a.b.x.org", 80));
+	CHECK(!sfs_netpolicy_allows(&p, "x.org", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "evilx.org", 443));
+	CHECK(!sfs_netpolicy_allows(&p, ".x.org", 443));
+	/* an explicit port replaces 80 and 443 */
+	CHECK(sfs_netpolicy_allows(&p, "api.test", 8443));
+	CHECK(!sfs_netpolicy_allows(&p, "api.test", 443));
+	/* names that are not names */
+	CHECK(!sfs_netpolicy_allows(&p, "", 443));
+	CHECK(!sfs_netpolicy_allows(&p, "exa mple.com", 443));
+	sfs_netpolicy_free(&p);
+}
+
+static int req(const char *text, struct sfs_proxy_req *r)
+{
+	return sfs_proxy_parse(text, strlen(text), r);
+}
+
+static void test_request_connect(void)
+{
+	struct sfs_proxy_req r;
+	const char *t = "CONNECT Example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\nTLS";
+	CHECK_INT(req(t, &r), 1);
+	CHECK(r.connect);
+	CHECK_STREQ(r.host, "Example.com");
+	CHECK_INT(r.port, 443);
+	CHECK_INT(r.head_len, strlen(t) - 3);
+	CHECK_INT(req("CONNECT [::1]:8443 HTTP/1.0\r\n\r\n", &r), 1);
+	CHECK_STREQ(r.host, "::1");
+	CHECK_INT(r.port, 8443);
+	/* a port is required; junk in it is not a port */
+	CHECK_INT(req("CONNECT example.com HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("CONNECT example.com:99999 HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("CONNECT example.com:4x3 HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("CONNECT [::1 HTTP/1.1\r\n\r\n", &r), -EINVAL);
+}
+
+static void test_request_absolute(void)
+{
+	struct sfs_proxy_req r;
+	const char *t = "GET http://h.test:8080/a/b?c=d HTTP/1.1\r\nHost: h.test\r\n\r\n";
+	CHECK_INT(req(t, &r), 1);
+	CHECK(!r.connect);
+	CHECK_STREQ(r.method, "GET");
+	CHECK_STREQ(r.host, "h.test");
+	CHECK_INT(r.port, 8080);
+	CHECK(!r.path_root);
+	CHECK_INT(r.path_len, strlen("/a/b?c=d"));
+	CHECK(strncmp(t + r.path_off, "/a/b?c=d", r.path_len) == 0);
+	CHECK_INT(r.line_len, strlen("GET http://h.test:8080/a/b?c=d HTTP/1.1\r\n"));
+	CHECK_INT(req("POST HTTP://h.test HTTP/1.0\r\n\r\n", &r), 1);
+	CHECK_INT(r.port, 80);
+	CHECK(r.path_root);
+	CHECK_INT(req("GET http://h.test?q HTTP/1.1\r\n\r\n", &r), 1);
+	CHECK(r.path_root);
+	CHECK_INT(req("GET https://h.test/ HTTP/1.1\r\n\r\n", &r), -EPROTONOSUPPORT);
+	/* origin form, credentials, other schemes and versions are not served */
+	CHECK_INT(req("GET / HTTP/1.1\r\nHost: h.test\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("GET http://u:p@h.test/ HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("GET ftp://h.test/ HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("GET http://h.test/ HTTP/2.0\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("get http://h.test/ HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("GET  http://h.test/ HTTP/1.1\r\n\r\n", &r), -EINVAL);
+	CHECK_INT(req("GET http:///x HTTP/1.1\r\n\r\n", &r), -EINVAL);
+}
+
+static void test_request_incomplete(void)
+{
+	struct sfs_proxy_req r;
+	const char *t = "CONNECT a.test:443 HTTP/1.1\r\nX: y\r\n\r\n";
+	/* every proper prefix asks for more */
+	for (size_t i = 0; i < strlen(t); i++)
+		CHECK_INT(sfs_proxy_parse(t, i, &r), 0);
+	CHECK_INT(sfs_proxy_parse(t, strlen(t), &r), 1);
+	/* a head that never ends is cut at SFS_PROXY_HEAD_MAX */
+	static char big[SFS_PROXY_HEAD_MAX + 10];
+	memset(big, 'a', sizeof(big));
+	CHECK_INT(sfs_proxy_parse(big, sizeof(big), &r), -E2BIG);
+}
+
+CHECK_MAIN(CHECK_CASE(test_modes), CHECK_CASE(test_bad_text), CHECK_CASE(test_matcher),
+	   CHECK_CASE(test_request_connect), CHECK_CASE(test_request_absolute),
+	   CHECK_CASE(test_request_incomplete))
