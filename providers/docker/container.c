@@ -88,8 +88,9 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 	const char *workdir = "/workspace";
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key, *v = opts->v[i].val;
-		if (strcmp(k, "provider") == 0 || strncmp(k, "env.", 4) == 0)
-			continue;
+		if (strcmp(k, "provider") == 0 || strncmp(k, "env.", 4) == 0 ||
+		    strcmp(k, "base") == 0 || strcmp(k, "hide") == 0)
+			continue; /* base= and hide=: docker_create's (providers/cow) */
 		if (strcmp(k, "image") == 0) {
 			image = v;
 		} else if (strcmp(k, "workdir") == 0) {
@@ -130,7 +131,7 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 		} else {
 			return sfs_errf(err, -EINVAL,
 					"docker: unknown option \"%s\" (known: image= workdir= "
-					"network= cpus= memory= ports= env.K=)",
+					"network= cpus= memory= ports= base= hide= env.K=)",
 					k);
 		}
 	}
@@ -157,9 +158,10 @@ json_t *dk_spec_to_json(const struct dk_spec *spec)
 		}
 	if (!ports)
 		return NULL;
-	return json_pack("{s:s, s:s, s:s, s:f, s:I, s:o}", "image", spec->image, "workdir",
+	return json_pack("{s:s, s:s, s:s, s:f, s:I, s:o, s:s*}", "image", spec->image, "workdir",
 			 spec->workdir, "network", spec->network, "cpus", spec->cpus, "memory",
-			 (json_int_t)spec->memory, "ports", ports);
+			 (json_int_t)spec->memory, "ports", ports, "hostdir",
+			 spec->hostdir[0] ? spec->hostdir : NULL);
 }
 
 int dk_spec_from_json(json_t *j, struct dk_spec *spec)
@@ -173,6 +175,8 @@ int dk_spec_from_json(json_t *j, struct dk_spec *spec)
 	snprintf(spec->image, sizeof(spec->image), "%s", image);
 	snprintf(spec->workdir, sizeof(spec->workdir), "%s", workdir);
 	snprintf(spec->network, sizeof(spec->network), "%s", network ? network : "");
+	const char *hostdir = json_string_value(json_object_get(j, "hostdir"));
+	snprintf(spec->hostdir, sizeof(spec->hostdir), "%s", hostdir ? hostdir : "");
 	spec->cpus = json_number_value(json_object_get(j, "cpus"));
 	spec->memory = json_integer_value(json_object_get(j, "memory"));
 	size_t i;
@@ -485,6 +489,12 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 					 json_integer((json_int_t)(spec->cpus * 1e9)));
 	if (spec->memory > 0)
 		r |= json_object_set_new(host, "Memory", json_integer(spec->memory));
+	if (spec->hostdir[0]) {
+		/* a base workspace: the host's merged view is the workdir */
+		char bind[sizeof(spec->hostdir) + sizeof(spec->workdir) + 2];
+		snprintf(bind, sizeof(bind), "%s:%s", spec->hostdir, spec->workdir);
+		r |= json_object_set_new(host, "Binds", json_pack("[s]", bind));
+	}
 	r |= json_object_set_new(host, "PortBindings", bindings);
 	r |= json_object_set_new(body, "ExposedPorts", exposed);
 	r |= json_object_set_new(body, "HostConfig", host);

@@ -1,6 +1,7 @@
 /* The docker provider: sandbox lifecycle ops and the provider table entry. */
 #include "docker.h"
 #include "engine.h"
+#include "../cow/cow.h"
 #include "../sh/sh.h"
 
 #include <ctype.h>
@@ -70,13 +71,24 @@ static int docker_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, 
 {
 	struct dk_spec spec;
 	int r = dk_spec_from_opts(opts, &spec, err);
+	const char *base = sfs_kv_get(opts, "base"), *hide = sfs_kv_get(opts, "hide");
+	if (!r)
+		r = sfs_cow_check(base, hide, err);
+	if (!r)
+		r = dk_ensure_image(sb, spec.image, err);
 	if (r)
 		return r;
-	r = dk_ensure_image(sb, spec.image, err);
-	if (r)
+	/* base=: the container binds the host's copy-on-write view at its
+	 * workdir, and workspace/ serves that view from the host */
+	if (base && (r = sfs_cow_create(sb->statedir, base, hide, spec.hostdir, err)))
 		return r;
 	char cid[DK_ID_MAX];
-	return adopt_new(sb, &spec, NULL, spec.image, NULL, cid, sizeof(cid), err);
+	r = adopt_new(sb, &spec, NULL, spec.image, NULL, cid, sizeof(cid), err);
+	if (r && base) {
+		struct sfs_err ignored = {0};
+		sfs_cow_remove(sb->statedir, &ignored);
+	}
+	return r;
 }
 
 /* After our own restart no follower of ours can be alive; kill what an
@@ -96,6 +108,13 @@ static void forget_followers(const char *cid, bool kill_them)
 
 static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 {
+	if (sfs_cow_present(sb->statedir)) {
+		/* the view the container binds, before the container starts */
+		char merged[4096];
+		int r = sfs_cow_resume(sb->statedir, merged, err);
+		if (r)
+			return r;
+	}
 	char want[DK_ID_MAX];
 	dk_saved_container(sb, want, sizeof(want));
 	bool adopting = !want[0];
@@ -175,11 +194,20 @@ static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	/* its snapshots and doomed images go too, but for those a fork's
 	 * container still runs on: they go with that fork (images.c) */
 	dk_release_snapshots(sb);
-	return 0;
+	/* a base workspace: its upper layer goes, the base stays as it was */
+	return sfs_cow_remove(sb->statedir, err);
 }
 
 static int docker_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
+	struct dk_spec spec;
+	if (dk_saved_spec(sb, &spec) == 0 && spec.hostdir[0]) {
+		/* a base workspace is on this host whatever docker.fs says */
+		*fd = open(spec.hostdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		return *fd < 0 ? sfs_errf(err, -errno, "docker: workspace %s: %s", spec.hostdir,
+					  strerror(errno))
+			       : 0;
+	}
 	if (dk_fs_archive_only())
 		return sfs_errf(
 		    err, -EOPNOTSUPP,
@@ -207,10 +235,23 @@ static void short_image_id(const char *id, char *buf, size_t len)
 	snprintf(buf, len, "%.12s", hex);
 }
 
+/* A base= workspace is a host view bound into the container: an image
+ * committed from it would not hold the workspace. */
+static int base_refused(struct sfs_sandbox *sb, const char *what, struct sfs_err *err)
+{
+	return sfs_errf(err, -EOPNOTSUPP,
+			"docker: %s of a base= sandbox is not supported (its workspace is a host "
+			"view that a container image does not hold)",
+			what);
+}
+
 static int snapshot_op(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err)
 {
 	char cid[DK_ID_MAX];
 	int r = need_container(sb, cid, sizeof(cid), err);
+	struct dk_spec spec;
+	if (!r && dk_saved_spec(sb, &spec) == 0 && spec.hostdir[0])
+		r = base_refused(sb, "snapshot", err);
 	if (r)
 		return r;
 	char part[48], tag[128], image[DK_ID_MAX];
@@ -320,6 +361,8 @@ static int fork_op(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 	struct dk_spec spec;
 	if (!r)
 		r = get_spec(src, &spec, err);
+	if (!r && spec.hostdir[0])
+		r = base_refused(src, "fork", err);
 	if (r)
 		return r;
 	if (from) {

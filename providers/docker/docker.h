@@ -41,6 +41,7 @@ struct dk_spec {
 	int64_t memory;	  /* bytes, 0 = no limit */
 	int ports[DK_MAX_PORTS];
 	size_t nports;
+	char hostdir[4096]; /* "" or a host dir bound at workdir (base=: the cow view) */
 };
 
 struct dk_info {

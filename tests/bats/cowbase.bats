@@ -220,3 +220,62 @@ EOF2
 	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
 	[ -z "$output" ]
 }
+
+# dk_run_wait NAME CMD: a run in the container, waited for; prints its journal.
+dk_run_wait() {
+	local n
+	n=$(dk_exec "$1" "$2")
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ] || {
+		cat "$MNT/$1/runs/$n/journal" >&2
+		return 1
+	}
+	cat "$MNT/$1/runs/$n/journal"
+}
+
+@test "cowbase: docker base= binds the merged view at the workdir; hide= holds inside and through workspace/; the base is never changed" {
+	docker_setup
+	local before
+	before=$(fingerprint "$BASE")
+	dk_new d "base=$BASE" 'hide=.env,*.pem,secrets/'
+	[ "$(dk_run_wait d 'pwd')" = /workspace ]
+	[ "$(dk_run_wait d 'cat src/main.c | wc -l')" = 3 ]
+	dk_run_wait d 'test ! -e .env && test ! -e top.pem && test ! -e docs/server.pem && test ! -e secrets'
+	dk_run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; chmod 600 big.txt; truncate -s 2 big.txt; rm -r gone; echo new >new.txt'
+	local w="$MNT/d/workspace"
+	[ "$(cat "$w/new.txt")" = new ]
+	[ "$(tail -1 "$w/src/main.c")" = more ]
+	[ ! -e "$w/.env" ] && [ ! -e "$w/secrets" ] && [ ! -e "$w/docs/server.pem" ]
+	echo from-host >"$w/host.txt"
+	rm "$w/link"
+	[ "$(dk_run_wait d 'cat host.txt; test ! -e link && echo nolink')" = "$(printf 'from-host\nnolink')" ]
+	check_untouched "$before"
+	# a restart keeps the view: the container still binds it
+	dk_restart_daemon
+	[ "$(dk_run_wait d 'cat new.txt')" = new ]
+	local cid key
+	cid=$(dk_id d)
+	key=$(ls "$STATE/sandboxes")
+	rmdir "$MNT/d"
+	wait_for test ! -e "$STATE/sandboxes/$key/cow"
+	run docker inspect "$cid"
+	[ "$status" -ne 0 ]
+	check_untouched "$before"
+	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
+	[ -z "$output" ]
+}
+
+@test "cowbase: docker base= refuses a bad base and leaves no container; snapshot and fork say why they are refused" {
+	docker_setup
+	run dk_new bad base=relative
+	[ "$status" -ne 0 ]
+	[[ $output == *"error: "*"expected an absolute path"* ]]
+	[ ! -e "$MNT/bad" ]
+	[ -z "$(docker ps -aq --filter "label=sandboxfs.state=$STATE")" ]
+	dk_new d "base=$BASE"
+	run dk_ctl "$MNT/d/ctl" snapshot
+	[ "$status" -ne 0 ]
+	[[ $output == *"snapshot of a base= sandbox is not supported"* ]]
+	run dk_ctl "$MNT/d/ctl" fork e
+	[ "$status" -ne 0 ]
+	[[ $output == *"fork of a base= sandbox is not supported"* ]]
+}
