@@ -7,6 +7,7 @@
 #include "secrets.h"
 #include "source.h"
 #include "tree_internal.h"
+#include "cowbase.h"
 #include "wsnap.h"
 
 #include "../fs/snapshots/snapshots.h"
@@ -243,6 +244,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
 	if ((r = snap_store_init(statedir, err)))
 		return r;
+	cowbase_init(); /* base= sandboxes' snapshots/base/diff */
 	struct sfs_sandbox **sbs;
 	size_t nsbs;
 	r = registry_load(statedir, &sbs, &nsbs, &tree.kept, err);

@@ -11,7 +11,6 @@
 #define SFS_COW_H
 
 #include "../err.h"
-#include "../strbuf.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,11 +58,15 @@ bool sfs_cow_present(const char *statedir);
 int sfs_cow_describe(const char *statedir, char *base, size_t baselen, char *mode, size_t modelen,
 		     struct sfs_err *err);
 
-/* ---- the diff (diff.c) ---------------------------------------------------
- * A git-style unified diff (a/ b/ paths, /dev/null for adds and deletes,
- * "Binary files … differ") of the workspace against its base, found from
- * the upper layer (overlay: never reading an unchanged base file) or by
- * comparing the copy with the base (size and mtime first). */
-int sfs_cow_diff(const char *statedir, struct sfs_buf *out, struct sfs_err *err);
+/* ---- what changed (diff.c) ------------------------------------------------
+ * For snapshots/base/diff (ctl/cowbase.c hands it to the snapshots' diff
+ * writer): the changed files of statedir's workspace against its base
+ * (relative, sorted, never a hidden one; *paths malloc'd, each path
+ * malloc'd), found from the upper layer (overlay: never reading an
+ * unchanged base file) or by comparing the copy with the base (size, mtime
+ * and mode first); *basefd an O_RDONLY fd of the base (the caller closes).
+ * -ENOENT when statedir holds no base workspace. */
+int sfs_cow_changed_paths(const char *statedir, int *basefd, char ***paths, size_t *n,
+			  struct sfs_err *err);
 
 #endif

@@ -279,3 +279,87 @@ dk_run_wait() {
 	[ "$status" -ne 0 ]
 	[[ $output == *"fork of a base= sandbox is not supported"* ]]
 }
+
+@test "cowbase: forget keeps a base sandbox's layer for resume; fork copies the view into a plain sandbox" {
+	sfs_mount
+	cow_new f 'hide=.env'
+	run_wait f 'echo kept >kept.txt; rm tool.sh'
+	local id
+	id=$(awk '$1=="id"{print $2}' "$MNT/f/status")
+	ctl_write "$MNT/f/ctl" "fork g"
+	[ "$(cat "$MNT/g/workspace/kept.txt")" = kept ]
+	[ ! -e "$MNT/g/workspace/tool.sh" ] && [ ! -e "$MNT/g/workspace/.env" ]
+	[[ $(ws_dir g) != */cow/merged ]]
+	echo "forget f" >"$MNT/ctl"
+	[ ! -e "$MNT/f" ]
+	[ "$(stat -f -c %T "$id")" = overlayfs ]
+	echo "resume f provider=local id=$id" >"$MNT/ctl"
+	[ "$(run_wait f 'cat kept.txt')" = kept ]
+	[ ! -e "$MNT/f/workspace/tool.sh" ] && [ -e "$BASE/tool.sh" ]
+	rmdir "$MNT/f"
+	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
+	[ -z "$output" ]
+}
+
+# tree_sig DIR: what git can carry of a tree: each file and symlink with its
+# exec bit and content (empty directories and other mode bits are not git's)
+tree_sig() {
+	(cd "$1" && find . -path ./.git -prune -o \( -type f -o -type l \) -print | LC_ALL=C sort |
+		while read -r f; do
+			if [ -L "$f" ]; then
+				echo "$f link $(readlink "$f")"
+			else
+				echo "$f $([ -x "$f" ] && echo x || echo -) $(md5sum <"$f" | cut -c1-32)"
+			fi
+		done)
+}
+
+# apply_check NAME: snapshots/base/diff of NAME, applied with git apply to a
+# copy of the base without its hidden files, gives NAME's workspace.
+apply_check() {
+	local patch=$BATS_TEST_TMPDIR/$1.patch copy=$BATS_TEST_TMPDIR/$1.copy
+	cat "$MNT/$1/snapshots/base/diff" >"$patch"
+	grep -q '^diff --git a/src/main.c b/src/main.c$' "$patch"
+	grep -q '^+++ /dev/null$' "$patch"
+	grep -q '^--- /dev/null$' "$patch"
+	run grep -E 'hunter2|PEM|shh|\.env|\.pem|secrets/' "$patch"
+	[ "$status" -eq 1 ]
+	rm -rf "$copy"
+	cp -a "$BASE" "$copy"
+	rm -rf "$copy/.env" "$copy/top.pem" "$copy/docs/server.pem" "$copy/secrets"
+	git -C "$copy" init -q
+	git -C "$copy" apply --whitespace=nowarn "$patch"
+	# what the sandbox made at a hidden path stays out of the diff
+	diff <(tree_sig "$copy") <(tree_sig "$MNT/$1/workspace" | grep -vE '^\./(.*/)?(\.env|[^/]*\.pem|secrets/.*) ')
+}
+
+diff_roundtrip() {
+	cow_new w 'hide=.env,*.pem,secrets/'
+	[ -d "$MNT/w/snapshots/base" ]
+	# nothing changed: an empty diff
+	[ -z "$(cat "$MNT/w/snapshots/base/diff")" ]
+	changes_everything w
+	run_wait w 'printf x >noeol.txt; printf "keep me\n" >>"src/deep/new file.txt"; echo leak >x.pem; : >empty.txt'
+	apply_check w
+	[ -f "$MNT/w/workspace/x.pem" ]
+	# a binary change is named, not dumped
+	printf 'bin\0ary' >"$MNT/w/workspace/bin.dat"
+	grep -qx 'Binary files /dev/null and b/bin.dat differ' "$MNT/w/snapshots/base/diff"
+}
+
+@test "cowbase: snapshots/base/diff comes from the upper layer and git apply replays it on a copy of the base (overlayfs)" {
+	sfs_mount
+	diff_roundtrip
+}
+
+@test "cowbase: snapshots/base/diff with -o cow.mode=copy, replayed the same way" {
+	sfs_mount -o cow.mode=copy
+	diff_roundtrip
+}
+
+@test "cowbase: docker base= has snapshots/base/diff, replayed by git apply" {
+	docker_setup
+	dk_new d "base=$BASE" 'hide=.env,*.pem,secrets/'
+	dk_run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; rm -r gone; echo new >new.txt; chmod +x big.txt'
+	apply_check d
+}
