@@ -5,6 +5,7 @@
 #include "../sh/sh.h"
 
 #include "../config.h"
+#include "../netpolicy/policy.h"
 #include "../util.h"
 
 #include <ctype.h>
@@ -100,6 +101,15 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 				return sfs_errf(err, -EINVAL,
 						"docker: workdir=%s: expected an absolute path", v);
 			workdir = v;
+		} else if (strcmp(k, "network") == 0 && strncmp(v, "allow:", 6) == 0) {
+			struct sfs_netpolicy p;
+			int r = sfs_netpolicy_parse(v, &p, err);
+			sfs_netpolicy_free(&p);
+			if (r)
+				return r;
+			if (strlen(v) >= sizeof(spec->network))
+				return sfs_errf(err, -EINVAL, "docker: network= is too long");
+			snprintf(spec->network, sizeof(spec->network), "%s", v);
 		} else if (strcmp(k, "network") == 0) {
 			if (!word_ok(v))
 				return sfs_errf(err, -EINVAL,
@@ -140,7 +150,7 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 				"docker: image= is required (or set docker.image in the config)");
 	if (!image_name_ok(image))
 		return sfs_errf(err, -EINVAL, "docker: image=%s: not an image reference", image);
-	if (spec->nports && strcmp(spec->network, "none") == 0)
+	if (spec->nports && (strcmp(spec->network, "none") == 0 || dk_net_allow(spec)))
 		return sfs_errf(err, -EINVAL,
 				"docker: ports= cannot be published with network=none");
 	snprintf(spec->image, sizeof(spec->image), "%s", image);
@@ -372,6 +382,7 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run, struct sfs_err *err)
 	int r = json_array_append_new(
 	    env, json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
 	r |= json_array_append_new(env, json_string("HOME=/root"));
+	r |= dk_net_env(sb, env);
 	for (size_t i = 0; !r && i < sbenv.n; i++) {
 		char *kv;
 		if (asprintf(&kv, "%s=%s", sbenv.v[i].key, sbenv.v[i].val) < 0) {
@@ -482,8 +493,19 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 		    bindings, key,
 		    json_pack("[{s:s, s:s}]", "HostIp", "127.0.0.1", "HostPort", "0"));
 	}
-	if (spec->network[0])
+	if (dk_net_allow(spec)) {
+		/* loopback only; the proxy's directory bound in (netpolicy.c) */
+		char dir[4200], bind[4300];
+		if (dk_net_dir(sb, dir, sizeof(dir), NULL) < 0) {
+			r = -1;
+		} else {
+			snprintf(bind, sizeof(bind), "%s:/run/sandboxfs", dir);
+			r |= json_object_set_new(host, "NetworkMode", json_string("none"));
+			r |= json_object_set_new(host, "Binds", json_pack("[s]", bind));
+		}
+	} else if (spec->network[0]) {
 		r |= json_object_set_new(host, "NetworkMode", json_string(spec->network));
+	}
 	if (spec->cpus > 0)
 		r |= json_object_set_new(host, "NanoCpus",
 					 json_integer((json_int_t)(spec->cpus * 1e9)));

@@ -2,6 +2,7 @@
 #include "docker.h"
 #include "engine.h"
 #include "../cow/cow.h"
+#include "../netpolicy/proxy.h"
 #include "../sh/sh.h"
 
 #include <ctype.h>
@@ -190,6 +191,7 @@ static int docker_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 			return r;
 	}
 	dk_forget(sb);
+	sfs_proxy_detach_sandbox(sb->key);
 	remove_fork_image(sb);
 	/* its snapshots and doomed images go too, but for those a fork's
 	 * container still runs on: they go with that fork (images.c) */
@@ -597,6 +599,7 @@ static void docker_shutdown(void)
 	dk_followers_shutdown();
 	dk_state_shutdown();
 	dk_engine_shutdown();
+	sfs_proxy_shutdown();
 }
 
 static const struct sfs_provider_ops docker_ops = {
@@ -648,7 +651,8 @@ const struct sfs_provider sfs_provider_docker = {
 	    [SFS_CAP_WRITABLE_STDIN] = false,
 	    [SFS_CAP_KILLABLE] = true,
 	    [SFS_CAP_SNAPSHOTS] = true,
-	    [SFS_CAP_NETWORK_POLICY] = false,
+	    /* network=none and allow: (netpolicy.c), tests/bats/isolation.bats */
+	    [SFS_CAP_NETWORK_POLICY] = true,
 	    [SFS_CAP_DURABLE_FS] = true,
 	    [SFS_CAP_FORK] = true,
 	},

@@ -36,9 +36,9 @@
 struct dk_spec {
 	char image[256];
 	char workdir[1024];
-	char network[64]; /* "" = the engine's default */
-	double cpus;	  /* 0 = no limit */
-	int64_t memory;	  /* bytes, 0 = no limit */
+	char network[1024]; /* "" = the engine's default; allow:... (netpolicy.c) */
+	double cpus;	    /* 0 = no limit */
+	int64_t memory;	    /* bytes, 0 = no limit */
 	int ports[DK_MAX_PORTS];
 	size_t nports;
 	char hostdir[4096]; /* "" or a host dir bound at workdir (base=: the cow view) */
@@ -120,6 +120,15 @@ struct dk_sb *dk_sb_locked(struct sfs_sandbox *sb);
 struct dk_run *dk_run_locked(struct dk_sb *d, int n);
 /* The container sb runs in now, or "" (copied under dk_mu). */
 void dk_current(struct sfs_sandbox *sb, char *cid, size_t len);
+/* ---- netpolicy.c: network=allow: through the daemon's proxy ---- */
+bool dk_net_allow(const struct dk_spec *spec);
+/* STATE/sandboxes/KEY/net (made): bound at /run/sandboxfs in the container. */
+int dk_net_dir(struct sfs_sandbox *sb, char *buf, size_t len, struct sfs_err *err);
+/* The proxy's listeners for sb's container (again when it restarted). */
+int dk_net_attach(struct sfs_sandbox *sb, const char *cid, struct sfs_err *err);
+/* The proxy variables for a run of an allow: sandbox. */
+int dk_net_env(struct sfs_sandbox *sb, json_t *env);
+
 /* Records sb's container from an inspect (merged dir, StartedAt...). */
 void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info);
 /* Forgets sb's container (destroyed) and closes what refers to it. */

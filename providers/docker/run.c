@@ -154,10 +154,12 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	if (!cid[0])
 		return sfs_errf(err, -EIO, "docker: sandbox \"%s\" has no container", sb->name);
 	dk_run_dir(run->n, dir, sizeof(dir));
+	int r = dk_net_attach(sb, cid, err);
+	if (r)
+		return r;
 	json_t *env = dk_exec_env(sb, run->n, err);
 	if (!env)
 		return err ? err->code : -ENOMEM;
-	int r = 0;
 	if (host_prep(sb, run->n, run->cmd) != 0) {
 		/* a clean run dir made by the container's own user */
 		struct sfs_sh_cmd prep;

@@ -30,7 +30,7 @@ backgroundProcesses true
 writableStdin false
 killableProcesses true
 snapshots true
-networkPolicy false
+networkPolicy true
 durableFilesystem true
 fork true'
 	[ "$(cat "$MNT/providers/docker/caps")" = "$expected" ]

@@ -3,6 +3,7 @@
 # inside a run at what a sandboxed command can see and do.
 
 load helpers
+load docker_helpers
 
 setup() {
 	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
@@ -15,6 +16,7 @@ teardown() {
 	net_teardown_servers
 	iso_kill_holders
 	sfs_teardown
+	docker_cleanup
 }
 
 # Kills every namespace holder this test's daemon started (they are not
@@ -295,4 +297,28 @@ net_teardown_servers() {
 	net_teardown_servers
 	[[ "$output" == *"page of good"* ]]
 	grep -qx 'bad 403' <<<"$output"
+}
+
+@test "docker network=none and allow:: none reaches nothing, allow: reaches an allowed name through the proxy and is refused another" {
+	docker_require
+	net_setup
+	img=$SFS_DOCKER_IMAGE
+	# the control: Docker's host network reaches the host's loopback server
+	# (busybox wget: its -T crashes in this image, and refusals are quick)
+	ctl_write "$MNT/ctl" "new dh provider=docker image=$img network=host"
+	run run_in dh "wget -q -O - http://$A:$PORT/"
+	[[ "$output" == *"page of good"* ]]
+	ctl_write "$MNT/ctl" "new dn provider=docker image=$img network=none"
+	run run_in dn "if wget -q -O - http://$A:$PORT/; then echo REACHED; fi; if wget -q -O - http://good.test:$PORT/; then echo REACHED; fi; echo tried"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *REACHED* ]]
+	ctl_write "$MNT/ctl" "new da provider=docker image=$img network=allow:good.test:$PORT"
+	grep -qx 'networkPolicy true' "$MNT/da/caps"
+	run run_in da "wget -q -O - http://good.test:$PORT/; if wget -q -O - http://bad.test:$PORT/; then echo BAD-REACHED; fi; if wget -q -O - --proxy off http://$A:$PORT/; then echo AROUND; fi; test -S /run/sandboxfs/proxy.sock && echo socket"
+	net_teardown_servers
+	[[ "$output" == *"page of good"* ]]
+	[[ "$output" != *BAD-REACHED* ]]
+	[[ "$output" != *AROUND* ]]
+	[[ "$output" == *socket* ]]
+	grep -q "da: network: refused GET bad.test:$PORT" "$BATS_TEST_TMPDIR/daemon.log"
 }
