@@ -4,8 +4,10 @@
  *
  *	OID SIZE INO MTIME_S MTIME_NS CTIME_S CTIME_NS MODE PATH\0
  *
- * A file whose size, times, inode and mode all match its record is taken
- * to hold that blob without being read.  Like git's "racily clean" rule, a
+ * after a first line naming the store it was made for (st_identity: a
+ * cache whose blobs are not in this store is not used).  A file whose
+ * size, times, inode and mode all match its record is taken to hold that
+ * blob without being read.  Like git's "racily clean" rule, a
  * file changed in the second the cache is made (or later) is not recorded:
  * a write within the same timestamp could go unseen.  A cache that cannot
  * be read is an empty cache (every file is hashed), never an error.
@@ -21,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SC_MAGIC "sandboxfs-statcache 1\n"
+#define SC_MAGIC "sandboxfs-statcache 2 "
 
 static int add(struct scache *c, const char *path, const struct sc_entry *e)
 {
@@ -60,27 +62,37 @@ int scache_load(struct scache *c, const char *path)
 	size_t len;
 	if (!path || sfs_read_file(path, &data, &len) < 0)
 		return 0;
-	size_t mlen = strlen(SC_MAGIC);
-	if (len < mlen || memcmp(data, SC_MAGIC, mlen) != 0) {
+	char head[64];
+	snprintf(head, sizeof(head), SC_MAGIC "%016" PRIx64 "\n", st_identity());
+	size_t hlen = strlen(head);
+	if (len < hlen || memcmp(data, head, hlen) != 0) {
 		free(data);
 		return 0;
 	}
-	for (char *p = data + mlen, *end = data + len; p < end;) {
+	for (char *p = data + hlen, *end = data + len; p < end;) {
 		char *z = memchr(p, '\0', (size_t)(end - p));
 		if (!z)
 			break;
-		char hex[41];
+		/* parsed by hand: sscanf was a tenth of a second snapshot */
 		struct sc_entry e;
-		unsigned mode;
-		int at = -1;
-		if (sscanf(p,
-			   "%40s %" SCNu64 " %" SCNu64 " %" SCNd64 " %" SCNd64 " %" SCNd64
-			   " %" SCNd64 " %o %n",
-			   hex, &e.size, &e.ino, &e.mtime_s, &e.mtime_ns, &e.ctime_s, &e.ctime_ns,
-			   &mode, &at) == 8 &&
-		    at > 0 && git_oid_fromstr(&e.oid, hex) == 0) {
-			e.mode = mode;
-			if (add(c, p + at, &e))
+		char *q = p + 41;
+		bool ok = z - p > 41 && p[40] == ' ' && git_oid_fromstrn(&e.oid, p, 40) == 0;
+		uint64_t f[7];
+		for (int i = 0; ok && i < 7; i++) {
+			char *next;
+			f[i] = strtoull(q, &next, i == 6 ? 8 : 10);
+			ok = next != q && *next == ' ';
+			q = next + 1;
+		}
+		if (ok) {
+			e.size = f[0];
+			e.ino = f[1];
+			e.mtime_s = (int64_t)f[2];
+			e.mtime_ns = (int64_t)f[3];
+			e.ctime_s = (int64_t)f[4];
+			e.ctime_ns = (int64_t)f[5];
+			e.mode = (uint32_t)f[6];
+			if (add(c, q, &e))
 				break; /* out of memory: a smaller cache */
 		}
 		p = z + 1;
@@ -132,7 +144,7 @@ int scache_save(struct scache *c, const char *path)
 	if (!path || !c->dirty)
 		return 0;
 	struct sfs_buf b = {0};
-	int r = sfs_buf_adds(&b, SC_MAGIC);
+	int r = sfs_buf_printf(&b, SC_MAGIC "%016" PRIx64 "\n", st_identity());
 	char hex[41];
 	for (size_t i = 0; !r && i < c->n; i++) {
 		const struct sc_entry *e = &c->v[i];

@@ -1,9 +1,10 @@
 /*
- * snapshots/ID/diff: the live workspace written as a tree (blobs only for
- * files the stat cache does not vouch for; an unchanged file's blob is
- * already there) and diffed against the snapshot's tree by libgit2, which
- * prints git's own patch format: mode changes, new and deleted files,
- * symlinks, "Binary files … differ".
+ * snapshots/ID/diff: the paths where the live workspace differs from the
+ * snapshot (compare.c, or a copy-on-write base's own list) become two small
+ * trees holding just those paths, one from the snapshot (or the base
+ * directory), one from the workspace (blobs stored only for those files),
+ * and libgit2 diffs them in git's own patch format: mode changes, new and
+ * deleted files, symlinks, "Binary files … differ".
  */
 #include "internal.h"
 
@@ -29,42 +30,6 @@ static int print(git_repository *repo, git_tree *a, git_tree *b, struct sfs_buf 
 	git_buf_dispose(&text);
 	git_diff_free(d);
 	return r;
-}
-
-int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf *out,
-	      struct sfs_err *err)
-{
-	struct rec r = {.err = err};
-	struct scache sc;
-	scache_load(&sc, cache);
-	r.cache = &sc;
-	int ret = st_open(&r.repo, err);
-	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
-	if (rc < 0)
-		ret = st_error(err, rc, "diff: the object store");
-	git_oid cid, live;
-	git_commit *c = NULL;
-	git_tree *a = NULL, *b = NULL;
-	if (!ret && (git_oid_fromstr(&cid, commit) < 0 || git_commit_lookup(&c, r.repo, &cid) < 0))
-		ret = sfs_errf(err, -ENOENT, "diff: commit %s is not in the store", commit);
-	if (!ret && (rc = git_commit_tree(&a, c)) < 0)
-		ret = st_error(err, rc, "diff: the snapshot's tree");
-	if (!ret)
-		ret = rec_tree(&r, rootfd, "", &live);
-	if (!ret && (rc = git_tree_lookup(&b, r.repo, &live)) < 0)
-		ret = st_error(err, rc, "diff: the workspace's tree");
-	if (!ret)
-		ret = print(r.repo, a, b, out, err);
-	if (!ret)
-		scache_save(&sc, cache);
-	git_tree_free(a);
-	git_tree_free(b);
-	git_commit_free(c);
-	scache_free(&sc);
-	sfs_buf_free(&r.modes);
-	git_odb_free(r.odb);
-	git_repository_free(r.repo);
-	return ret;
 }
 
 /* Opens the directory holding path's last component, walking from rootfd
@@ -166,6 +131,94 @@ int snap_diff_paths(int oldfd, int newfd, const char *const *paths, size_t n, st
 	git_tree_free(b);
 	git_tree_free(empty);
 	git_treebuilder_free(eb);
+	sfs_buf_free(&r.modes);
+	git_odb_free(r.odb);
+	git_repository_free(r.repo);
+	return ret;
+}
+
+static int cmp_paths(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A tree holding only the listed paths as they are in tree t. */
+static int sparse_of_tree(struct rec *r, const git_tree *t, const struct paths *p, git_tree *empty,
+			  git_oid *out)
+{
+	git_tree_update *u = calloc(p->n ? p->n : 1, sizeof(*u));
+	git_tree_entry **ents = calloc(p->n ? p->n : 1, sizeof(*ents));
+	if (!u || !ents) {
+		free(u);
+		free(ents);
+		return sfs_errf(r->err, -ENOMEM, "out of memory");
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		if (git_tree_entry_bypath(&ents[k], t, p->v[i]) < 0)
+			continue; /* not in the snapshot: added since */
+		u[k].action = GIT_TREE_UPDATE_UPSERT;
+		u[k].filemode = git_tree_entry_filemode(ents[k]);
+		git_oid_cpy(&u[k].id, git_tree_entry_id(ents[k]));
+		u[k].path = p->v[i];
+		k++;
+	}
+	int rc = git_tree_create_updated(out, r->repo, empty, k, u);
+	for (size_t i = 0; i < k; i++)
+		git_tree_entry_free(ents[i]);
+	free(ents);
+	free(u);
+	return rc < 0 ? st_error(r->err, rc, "diff: a tree of the changed paths") : 0;
+}
+
+int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf *out,
+	      struct sfs_err *err)
+{
+	struct rec r = {.err = err};
+	struct scache sc;
+	scache_load(&sc, cache);
+	struct paths changed = {0};
+	int ret = st_open(&r.repo, err);
+	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
+	if (rc < 0)
+		ret = st_error(err, rc, "diff: the object store");
+	git_oid cid, aid, bid, eid;
+	git_commit *c = NULL;
+	git_tree *snap = NULL, *empty = NULL, *a = NULL, *b = NULL;
+	git_treebuilder *eb = NULL;
+	if (!ret && (git_oid_fromstr(&cid, commit) < 0 || git_commit_lookup(&c, r.repo, &cid) < 0))
+		ret = sfs_errf(err, -ENOENT, "diff: commit %s is not in the store", commit);
+	if (!ret && (rc = git_commit_tree(&snap, c)) < 0)
+		ret = st_error(err, rc, "diff: the snapshot's tree");
+	if (!ret)
+		ret = cmp_tree(r.repo, snap, rootfd, &sc, &changed, err);
+	if (!ret && changed.n) {
+		qsort(changed.v, changed.n, sizeof(*changed.v), cmp_paths);
+		if ((rc = git_treebuilder_new(&eb, r.repo, NULL)) < 0 ||
+		    (rc = git_treebuilder_write(&eid, eb)) < 0 ||
+		    (rc = git_tree_lookup(&empty, r.repo, &eid)) < 0)
+			ret = st_error(err, rc, "diff: the empty tree");
+		if (!ret)
+			ret = sparse_of_tree(&r, snap, &changed, empty, &aid);
+		if (!ret)
+			ret = sparse_tree(&r, rootfd, (const char *const *)changed.v, changed.n,
+					  empty, &bid);
+		if (!ret && ((rc = git_tree_lookup(&a, r.repo, &aid)) < 0 ||
+			     (rc = git_tree_lookup(&b, r.repo, &bid)) < 0))
+			ret = st_error(err, rc, "diff: the trees");
+		if (!ret)
+			ret = print(r.repo, a, b, out, err);
+	}
+	if (!ret)
+		scache_save(&sc, cache);
+	git_tree_free(a);
+	git_tree_free(b);
+	git_tree_free(empty);
+	git_tree_free(snap);
+	git_treebuilder_free(eb);
+	git_commit_free(c);
+	paths_free(&changed);
+	scache_free(&sc);
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);

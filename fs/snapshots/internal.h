@@ -16,6 +16,9 @@ int st_open(git_repository **repo, struct sfs_err *err);
 int st_error(struct sfs_err *err, int rc, const char *what);
 /* The git mode's implied permission bits: 0644, 0755 (files), 0755 (dirs). */
 mode_t st_implied_perm(git_filemode_t m);
+/* Which store this is (device and inode of its objects directory; 0 when
+ * there is none yet): a stat cache made for another store is not used. */
+uint64_t st_identity(void);
 
 /* ---- cache.c: the stat cache ---- */
 struct sc_entry {
@@ -59,6 +62,19 @@ int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const 
 git_filemode_t rec_filemode(const struct stat *st);
 /* Whether a name is left out of snapshots (".git"). */
 bool rec_ignored(const char *name);
+
+/* ---- compare.c: what differs between a tree and a directory ---- */
+struct paths {
+	char **v;
+	size_t n, cap;
+};
+int paths_add(struct paths *p, const char *path);
+void paths_free(struct paths *p);
+/* The paths (relative; a directory stands for all below it) where the
+ * directory under rootfd differs from tree t; reads only files the cache
+ * does not vouch for, and stores nothing. */
+int cmp_tree(git_repository *repo, const git_tree *t, int rootfd, struct scache *cache,
+	     struct paths *out, struct sfs_err *err);
 
 /* The modes blob of a commit as path -> mode. */
 int st_modes_load(git_repository *repo, const git_commit *c, struct pmap *modes);

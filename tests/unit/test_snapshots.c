@@ -202,6 +202,38 @@ static void test_diff_restore(void)
 	sfs_rm_rf(state);
 }
 
+/* Whole directories appearing and going, a file becoming a directory. */
+static void test_diff_dirs(void)
+{
+	setup();
+	int fd = rootfd();
+	char commit[41], p[512];
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, commit, NULL, NULL), 0);
+	snprintf(p, sizeof(p), "%s/newdir", ws);
+	mkdir(p, 0755);
+	put("newdir/x.txt", "x\n", 0644);
+	put("sub/b.txt", "bee\n", 0644);
+	snprintf(p, sizeof(p), "rm -r %s/sub", ws);
+	CHECK_INT(system(p), 0);
+	snprintf(p, sizeof(p), "%s/a.txt", ws);
+	unlink(p);
+	mkdir(p, 0755);
+	put("a.txt/inner", "in\n", 0644);
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(commit, fd, cache, &d, &err), 0);
+	CHECK_STREQ(err.msg, "");
+	CHECK(d.buf && strstr(d.buf, "+++ b/newdir/x.txt"));
+	CHECK(d.buf && strstr(d.buf, "--- a/sub/b.txt"));
+	CHECK(d.buf && strstr(d.buf, "--- a/a.txt\n+++ /dev/null"));
+	CHECK(d.buf && strstr(d.buf, "+++ b/a.txt/inner"));
+	CHECK(d.buf && !strstr(d.buf, "run.sh"));
+	sfs_buf_free(&d);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
 static void test_diff_paths(void)
 {
 	setup();
@@ -251,4 +283,5 @@ static void test_forget(void)
 }
 
 CHECK_MAIN(CHECK_CASE(test_take_info_browse), CHECK_CASE(test_stat_cache),
-	   CHECK_CASE(test_diff_restore), CHECK_CASE(test_diff_paths), CHECK_CASE(test_forget))
+	   CHECK_CASE(test_diff_restore), CHECK_CASE(test_diff_dirs), CHECK_CASE(test_diff_paths),
+	   CHECK_CASE(test_forget))

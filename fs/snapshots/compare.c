@@ -1,0 +1,171 @@
+/*
+ * What differs between a snapshot's tree and a live directory, as a list of
+ * paths, without writing anything: each directory's entries are matched by
+ * name against the tree's, a file's blob id comes from the stat cache or
+ * from hashing it (git_odb_hash: nothing stored), and a directory that is
+ * new, gone or of another kind is one path.  The diff is then made of just
+ * those paths (diff.c), which is what keeps `cat snapshots/ID/diff` close to
+ * `git diff`: no tree is built or written for the unchanged rest.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct cmp {
+	struct scache *cache;
+	struct paths *out;
+	struct sfs_err *err;
+};
+
+int paths_add(struct paths *p, const char *path)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 16;
+		char **v = realloc(p->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	if (!(p->v[p->n] = strdup(path)))
+		return -ENOMEM;
+	p->n++;
+	return 0;
+}
+
+void paths_free(struct paths *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i]);
+	free(p->v);
+	memset(p, 0, sizeof(*p));
+}
+
+/* The blob id of the file or symlink name in dirfd, without storing it. */
+static int hash_entry(struct cmp *c, int dirfd, const char *name, const char *rel,
+		      const struct stat *st, git_oid *oid)
+{
+	if (S_ISLNK(st->st_mode)) {
+		char target[4096];
+		ssize_t n = readlinkat(dirfd, name, target, sizeof(target));
+		if (n < 0)
+			return -errno;
+		return git_odb_hash(oid, target, (size_t)n, GIT_OBJECT_BLOB) < 0 ? -EIO : 0;
+	}
+	if (c->cache && scache_hit(c->cache, rel, st, oid))
+		return 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	size_t len = (size_t)st->st_size;
+	void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	close(fd);
+	if (data == MAP_FAILED)
+		return -errno;
+	int rc = git_odb_hash(oid, data ? data : "", len, GIT_OBJECT_BLOB);
+	if (data)
+		munmap(data, len);
+	if (rc < 0)
+		return -EIO;
+	if (c->cache)
+		scache_note(c->cache, rel, st, oid);
+	return 0;
+}
+
+static char *join(const char *rel, const char *name)
+{
+	char *p;
+	return asprintf(&p, "%s%s%s", rel, *rel ? "/" : "", name) < 0 ? NULL : p;
+}
+
+static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t,
+		   const char *rel);
+
+static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char *name,
+		     const char *rel, const git_tree_entry *e)
+{
+	struct stat st;
+	git_filemode_t fm = 0;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		fm = rec_filemode(&st);
+	if (!fm) /* gone, or a special file (never recorded) */
+		return e ? paths_add(c->out, rel) : 0;
+	if (!e || git_tree_entry_filemode(e) != fm)
+		return paths_add(c->out, rel);
+	if (fm == GIT_FILEMODE_TREE) {
+		git_tree *sub = NULL;
+		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || git_tree_lookup(&sub, repo, git_tree_entry_id(e)) < 0) {
+			if (fd >= 0)
+				close(fd);
+			return paths_add(c->out, rel); /* let the diff writer say what it is */
+		}
+		int r = cmp_dir(c, repo, fd, sub, rel);
+		git_tree_free(sub);
+		close(fd);
+		return r;
+	}
+	git_oid oid;
+	if (hash_entry(c, dirfd, name, rel, &st, &oid) ||
+	    !git_oid_equal(&oid, git_tree_entry_id(e)))
+		return paths_add(c->out, rel);
+	return 0;
+}
+
+static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t,
+		   const char *rel)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return sfs_errf(c->err, -errno, "diff: open %s: %s", *rel ? rel : ".",
+				strerror(errno));
+	}
+	/* the names the directory has, to find the tree's entries it lacks */
+	struct pmap names = {0};
+	int r = 0;
+	struct dirent *de;
+	while (!r && (de = readdir(d))) {
+		const char *name = de->d_name;
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || rec_ignored(name))
+			continue;
+		const git_tree_entry *e = git_tree_entry_byname(t, name);
+		if (e && pmap_put(&names, name, 1))
+			r = -ENOMEM;
+		char *p = r ? NULL : join(rel, name);
+		if (!r)
+			r = p ? cmp_entry(c, repo, dirfd, name, p, e) : -ENOMEM;
+		free(p);
+	}
+	size_t n = git_tree_entrycount(t);
+	for (size_t i = 0; !r && names.n < n && i < n; i++) {
+		const char *name = git_tree_entry_name(git_tree_entry_byindex(t, i));
+		uint64_t v;
+		if (pmap_get(&names, name, &v))
+			continue;
+		char *p = join(rel, name);
+		r = p ? paths_add(c->out, p) : -ENOMEM;
+		free(p);
+	}
+	pmap_free(&names);
+	closedir(d);
+	if (r == -ENOMEM)
+		return sfs_errf(c->err, r, "out of memory");
+	return r;
+}
+
+int cmp_tree(git_repository *repo, const git_tree *t, int rootfd, struct scache *cache,
+	     struct paths *out, struct sfs_err *err)
+{
+	struct cmp c = {cache, out, err};
+	return cmp_dir(&c, repo, rootfd, t, "");
+}
