@@ -1,16 +1,15 @@
 /*
  * The stat cache: what git's index does for `git add`.  One file per
- * sandbox; each record is
- *
- *	OID SIZE INO MTIME_S MTIME_NS CTIME_S CTIME_NS MODE PATH\0
- *
- * after a first line naming the store it was made for (st_identity: a
- * cache whose blobs are not in this store is not used).  A file whose
- * size, times, inode and mode all match its record is taken to hold that
- * blob without being read.  Like git's "racily clean" rule, a
- * file changed in the second the cache is made (or later) is not recorded:
- * a write within the same timestamp could go unseen.  A cache that cannot
- * be read is an empty cache (every file is hashed), never an error.
+ * sandbox, read whole and used in place (like git's index, not parsed into
+ * copies): a first line naming the format, the record size and the store it
+ * was made for (st_identity: a cache whose blobs are not in this store is
+ * not used), then records of struct sc_entry's bytes (this host's layout:
+ * the cache never leaves it), a 16-bit path length and the path with its
+ * NUL.  A file whose size, times, inode and mode all match its record is
+ * taken to hold that blob without being read.  Like git's "racily clean"
+ * rule, a file changed in the second the cache is made (or later) is not
+ * recorded: a write within the same timestamp could go unseen.  A cache that
+ * cannot be read is an empty cache (every file is hashed), never an error.
  */
 #include "internal.h"
 
@@ -23,9 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#define SC_MAGIC "sandboxfs-statcache 2 "
+#define SC_MAGIC "sandboxfs-statcache 3 "
 
-static int add(struct scache *c, const char *path, const struct sc_entry *e)
+/* Adds or updates path's record; a new path's string is kept (not copied). */
+static int add(struct scache *c, char *path, const struct sc_entry *e)
 {
 	uint64_t at;
 	if (pmap_get(&c->index, path, &at)) {
@@ -44,60 +44,54 @@ static int add(struct scache *c, const char *path, const struct sc_entry *e)
 		c->paths = p;
 		c->cap = cap;
 	}
-	if (!(c->paths[c->n] = strdup(path)))
+	c->paths[c->n] = path;
+	if (pmap_put(&c->index, path, c->n))
 		return -ENOMEM;
-	if (pmap_put(&c->index, path, c->n)) {
-		free(c->paths[c->n]);
-		return -ENOMEM;
-	}
 	c->v[c->n++] = *e;
 	return 0;
+}
+
+static bool in_blob(const struct scache *c, const char *p)
+{
+	return c->blob && p >= c->blob && p < c->blob + c->bloblen;
+}
+
+static void head(char *buf, size_t len)
+{
+	snprintf(buf, len, SC_MAGIC "%zu %016" PRIx64 "\n", sizeof(struct sc_entry), st_identity());
 }
 
 int scache_load(struct scache *c, const char *path)
 {
 	memset(c, 0, sizeof(*c));
+	c->index.borrow = true;
 	c->now = (int64_t)time(NULL);
 	char *data;
 	size_t len;
 	if (!path || sfs_read_file(path, &data, &len) < 0)
 		return 0;
-	char head[64];
-	snprintf(head, sizeof(head), SC_MAGIC "%016" PRIx64 "\n", st_identity());
-	size_t hlen = strlen(head);
-	if (len < hlen || memcmp(data, head, hlen) != 0) {
+	char h[80];
+	head(h, sizeof(h));
+	size_t hlen = strlen(h);
+	if (len < hlen || memcmp(data, h, hlen) != 0) {
 		free(data);
 		return 0;
 	}
-	for (char *p = data + hlen, *end = data + len; p < end;) {
-		char *z = memchr(p, '\0', (size_t)(end - p));
-		if (!z)
-			break;
-		/* parsed by hand: sscanf was a tenth of a second snapshot */
+	c->blob = data;
+	c->bloblen = len;
+	const size_t rec = sizeof(struct sc_entry) + 2;
+	for (char *p = data + hlen, *end = data + len; (size_t)(end - p) > rec;) {
 		struct sc_entry e;
-		char *q = p + 41;
-		bool ok = z - p > 41 && p[40] == ' ' && git_oid_fromstrn(&e.oid, p, 40) == 0;
-		uint64_t f[7];
-		for (int i = 0; ok && i < 7; i++) {
-			char *next;
-			f[i] = strtoull(q, &next, i == 6 ? 8 : 10);
-			ok = next != q && *next == ' ';
-			q = next + 1;
-		}
-		if (ok) {
-			e.size = f[0];
-			e.ino = f[1];
-			e.mtime_s = (int64_t)f[2];
-			e.mtime_ns = (int64_t)f[3];
-			e.ctime_s = (int64_t)f[4];
-			e.ctime_ns = (int64_t)f[5];
-			e.mode = (uint32_t)f[6];
-			if (add(c, q, &e))
-				break; /* out of memory: a smaller cache */
-		}
-		p = z + 1;
+		uint16_t plen;
+		memcpy(&e, p, sizeof(e));
+		memcpy(&plen, p + sizeof(e), 2);
+		char *name = p + rec;
+		if ((size_t)(end - name) < (size_t)plen + 1 || name[plen] != '\0')
+			break; /* cut short: the rest is hashed again */
+		if (add(c, name, &e))
+			break; /* out of memory: a smaller cache */
+		p = name + plen + 1;
 	}
-	free(data);
 	return 0;
 }
 
@@ -136,7 +130,17 @@ int scache_note(struct scache *c, const char *path, const struct stat *st, const
 	fill(&e, st);
 	e.oid = *oid;
 	c->dirty = true;
-	return add(c, path, &e);
+	uint64_t at;
+	if (pmap_get(&c->index, path, &at)) {
+		c->v[at] = e;
+		return 0;
+	}
+	char *copy = strdup(path);
+	if (!copy || add(c, copy, &e)) {
+		free(copy);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int scache_save(struct scache *c, const char *path)
@@ -144,18 +148,19 @@ int scache_save(struct scache *c, const char *path)
 	if (!path || !c->dirty)
 		return 0;
 	struct sfs_buf b = {0};
-	int r = sfs_buf_printf(&b, SC_MAGIC "%016" PRIx64 "\n", st_identity());
-	char hex[41];
+	char h[80];
+	head(h, sizeof(h));
+	int r = sfs_buf_adds(&b, h);
 	for (size_t i = 0; !r && i < c->n; i++) {
-		const struct sc_entry *e = &c->v[i];
-		git_oid_tostr(hex, sizeof(hex), &e->oid);
-		r = sfs_buf_printf(&b,
-				   "%s %" PRIu64 " %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64
-				   " %" PRId64 " %o %s",
-				   hex, e->size, e->ino, e->mtime_s, e->mtime_ns, e->ctime_s,
-				   e->ctime_ns, (unsigned)e->mode, c->paths[i]);
+		size_t plen = strlen(c->paths[i]);
+		uint16_t l16 = (uint16_t)plen;
+		if (plen > UINT16_MAX)
+			continue;
+		r = sfs_buf_add(&b, &c->v[i], sizeof(c->v[i]));
 		if (!r)
-			r = sfs_buf_addc(&b, '\0');
+			r = sfs_buf_add(&b, &l16, 2);
+		if (!r)
+			r = sfs_buf_add(&b, c->paths[i], plen + 1);
 	}
 	/* a cache is only a speed-up: a failed write is forgotten */
 	if (!r)
@@ -167,8 +172,10 @@ int scache_save(struct scache *c, const char *path)
 void scache_free(struct scache *c)
 {
 	for (size_t i = 0; i < c->n; i++)
-		free(c->paths[i]);
+		if (!in_blob(c, c->paths[i]))
+			free(c->paths[i]);
 	free(c->paths);
+	free(c->blob);
 	free(c->v);
 	pmap_free(&c->index);
 	memset(c, 0, sizeof(*c));

@@ -28,9 +28,11 @@ struct sc_entry {
 	git_oid oid;
 };
 struct scache {
-	struct pmap index; /* path -> position in v */
+	struct pmap index; /* path -> position in v; keys are paths[] */
 	struct sc_entry *v;
-	char **paths;
+	char **paths; /* into blob (as loaded) or malloc'd (noted since) */
+	char *blob;   /* the file as read */
+	size_t bloblen;
 	size_t n, cap;
 	int64_t now; /* entries changed in this second or later are not kept */
 	bool dirty;

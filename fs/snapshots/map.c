@@ -25,7 +25,8 @@ static size_t slot(const struct pmap *m, const char *key)
 static int grow(struct pmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 64;
-	struct pmap g = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(uint64_t)), cap, m->n};
+	struct pmap g = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(uint64_t)), cap, m->n,
+			 m->borrow};
 	if (!g.keys || !g.vals) {
 		free(g.keys);
 		free(g.vals);
@@ -50,7 +51,7 @@ int pmap_put(struct pmap *m, const char *key, uint64_t val)
 		return -ENOMEM;
 	size_t i = slot(m, key);
 	if (!m->keys[i]) {
-		if (!(m->keys[i] = strdup(key)))
+		if (!(m->keys[i] = m->borrow ? (char *)key : strdup(key)))
 			return -ENOMEM;
 		m->n++;
 	}
@@ -71,7 +72,7 @@ bool pmap_get(const struct pmap *m, const char *key, uint64_t *val)
 
 void pmap_free(struct pmap *m)
 {
-	for (size_t i = 0; i < m->cap; i++)
+	for (size_t i = 0; !m->borrow && i < m->cap; i++)
 		free(m->keys[i]);
 	free(m->keys);
 	free(m->vals);

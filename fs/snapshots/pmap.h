@@ -11,8 +11,9 @@ struct pmap {
 	char **keys;
 	uint64_t *vals;
 	size_t cap, n;
+	bool borrow; /* keys are the caller's, kept alive by it: not copied */
 };
-/* 0 or -ENOMEM; the key is copied. */
+/* 0 or -ENOMEM; the key is copied unless the map borrows. */
 int pmap_put(struct pmap *m, const char *key, uint64_t val);
 bool pmap_get(const struct pmap *m, const char *key, uint64_t *val);
 void pmap_free(struct pmap *m);
