@@ -5,12 +5,14 @@ extern const struct sfs_provider sfs_provider_local;
 extern const struct sfs_provider sfs_provider_docker;
 extern const struct sfs_provider sfs_provider_daytona;
 extern const struct sfs_provider sfs_provider_e2b;
+extern const struct sfs_provider sfs_provider_sprites;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
     &sfs_provider_docker,
     &sfs_provider_daytona,
     &sfs_provider_e2b,
+    &sfs_provider_sprites,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

@@ -136,3 +136,29 @@ int sfs_random_hex(char *buf, size_t n)
 	buf[n] = '\0';
 	return 0;
 }
+
+/* "2024-05-01T10:20:30.123456Z" (or with an offset) to unix seconds. */
+int64_t sfs_parse_time(const char *s)
+{
+	if (!s)
+		return 0;
+	struct tm tm = {0};
+	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!rest)
+		rest = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
+	if (!rest)
+		return 0;
+	int64_t t = (int64_t)timegm(&tm);
+	while (*rest == '.' || (*rest >= '0' && *rest <= '9'))
+		rest++;
+	while (*rest == ' ')
+		rest++;
+	if ((*rest == '+' || *rest == '-') && strlen(rest) >= 5) {
+		int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
+		int mm = rest[3] == ':' ? (rest[4] - '0') * 10 + (rest[5] - '0')
+					: (rest[3] - '0') * 10 + (rest[4] - '0');
+		int64_t off = (int64_t)(hh * 3600 + mm * 60);
+		t += *rest == '+' ? -off : off;
+	}
+	return t;
+}

@@ -17,6 +17,9 @@ int sfs_mkdir_p(const char *path, unsigned mode);
 int sfs_rm_rf(const char *path);
 /* Current time as RFC 3339 UTC. */
 void sfs_now_rfc3339(char *buf, size_t len);
+/* "2024-05-01T10:20:30.123456Z" (or with an offset, or a space for the T)
+ * to unix seconds; 0 when NULL or unparseable. */
+int64_t sfs_parse_time(const char *s);
 /* A random lowercase hex string of n chars (n < len). */
 int sfs_random_hex(char *buf, size_t n);
 /* Path of the running executable (resolved at startup). */

@@ -1,6 +1,8 @@
 /* The toolbox file API behind workspace/ (fs/cache/ caches on top). */
 #include "daytona.h"
 
+#include "../util.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,32 +11,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-/* "2024-05-01T10:20:30.123456Z" (or with an offset) to unix seconds. */
-static int64_t parse_time(const char *s)
-{
-	if (!s)
-		return 0;
-	struct tm tm = {0};
-	const char *rest = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!rest)
-		rest = strptime(s, "%Y-%m-%d %H:%M:%S", &tm);
-	if (!rest)
-		return 0;
-	int64_t t = (int64_t)timegm(&tm);
-	while (*rest == '.' || (*rest >= '0' && *rest <= '9'))
-		rest++;
-	while (*rest == ' ')
-		rest++;
-	if ((*rest == '+' || *rest == '-') && strlen(rest) >= 5) {
-		int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
-		int mm = rest[3] == ':' ? (rest[4] - '0') * 10 + (rest[5] - '0')
-					: (rest[3] - '0') * 10 + (rest[4] - '0');
-		int64_t off = (int64_t)(hh * 3600 + mm * 60);
-		t += *rest == '+' ? -off : off;
-	}
-	return t;
-}
 
 /* A FileInfo object to attributes (public for the fuzz harness). */
 int dt_file_info_from_json(json_t *o, struct sfs_rstat *st)
@@ -55,7 +31,7 @@ int dt_file_info_from_json(json_t *o, struct sfs_rstat *st)
 	st->mode = type | bits;
 	st->size = (off_t)json_integer_value(json_object_get(o, "size"));
 	const char *t = json_string_value(json_object_get(o, "modifiedAt"));
-	st->mtime = parse_time(t ? t : json_string_value(json_object_get(o, "modTime")));
+	st->mtime = sfs_parse_time(t ? t : json_string_value(json_object_get(o, "modTime")));
 	const char *target = json_string_value(json_object_get(o, "symlinkTarget"));
 	if (type == S_IFLNK && target && !(st->link = strdup(target)))
 		return -ENOMEM;

@@ -1,0 +1,386 @@
+/*
+ * workspace/ through the sprite's fs routes (provider-apis.md §3.4): read,
+ * write (raw bodies), list (with attributes; stat is a listing of the
+ * parent), delete, rename, chmod.  The API has no mkdir or symlink: those
+ * are one short exec each, which also gives mkdir its exact errors (the
+ * SDKs' `.keep` upload would make parents and leave a file behind).
+ */
+#include "sprites.h"
+
+#include "../util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define WRITE_MAX (16 << 20) /* the API's limit (413 beyond) */
+
+/* workspace + "/" + rel, escaped for a query value when escape. */
+static char *abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
+{
+	char *p = NULL;
+	const char *ws = sb->workspace ? sb->workspace : "/";
+	if (asprintf(&p, "%s%s%s", ws, *rel && ws[strlen(ws) - 1] != '/' ? "/" : "", rel) < 0)
+		return NULL;
+	if (!escape)
+		return p;
+	char *e = sfs_http_escape_component(p);
+	free(p);
+	return e;
+}
+
+/* A non-2xx answer as errno + the server's message. */
+static int status_err(const char *op, const char *path, struct sfs_http_resp *resp,
+		      struct sfs_err *err)
+{
+	char msg[512];
+	sfs_http_error_text(resp->body ? resp->body : "", resp->len, msg, sizeof msg);
+	return sfs_errf(err, sfs_http_status_errno(resp->status), "sprites: %s %s: HTTP %ld: %s",
+			op, path, resp->status, msg);
+}
+
+/* One fs route: `route?path=ABS` (+ extra query), body raw or JSON. */
+static int fs_call(struct sfs_sandbox *sb, const char *method, const char *route, const char *rel,
+		   const char *extra, struct sfs_http_req *req, struct sfs_http_resp *resp,
+		   struct sfs_err *err)
+{
+	char *p = rel ? abs_path(sb, rel, true) : NULL;
+	char *rest = NULL, path[4096];
+	if ((rel && !p) || asprintf(&rest, "/fs/%s%s%s%s", route, p ? "?path=" : "", p ? p : "",
+				    extra ? extra : "") < 0) {
+		free(p);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	free(p);
+	sp_path(path, sizeof path, sb->id, rest);
+	free(rest);
+	req->method = method;
+	return sp_api_req(path, req, resp, err);
+}
+
+static int parse_entry(json_t *o, struct sfs_rdirent *d)
+{
+	memset(d, 0, sizeof *d);
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const char *type = json_string_value(json_object_get(o, "type"));
+	const char *mode = json_string_value(json_object_get(o, "mode"));
+	if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -EPROTO;
+	mode_t t = S_IFREG;
+	if ((type && !strcmp(type, "directory")) || json_is_true(json_object_get(o, "isDir")))
+		t = S_IFDIR;
+	else if (type && !strcmp(type, "symlink"))
+		t = S_IFLNK;
+	d->st.mode = t | (mode ? (mode_t)strtoul(mode, NULL, 8) & 07777 : 0644);
+	json_int_t size = json_integer_value(json_object_get(o, "size"));
+	d->st.size = size > 0 ? (off_t)size : 0;
+	d->st.mtime = sfs_parse_time(json_string_value(json_object_get(o, "modTime")));
+	const char *target = json_string_value(json_object_get(o, "target"));
+	if (t == S_IFLNK && target && !(d->st.link = strdup(target)))
+		return -ENOMEM;
+	if (!(d->name = strdup(name))) {
+		free(d->st.link);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The entries of a listing of rel (a directory's children, or the file). */
+static int list_raw(struct sfs_sandbox *sb, const char *rel, struct sfs_rdirent **ents, size_t *n,
+		    struct sfs_err *err)
+{
+	*ents = NULL;
+	*n = 0;
+	struct sfs_http_req req = {0};
+	struct sfs_http_resp resp = {0};
+	int r = fs_call(sb, "GET", "list", rel, NULL, &req, &resp, err);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status > 299) {
+		r = status_err("list", rel, &resp, err);
+		sfs_http_resp_free(&resp);
+		return r;
+	}
+	json_t *o = json_loadb(resp.body, resp.len, 0, NULL);
+	sfs_http_resp_free(&resp);
+	json_t *arr = json_object_get(o, "entries");
+	if (!json_is_array(arr)) {
+		json_decref(o);
+		return sfs_errf(err, -EPROTO, "sprites: list %s: no entries in the answer", rel);
+	}
+	size_t cap = json_array_size(arr);
+	struct sfs_rdirent *e = calloc(cap ? cap : 1, sizeof *e);
+	if (!e) {
+		json_decref(o);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < cap; i++) {
+		int pr = parse_entry(json_array_get(arr, i), &e[k]);
+		if (pr == -ENOMEM) {
+			sfs_rdirents_free(e, k);
+			json_decref(o);
+			return sfs_errf(err, -ENOMEM, "out of memory");
+		}
+		if (!pr)
+			k++; /* a nameless or path-like entry is skipped */
+	}
+	json_decref(o);
+	*ents = e;
+	*n = k;
+	return 0;
+}
+
+int sp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err)
+{
+	int r = list_raw(sb, path, ents, n, err);
+	/* a listing of a file is the file itself: not a directory */
+	if (!r && *n == 1 && !S_ISDIR((*ents)[0].st.mode)) {
+		const char *base = strrchr(path, '/');
+		if (!strcmp((*ents)[0].name, base ? base + 1 : path)) {
+			struct sfs_rstat st;
+			if (!sp_fs_stat(sb, path, &st, NULL)) {
+				bool dir = S_ISDIR(st.mode);
+				free(st.link);
+				if (!dir) {
+					sfs_rdirents_free(*ents, *n);
+					*ents = NULL;
+					*n = 0;
+					return sfs_errf(err, -ENOTDIR,
+							"sprites: %s: not a directory", path);
+				}
+			}
+		}
+	}
+	return r;
+}
+
+int sp_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	/* the parent's listing has the entry's own attributes */
+	char *parent = strdup(path);
+	if (!parent)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char *slash = strrchr(parent, '/');
+	const char *name = slash ? slash + 1 : parent;
+	struct sfs_rdirent *ents;
+	size_t n;
+	int r;
+	if (!*path) {
+		/* the workspace root: its parent may be outside what we may list */
+		memset(st, 0, sizeof *st);
+		st->mode = S_IFDIR | 0755;
+		r = list_raw(sb, "", &ents, &n, err);
+		if (!r)
+			sfs_rdirents_free(ents, n);
+		free(parent);
+		return r;
+	}
+	if (slash)
+		*slash = '\0';
+	r = list_raw(sb, slash ? parent : "", &ents, &n, err);
+	if (!r) {
+		r = sfs_errf(err, -ENOENT, "sprites: %s: no such file or directory", path);
+		for (size_t i = 0; i < n; i++) {
+			if (!strcmp(ents[i].name, name)) {
+				*st = ents[i].st;
+				ents[i].st.link = NULL;
+				sfs_err_clear(err);
+				r = 0;
+				break;
+			}
+		}
+		sfs_rdirents_free(ents, n);
+	}
+	free(parent);
+	return r;
+}
+
+struct to_fd {
+	int fd;
+};
+
+static int write_fd(const void *data, size_t len, void *arg)
+{
+	struct to_fd *t = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t w = write(t->fd, p, len);
+		if (w < 0)
+			return -errno;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int rewind_fd(void *arg)
+{
+	struct to_fd *t = arg;
+	return ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) ? -errno : 0;
+}
+
+int sp_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	struct to_fd t = {fd};
+	struct sfs_http_req req = {.sink = write_fd, .sink_reset = rewind_fd, .sink_arg = &t};
+	struct sfs_http_resp resp = {0};
+	int r = fs_call(sb, "GET", "read", path, NULL, &req, &resp, err);
+	if (!r && (resp.status < 200 || resp.status > 299))
+		r = status_err("read", path, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int sp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return sfs_errf(err, -errno, "sprites: write %s: %m", path);
+	if (st.st_size > WRITE_MAX)
+		return sfs_errf(err, -EFBIG,
+				"sprites: write %s: %lld bytes, the API takes at most %d", path,
+				(long long)st.st_size, WRITE_MAX);
+	char *data = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!data)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(fd, data + got, (size_t)st.st_size - got, (off_t)got);
+		if (n <= 0) {
+			free(data);
+			return sfs_errf(err, n < 0 ? -errno : -EIO, "sprites: write %s: short read",
+					path);
+		}
+		got += (size_t)n;
+	}
+	char extra[64];
+	snprintf(extra, sizeof extra, "&mode=0%o&mkdir=false",
+		 (unsigned)(mode & 07777 ? mode & 07777 : 0644));
+	struct sfs_http_req req = {.body = data,
+				   .body_len = got,
+				   .content_type = "application/octet-stream",
+				   .retry_unsafe = true}; /* a whole-file PUT can be repeated */
+	struct sfs_http_resp resp = {0};
+	int r = fs_call(sb, "PUT", "write", path, extra, &req, &resp, err);
+	free(data);
+	if (!r && (resp.status < 200 || resp.status > 299))
+		r = status_err("write", path, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+/* A JSON fs route (rename, chmod, delete with a body). */
+static int fs_json(struct sfs_sandbox *sb, const char *method, const char *route, json_t *body,
+		   const char *what, const char *rel, long *status, struct sfs_err *err)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	if (!text)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	struct sfs_http_req req = {
+	    .body = text, .body_len = strlen(text), .content_type = "application/json"};
+	struct sfs_http_resp resp = {0};
+	int r = fs_call(sb, method, route, NULL, NULL, &req, &resp, err);
+	free(text);
+	if (status)
+		*status = resp.status;
+	if (!r && (resp.status < 200 || resp.status > 299))
+		r = status_err(what, rel, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int sp_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	char *p = abs_path(sb, path, false);
+	if (!p)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	json_t *body = json_pack("{s:s, s:b}", "path", p, "recursive", 0);
+	free(p);
+	long status = 0;
+	int r = fs_json(sb, "DELETE", "delete", body, dir ? "rmdir" : "unlink", path, &status, err);
+	if (r == -EINVAL && dir && status == 400)
+		r = sfs_errf(err, -ENOTEMPTY, "sprites: rmdir %s: directory not empty", path);
+	return r;
+}
+
+int sp_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char *a = abs_path(sb, from, false), *b = abs_path(sb, to, false);
+	json_t *body = a && b ? json_pack("{s:s, s:s}", "source", a, "dest", b) : NULL;
+	free(a);
+	free(b);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return fs_json(sb, "POST", "rename", body, "rename", from, NULL, err);
+}
+
+int sp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *p = abs_path(sb, path, false), m[8];
+	snprintf(m, sizeof m, "%04o", (unsigned)(mode & 07777));
+	json_t *body =
+	    p ? json_pack("{s:s, s:s, s:b}", "path", p, "mode", m, "recursive", 0) : NULL;
+	free(p);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return fs_json(sb, "POST", "chmod", body, "chmod", path, NULL, err);
+}
+
+/* sh -c SCRIPT sandboxfs ARGS: its exit code is an errno (0 ok). */
+static int exec_errno(struct sfs_sandbox *sb, const char *script, const char *const *args,
+		      const char *what, const char *rel, struct sfs_err *err)
+{
+	const char *argv[8] = {"/bin/sh", "-c", script, "sandboxfs"};
+	size_t k = 4;
+	for (size_t i = 0; args[i] && k < 7; i++)
+		argv[k++] = args[i];
+	argv[k] = NULL;
+	int code = -1;
+	int r = sp_exec_capture(sb, argv, 60000, &code, NULL, NULL, err);
+	if (r)
+		return r;
+	if (code)
+		return sfs_errf(err, -(code == 17 || code == 2 || code == 20 ? code : EIO),
+				"sprites: %s %s: %s", what, rel,
+				code == 17   ? "it exists"
+				: code == 2  ? "no such directory"
+				: code == 20 ? "not a directory"
+					     : "failed");
+	return 0;
+}
+
+int sp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *p = abs_path(sb, path, false), m[8];
+	if (!p)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	snprintf(m, sizeof m, "%04o", (unsigned)(mode & 07777));
+	const char *args[] = {p, m, NULL};
+	int r = exec_errno(sb,
+			   "[ -e \"$1\" ] || [ -L \"$1\" ] && exit 17; d=$(dirname -- \"$1\"); "
+			   "[ -e \"$d\" ] || exit 2; [ -d \"$d\" ] || exit 20; "
+			   "mkdir -m \"$2\" -- \"$1\" || exit 5",
+			   args, "mkdir", path, err);
+	free(p);
+	return r;
+}
+
+int sp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
+{
+	char *p = abs_path(sb, path, false);
+	if (!p)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	const char *args[] = {target, p, NULL};
+	int r = exec_errno(sb,
+			   "[ -e \"$2\" ] || [ -L \"$2\" ] && exit 17; d=$(dirname -- \"$2\"); "
+			   "[ -d \"$d\" ] || exit 2; ln -s -- \"$1\" \"$2\" || exit 5",
+			   args, "symlink", path, err);
+	free(p);
+	return r;
+}

@@ -1,0 +1,362 @@
+/*
+ * Runs.  Each is one exec session running the shell kit's journal wrapper,
+ * with stdin open and max_run_after_disconnect long (sprites.keep), so the
+ * daemon's socket closes right after session_info and the run goes on: its
+ * journal and status live in ${TMPDIR:-/tmp}/sandboxfs-runs/KEY-N in the
+ * sprite.  RUN/sprites (on this host) keeps the session id, through which
+ * stdin is written later (attach, stream 0; EOF is stream 4).  Status,
+ * journal reads and kill are short exec sessions of the kit's scripts; the
+ * kit's kill signals the run's process group (the wrapper made it with
+ * setsid, so the session's own kill route, which signals the session's
+ * process, would reach only the wrapper) and checks it is gone.
+ * Followers are attached sessions of the kit's `tail -f`, ended through
+ * the kill route.
+ */
+#include "sprites.h"
+
+#include "../config.h"
+#include "../sh/sh.h"
+#include "../util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define READ_MAX (1024 * 1024)
+#define STDIN_CHUNK (64 * 1024)
+
+static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+}
+
+static long poll_timeout_ms(void)
+{
+	return (long)(sfs_config_get_double("sprites.poll_timeout", 10.0) * 1000);
+}
+
+/* Runs a kit command to its end: stdout and exit code. */
+static int kit(struct sfs_sandbox *sb, struct sfs_sh_cmd *c, long timeout_ms, int *code, char **out,
+	       size_t *len, struct sfs_err *err)
+{
+	int r = sp_exec_capture(sb, (const char *const *)c->argv, timeout_ms, code, out, len, err);
+	sfs_sh_cmd_free(c);
+	return r;
+}
+
+int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof dir);
+	struct sfs_sh_run wrap = {.dir = dir,
+				  .workspace = sb->workspace ? sb->workspace : "/",
+				  .cmd = run->cmd,
+				  .env = &sb->env,
+				  .keep_stdin = true};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_wrapper(&c, &wrap, err);
+	if (r)
+		return r;
+	struct sp_exec e = {.argv = (const char *const *)c.argv,
+			    .stdin_open = true,
+			    .keep = sfs_config_get("sprites.keep", "720h")};
+	struct sfs_ws *ws;
+	long session = 0;
+	r = sp_exec_open(sb, &e, &ws, &session, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	/* wait for session_info (or an early end); output goes to the journal */
+	long t = poll_timeout_ms();
+	while (!session) {
+		const uint8_t *d;
+		size_t len;
+		int op = sfs_ws_recv(ws, t, &d, &len, NULL, err);
+		if (op == SFS_WS_TEXT) {
+			json_t *j = json_loadb((const char *)d, len, 0, NULL);
+			json_t *id = json_object_get(j, "session_id");
+			if (json_is_integer(id))
+				session = (long)json_integer_value(id);
+			else if (json_is_string(id))
+				session = strtol(json_string_value(id), NULL, 10);
+			json_decref(j);
+		} else if (op == SFS_WS_BINARY && len && d[0] == 3) {
+			break; /* it ended already: nothing to attach to */
+		} else if (op <= 0) {
+			if (op == 0)
+				r = sfs_errf(err, -ETIMEDOUT, "sprites: no session_info for run %d",
+					     run->n);
+			else if (op == -ECONNRESET)
+				r = 0; /* ended: the wrapper recorded its status */
+			else
+				r = op;
+			break;
+		}
+	}
+	/* a close frame: the session stays (max_run_after_disconnect) */
+	sfs_ws_close(ws, SFS_WS_CLOSE_NORMAL, 0);
+	if (r)
+		return r;
+	char file[4200], text[64];
+	snprintf(file, sizeof file, "%s/sprites", run->dir);
+	int tl = snprintf(text, sizeof text, "session %ld\n", session);
+	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	run->state = SFS_RUN_RUNNING;
+	return 0;
+}
+
+static long run_session(struct sfs_run *run)
+{
+	char file[4200], *text = NULL;
+	size_t len;
+	snprintf(file, sizeof file, "%s/sprites", run->dir);
+	if (sfs_read_file(file, &text, &len) < 0)
+		return 0;
+	long s = 0;
+	sscanf(text, "session %ld", &s);
+	free(text);
+	return s;
+}
+
+int sp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof dir);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, dir, err);
+	int code = 0;
+	char *out = NULL;
+	if (!r)
+		r = kit(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
+	if (r)
+		return r;
+	char *line = out, *p;
+	while ((p = strchr(line, '\n')) && p[1])
+		line = p + 1;
+	int n = 0;
+	bool sig;
+	if (sfs_sh_parse_status(line, &sig, &n)) {
+		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
+		run->code = n;
+	} else if (!strncmp(line, "running", 7)) {
+		run->state = SFS_RUN_RUNNING;
+	} else if (!strncmp(line, "none", 4)) {
+		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
+	} else if (!strncmp(line, "lost", 4)) {
+		run->state = SFS_RUN_LOST;
+	} else {
+		r = sfs_errf(err, -EPROTO, "sprites: run %d: unexpected status \"%.60s\"", run->n,
+			     line);
+	}
+	free(out);
+	return r;
+}
+
+ssize_t sp_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			size_t max, struct sfs_err *err)
+{
+	if (max > READ_MAX)
+		max = READ_MAX;
+	char file[300];
+	snprintf(file, sizeof file, "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
+	/* stdout is its own stream here: no base64 needed */
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, file, off, max, false, err);
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	if (!r)
+		r = kit(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
+	if (r)
+		return r;
+	if (code == 3) {
+		free(out);
+		return 0;
+	}
+	if (len > max)
+		len = max;
+	memcpy(buf, out, len);
+	free(out);
+	return (ssize_t)len;
+}
+
+int sp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof dir);
+	int grace = (int)(sfs_config_get_double("sprites.kill_grace", 5.0) * 1000);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_kill(&c, dir, sig, escalate, grace, err);
+	int code = 0;
+	char *out = NULL;
+	if (!r)
+		r = kit(sb, &c, poll_timeout_ms() + grace, &code, &out, NULL, err);
+	if (r)
+		return r;
+	size_t l = strlen(out);
+	while (l && (out[l - 1] == '\n' || out[l - 1] == '\r'))
+		out[--l] = '\0';
+	r = sfs_sh_kill_answer(out, run->n, err);
+	free(out);
+	return r;
+}
+
+/* Attaches to the run's session and sends one binary message per chunk. */
+static int stdin_send(struct sfs_sandbox *sb, struct sfs_run *run, uint8_t stream, const void *buf,
+		      size_t len, struct sfs_err *err)
+{
+	long session = run_session(run);
+	if (!session)
+		return sfs_errf(err, -EPIPE, "sprites: run %d has no session to write to", run->n);
+	struct sfs_ws *ws;
+	long s;
+	int r = sp_exec_open(sb, &(struct sp_exec){.session = session}, &ws, &s, err);
+	if (r == -ENOENT)
+		return sfs_errf(err, -EPIPE, "sprites: run %d's session is gone", run->n);
+	if (r)
+		return r;
+	uint8_t *frame = malloc(1 + (len < STDIN_CHUNK ? len : STDIN_CHUNK));
+	if (!frame) {
+		sfs_ws_close(ws, SFS_WS_CLOSE_NORMAL, 0);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	const uint8_t *p = buf;
+	frame[0] = stream;
+	do {
+		size_t n = len < STDIN_CHUNK ? len : STDIN_CHUNK;
+		memcpy(frame + 1, p, n);
+		r = sfs_ws_send(ws, SFS_WS_BINARY, frame, 1 + n, err);
+		p += n;
+		len -= n;
+	} while (!r && len);
+	free(frame);
+	/* wait for the server's close so the bytes are in before we return */
+	sfs_ws_close(ws, SFS_WS_CLOSE_NORMAL, 2000);
+	return r;
+}
+
+int sp_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
+		   struct sfs_err *err)
+{
+	return len ? stdin_send(sb, run, 0, buf, len, err) : 0;
+}
+
+int sp_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	return stdin_send(sb, run, 4, NULL, 0, err);
+}
+
+/* ---- followers ------------------------------------------------------------ */
+
+struct sp_follower {
+	struct sfs_ws *ws;
+	long session;
+	int wfd;
+	pthread_t thread;
+	int stop;
+	char dir[256];
+	char token[17];
+};
+
+static void *follow_main(void *arg)
+{
+	struct sp_follower *f = arg;
+	while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+		const uint8_t *d;
+		size_t len;
+		int op = sfs_ws_recv(f->ws, 200, &d, &len, NULL, NULL);
+		if (op == 0 || op == SFS_WS_TEXT)
+			continue;
+		if (op < 0)
+			break;
+		if (len && d[0] == 3)
+			break;
+		if (len < 2 || d[0] != 1)
+			continue; /* stderr: the follower's pid line */
+		const uint8_t *p = d + 1;
+		size_t n = len - 1;
+		while (n) {
+			ssize_t w = send(f->wfd, p, n, MSG_NOSIGNAL);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				goto out; /* the engine closed its end */
+			p += w;
+			n -= (size_t)w;
+		}
+	}
+out:
+	close(f->wfd);
+	f->wfd = -1;
+	return NULL;
+}
+
+int sp_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
+		      void **follower, struct sfs_err *err)
+{
+	struct sp_follower *f = calloc(1, sizeof *f);
+	if (!f)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	run_dir(sb, run, f->dir, sizeof f->dir);
+	if (sfs_random_hex(f->token, 16)) {
+		free(f);
+		return sfs_errf(err, -EIO, "random: out of entropy");
+	}
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_follow(&c, f->dir, from, f->token, err);
+	if (r) {
+		free(f);
+		return r;
+	}
+	r = sp_exec_open(sb, &(struct sp_exec){.argv = (const char *const *)c.argv, .keep = "0s"},
+			 &f->ws, &f->session, err);
+	sfs_sh_cmd_free(&c);
+	int sv[2] = {-1, -1};
+	if (!r && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		r = sfs_errf(err, -errno, "socketpair: %m");
+	if (!r) {
+		f->wfd = sv[1];
+		if (pthread_create(&f->thread, NULL, follow_main, f)) {
+			r = sfs_errf(err, -EAGAIN, "sprites: no thread for a journal follower");
+			close(sv[0]);
+			close(sv[1]);
+		}
+	}
+	if (r) {
+		sfs_ws_close(f->ws, SFS_WS_CLOSE_NORMAL, 0);
+		free(f);
+		return r;
+	}
+	*fd = sv[0];
+	*follower = f;
+	return 0;
+}
+
+void sp_journal_unfollow(struct sfs_sandbox *sb, void *follower)
+{
+	struct sp_follower *f = follower;
+	if (!f)
+		return;
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	/* tail must not outlive us: end its session through the kill route,
+	 * else the kit's unfollow (token file) */
+	struct sfs_err err = {0};
+	if (!f->session || sp_kill_session(sb, f->session, "SIGTERM", "2s", &err) < 0) {
+		struct sfs_sh_cmd c;
+		int code;
+		if (!sfs_sh_unfollow(&c, f->dir, 0, f->token, &err))
+			kit(sb, &c, poll_timeout_ms(), &code, NULL, NULL, &err);
+		if (err.code)
+			sfs_log(SFS_LOG_WARN, "sprites: journal follower %s: %s", f->token,
+				err.msg);
+	}
+	pthread_join(f->thread, NULL);
+	sfs_ws_close(f->ws, SFS_WS_CLOSE_NORMAL, 0);
+	free(f);
+}
