@@ -68,7 +68,8 @@ int sp_exec_open(struct sfs_sandbox *sb, const struct sp_exec *e, struct sfs_ws 
 	return r;
 }
 
-/* A text message's session id, exit code or nothing. */
+/* A text message's session id, exit code or nothing ("control:" lines
+ * are the control channel's, not JSON). */
 static void on_text(const uint8_t *d, size_t len, long *session, int *exit)
 {
 	if (len >= 8 && !memcmp(d, "control:", 8))
@@ -85,6 +86,13 @@ static void on_text(const uint8_t *d, size_t len, long *session, int *exit)
 		*exit = (int)json_integer_value(json_object_get(j, "exit_code"));
 	}
 	json_decref(j);
+}
+
+long sp_session_info(const uint8_t *d, size_t len)
+{
+	long session = 0;
+	on_text(d, len, &session, NULL);
+	return session;
 }
 
 static int64_t now_ms(void)

@@ -384,3 +384,34 @@ int sp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 	free(p);
 	return r;
 }
+
+/* The source tree of `new … source=` (ctl/source.c): one upload of the
+ * archive and one exec that unpacks and removes it, whatever the file count
+ * (so at most the write route's 16 MiB). */
+int sp_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	static const char rel[] = ".sandboxfs-source.tar";
+	int r = sp_fs_write(sb, rel, fd, 0600, err);
+	if (r)
+		return r;
+	char *tar = abs_path(sb, rel, false), *root = abs_path(sb, "", false);
+	const char *argv[] = {
+	    "/bin/sh",	 "-c", "tar -xf \"$1\" -C \"$2\" 2>&1; s=$?; rm -f -- \"$1\"; exit $s",
+	    "sandboxfs", tar,  root,
+	    NULL};
+	int code = -1;
+	char *out = NULL;
+	if (!tar || !root)
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	else
+		r = sp_exec_capture(sb, argv, -1, &code, &out, NULL, err);
+	if (!r && code != 0)
+		r = sfs_errf(err, -EIO, "sprites: unpacking the source tree (%lld bytes): tar: %s",
+			     (long long)size, out && *out ? out : "failed");
+	if (r)
+		sp_fs_remove(sb, rel, false, NULL);
+	free(out);
+	free(tar);
+	free(root);
+	return r;
+}

@@ -53,13 +53,18 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof dir);
+	struct sfs_kvlist env; /* the sandbox's env and its secrets */
+	int r = sfs_sb_run_env(sb, &env, err);
+	if (r)
+		return r;
 	struct sfs_sh_run wrap = {.dir = dir,
 				  .workspace = sb->workspace ? sb->workspace : "/",
 				  .cmd = run->cmd,
-				  .env = &sb->env,
+				  .env = &env,
 				  .keep_stdin = true};
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_wrapper(&c, &wrap, err);
+	r = sfs_sh_wrapper(&c, &wrap, err);
+	sfs_kv_free(&env);
 	if (r)
 		return r;
 	struct sp_exec e = {.argv = (const char *const *)c.argv,
@@ -78,13 +83,7 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		size_t len;
 		int op = sfs_ws_recv(ws, t, &d, &len, NULL, err);
 		if (op == SFS_WS_TEXT) {
-			json_t *j = json_loadb((const char *)d, len, 0, NULL);
-			json_t *id = json_object_get(j, "session_id");
-			if (json_is_integer(id))
-				session = (long)json_integer_value(id);
-			else if (json_is_string(id))
-				session = strtol(json_string_value(id), NULL, 10);
-			json_decref(j);
+			session = sp_session_info(d, len);
 		} else if (op == SFS_WS_BINARY && len && d[0] == 3) {
 			break; /* it ended already: nothing to attach to */
 		} else if (op <= 0) {
@@ -271,7 +270,14 @@ static void *follow_main(void *arg)
 		const uint8_t *d;
 		size_t len;
 		int op = sfs_ws_recv(f->ws, 200, &d, &len, NULL, NULL);
-		if (op == 0 || op == SFS_WS_TEXT)
+		if (op == SFS_WS_TEXT) {
+			/* session_info: the session unfollow ends through the kill route */
+			long s = sp_session_info(d, len);
+			if (s)
+				__atomic_store_n(&f->session, s, __ATOMIC_RELEASE);
+			continue;
+		}
+		if (op == 0)
 			continue;
 		if (op < 0)
 			break;
@@ -347,7 +353,8 @@ void sp_journal_unfollow(struct sfs_sandbox *sb, void *follower)
 	/* tail must not outlive us: end its session through the kill route,
 	 * else the kit's unfollow (token file) */
 	struct sfs_err err = {0};
-	if (!f->session || sp_kill_session(sb, f->session, "SIGTERM", "2s", &err) < 0) {
+	long session = __atomic_load_n(&f->session, __ATOMIC_ACQUIRE);
+	if (!session || sp_kill_session(sb, session, "SIGTERM", "2s", &err) < 0) {
 		struct sfs_sh_cmd c;
 		int code;
 		if (!sfs_sh_unfollow(&c, f->dir, 0, f->token, &err))

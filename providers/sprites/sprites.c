@@ -298,6 +298,7 @@ static const struct sfs_provider_ops sprites_ops = {
     .fs_list = sp_fs_list,
     .fs_read = sp_fs_read,
     .fs_write = sp_fs_write,
+    .fs_put_tree = sp_fs_put_tree,
     .fs_mkdir = sp_fs_mkdir,
     .fs_remove = sp_fs_remove,
     .fs_rename = sp_fs_rename,

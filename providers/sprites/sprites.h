@@ -54,11 +54,13 @@ struct sp_exec {
  * (0 when none came). */
 int sp_exec_open(struct sfs_sandbox *sb, const struct sp_exec *e, struct sfs_ws **ws, long *session,
 		 struct sfs_err *err);
+/* The session id of a text message that is session_info, else 0. */
+long sp_session_info(const uint8_t *d, size_t len);
 /* Runs a command to its end: stdout to *out (may be NULL), its exit code. */
 int sp_exec_capture(struct sfs_sandbox *sb, const char *const *argv, long timeout_ms, int *exit,
 		    char **out, size_t *outlen, struct sfs_err *err);
-/* The kill route for a session (NDJSON progress); 0 also when it had ended
- * (410) or is unknown (404).  *code (may be NULL) gets its exit code. */
+/* The kill route for a session (NDJSON progress up to "complete"); 0 also
+ * when it had ended (410) or is unknown (404). */
 int sp_kill_session(struct sfs_sandbox *sb, long session, const char *signal, const char *timeout,
 		    struct sfs_err *err);
 
@@ -88,6 +90,7 @@ int sp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sf
 int sp_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
 int sp_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);
 int sp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+int sp_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 int sp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 		  struct sfs_err *err);
 

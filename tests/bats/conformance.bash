@@ -595,13 +595,24 @@ conf_test_forget_resume() {
 conf_test_stop_start_destroy() {
 	conf_new ss >/dev/null
 	echo kept >"$(ws ss)/f"
-	ctl_write "$MNT/ss/ctl" stop >/dev/null
-	grep -qx 'state stopped' "$MNT/ss/status"
-	run ctl_write "$MNT/ss/ctl" 'exec true'
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: "* ]]
-	ctl_write "$MNT/ss/ctl" start >/dev/null
-	grep -qx 'state running' "$MNT/ss/status"
+	if [ -n "${P_NO_STOP:-}" ]; then
+		# no stop/start on this provider: refused with its reason, nothing changes
+		run ctl_write "$MNT/ss/ctl" stop
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"$P_NO_STOP"* ]]
+		run ctl_write "$MNT/ss/ctl" start
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"$P_NO_STOP"* ]]
+		grep -qx 'state running' "$MNT/ss/status"
+	else
+		ctl_write "$MNT/ss/ctl" stop >/dev/null
+		grep -qx 'state stopped' "$MNT/ss/status"
+		run ctl_write "$MNT/ss/ctl" 'exec true'
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"error: "* ]]
+		ctl_write "$MNT/ss/ctl" start >/dev/null
+		grep -qx 'state running' "$MNT/ss/status"
+	fi
 	[ "$(conf_run ss 'cat f')" = kept ]
 	ctl_write "$MNT/ss/ctl" destroy >/dev/null
 	[ ! -e "$MNT/ss" ]

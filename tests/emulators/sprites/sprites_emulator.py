@@ -11,14 +11,16 @@ commands and the file API see the same files.
 
     sprites_emulator.py [--port N] [--root DIR] [--token TOKEN]
                         [--latency-ms N] [--fail-rate P] [--drop-rate P]
-                        [--log FILE] [--port-file FILE]
+                        [--slow-rate P] [--log FILE] [--port-file FILE]
 
 Flags also read env vars (SPRITES_EMU_PORT, ..._TOKEN, ...).  The chosen port
 is printed and written to --port-file.  Fault switches, changeable while
 running (no auth; not Sprites):
     POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,
-                       "hang":bool,"fail_paths":"substring"}
-    GET  /_emu/stats  {"requests", "sprites", "sessions" (live), "by_route"}
+                       "slow_rate":..,"hang":bool,"fail_paths":"substring"}
+    GET  /_emu/stats  {"requests", "sandboxes" (sprites), "sessions" (live exec
+                       sessions), "processes" (live processes started for any
+                       sprite, setsid'd ones included), "by_route"}
 
 Conventions where the real API is UNSURE (documented, not guessed silently):
 - exec over WebSocket only (the HTTP POST exec's output format is unknown);
@@ -59,7 +61,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.RLock()
 SPRITES = {}   # name -> dict
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "hang": False, "fail_paths": ""}
+FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0, "hang": False,
+          "fail_paths": ""}
 STATS = {"requests": 0, "by_route": {}}
 CFG = {}
 NEXT_SESSION = [1]
@@ -117,22 +120,32 @@ def live_sessions(sp):
     return [s for s in sp["sessions"].values() if s.proc.poll() is None]
 
 
-def kill_everything(sp):
-    """Every process started for the sprite, setsid'd or not: they carry MARK."""
-    me = "%s=%s" % (MARK, sp["dir"])
+def marked_pids(sp=None):
+    """Live processes started for a sprite (or any), setsid'd or not: they
+    carry MARK in their environment.  Zombies are dead: not counted."""
+    prefix = ("%s=%s" % (MARK, sp["dir"] if sp else CFG["root"] + "/")).encode()
+    pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open("/proc/%s/environ" % pid, "rb") as f:
                 env = f.read().split(b"\0")
-        except OSError:
+            with open("/proc/%s/stat" % pid, "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
             continue
-        if me.encode() in env:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
+        if state != b"Z" and any(e == prefix or (not sp and e.startswith(prefix)) for e in env):
+            pids.append(int(pid))
+    return pids
+
+
+def kill_everything(sp):
+    for pid in marked_pids(sp):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def resolve(sp, path, workdir=None):
@@ -373,9 +386,16 @@ class Handler(BaseHTTPRequestHandler):
         # head and body in one write: two small writes meet Nagle and the
         # client's delayed ACK (40 ms a request)
         self._headers_buffer.append(b"\r\n")
-        if status != 204:
+        slow = status != 204 and len(data) > 1 and random.random() < FAULTS["slow_rate"]
+        if status != 204 and not slow:
             self._headers_buffer.append(data)
         self.flush_headers()
+        if slow:  # half the body, a pause, the rest
+            half = len(data) // 2
+            self.wfile.write(data[:half])
+            self.wfile.flush()
+            time.sleep(1.0)
+            self.wfile.write(data[half:])
 
     def _ndjson(self, lines):
         data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
@@ -431,8 +451,9 @@ class Handler(BaseHTTPRequestHandler):
         if parts[1:] == ["stats"]:
             with LOCK:
                 live = sum(len(live_sessions(sp)) for sp in SPRITES.values())
-                return self._send(200, {"requests": STATS["requests"], "sprites": len(SPRITES),
-                                        "sessions": live, "by_route": STATS["by_route"]})
+                return self._send(200, {"requests": STATS["requests"], "sandboxes": len(SPRITES),
+                                        "sessions": live, "processes": len(marked_pids()),
+                                        "by_route": STATS["by_route"]})
         self._send(404, {"error": "not_found", "message": "no such emulator route"})
 
     def _json_body(self):
@@ -487,8 +508,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _create(self, body):
         name = body.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
-            raise ApiError(400, "bad_request", "name must be lowercase letters, digits and '-'")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name) \
+                or "--" in name or name.endswith("-"):
+            raise ApiError(400, "invalid_name", "sprite name %r is not a DNS label "
+                           "(lowercase letters, digits, single '-' inside)" % name)
         with LOCK:
             if name in SPRITES:
                 raise ApiError(400, "already_exists", "sprite %s already exists" % name)
@@ -735,13 +758,15 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=int(env("LATENCY_MS", "0")))
     ap.add_argument("--fail-rate", type=float, default=float(env("FAIL_RATE", "0")))
     ap.add_argument("--drop-rate", type=float, default=float(env("DROP_RATE", "0")))
+    ap.add_argument("--slow-rate", type=float, default=float(env("SLOW_RATE", "0")))
     ap.add_argument("--log", default=env("LOG"))
     ap.add_argument("--port-file", default=env("PORT_FILE"))
     a = ap.parse_args()
     root = a.root or os.path.join(os.environ.get("TMPDIR", "/tmp"), "sprites-emu-%d" % os.getpid())
     os.makedirs(root, exist_ok=True)
     CFG.update(root=os.path.realpath(root), token=a.token, log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate)
+    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
+                  slow_rate=a.slow_rate)
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     srv.daemon_threads = True
     CFG["port"] = srv.server_address[1]
