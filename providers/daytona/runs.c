@@ -101,26 +101,7 @@ int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
-	/* the answer is the last line: anything before it is stray stderr */
-	char *line = out, *p;
-	while ((p = strchr(line, '\n')) && p[1])
-		line = p + 1;
-	int n = 0;
-	bool sig;
-	if (sfs_sh_parse_status(line, &sig, &n)) {
-		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
-		run->code = n;
-	} else if (!strncmp(line, "running", 7)) {
-		run->state = SFS_RUN_RUNNING;
-	} else if (!strncmp(line, "none", 4)) {
-		/* the wrapper has not made its directory yet, or never will */
-		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
-	} else if (!strncmp(line, "lost", 4)) {
-		run->state = SFS_RUN_LOST;
-	} else {
-		r = sfs_errf(err, -EPROTO, "daytona: run %d: unexpected status \"%.60s\"", run->n,
-			     line);
-	}
+	r = sfs_sh_status_apply(out, run, "daytona", err);
 	free(out);
 	return r;
 }

@@ -107,21 +107,7 @@ int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
-	int n = 0;
-	bool sig;
-	if (sfs_sh_parse_status(out, &sig, &n)) {
-		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
-		run->code = n;
-	} else if (!strncmp(out, "running", 7)) {
-		run->state = SFS_RUN_RUNNING;
-	} else if (!strncmp(out, "none", 4)) {
-		/* the wrapper has not made its directory yet, or never will */
-		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
-	} else if (!strncmp(out, "lost", 4)) {
-		run->state = SFS_RUN_LOST;
-	} else {
-		r = sfs_errf(err, -EPROTO, "e2b: run %d: unexpected status \"%.60s\"", run->n, out);
-	}
+	r = sfs_sh_status_apply(out, run, "e2b", err);
 	free(out);
 	return r;
 }

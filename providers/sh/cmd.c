@@ -3,6 +3,7 @@
 #include "scripts.h"
 
 #include "../http/http.h"
+#include "../provider.h"
 #include "../strbuf.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char sfs_sh_keepalive[] = SH_KEEPALIVE;
 
@@ -276,6 +278,31 @@ bool sfs_sh_parse_status(const char *text, bool *signal, int *code)
 		return true;
 	}
 	return false;
+}
+
+int sfs_sh_status_apply(const char *out, struct sfs_run *run, const char *what, struct sfs_err *err)
+{
+	/* the answer is the last line: anything before it is stray stderr */
+	const char *line = out ? out : "", *p;
+	while ((p = strchr(line, '\n')) && p[1])
+		line = p + 1;
+	int n = 0;
+	bool sig;
+	if (sfs_sh_parse_status(line, &sig, &n)) {
+		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
+		run->code = n;
+	} else if (!strncmp(line, "running", 7)) {
+		run->state = SFS_RUN_RUNNING;
+	} else if (!strncmp(line, "none", 4)) {
+		/* the wrapper has not made its directory yet, or never will */
+		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
+	} else if (!strncmp(line, "lost", 4)) {
+		run->state = SFS_RUN_LOST;
+	} else {
+		return sfs_errf(err, -EPROTO, "%s: run %d: unexpected status \"%.60s\"", what,
+				run->n, line);
+	}
+	return 0;
 }
 
 int sfs_sh_mkdir(struct sfs_sh_cmd *c, const char *path, struct sfs_err *err)

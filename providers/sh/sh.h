@@ -138,6 +138,14 @@ int sfs_sh_alive(struct sfs_sh_cmd *c, const char *rundir, struct sfs_err *err);
  * one. */
 bool sfs_sh_parse_status(const char *text, bool *signal, int *code);
 
+/* The status script's output (its last line: anything before it is stray
+ * stderr) applied to run: exited/killed with the code, running, or lost
+ * ("none" counts as running for the first minute: the wrapper may not have
+ * made its directory yet).  -EPROTO naming `what` for anything else. */
+struct sfs_run;
+int sfs_sh_status_apply(const char *out, struct sfs_run *run, const char *what,
+			struct sfs_err *err);
+
 /* mkdir -p path. */
 int sfs_sh_mkdir(struct sfs_sh_cmd *c, const char *path, struct sfs_err *err);
 

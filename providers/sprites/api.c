@@ -43,16 +43,24 @@ static char *url_of(const char *path)
 	return url;
 }
 
+/* The token and the absolute URL of path, or the reason there are none. */
+static int prepare(const char *path, const char **tok, char **url, struct sfs_err *err)
+{
+	int r = need_token(tok, err);
+	if (r)
+		return r;
+	*url = url_of(path);
+	return *url ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+}
+
 int sp_api_req(const char *path, struct sfs_http_req *req, struct sfs_http_resp *resp,
 	       struct sfs_err *err)
 {
 	const char *tok;
-	int r = need_token(&tok, err);
+	char *url;
+	int r = prepare(path, &tok, &url, err);
 	if (r)
 		return r;
-	char *url = url_of(path);
-	if (!url)
-		return sfs_errf(err, -ENOMEM, "out of memory");
 	req->url = url;
 	req->bearer = tok;
 	req->what = "sprites";
@@ -68,12 +76,10 @@ int sp_api(const char *method, const char *path, json_t *body, json_t **out, lon
 	   struct sfs_err *err)
 {
 	const char *tok;
-	int r = need_token(&tok, err);
+	char *url;
+	int r = prepare(path, &tok, &url, err);
 	if (r)
 		return r;
-	char *url = url_of(path);
-	if (!url)
-		return sfs_errf(err, -ENOMEM, "out of memory");
 	struct sfs_http_req req = {.method = method,
 				   .url = url,
 				   .bearer = tok,

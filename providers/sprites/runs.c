@@ -134,24 +134,7 @@ int sp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 		r = kit(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
 	if (r)
 		return r;
-	char *line = out, *p;
-	while ((p = strchr(line, '\n')) && p[1])
-		line = p + 1;
-	int n = 0;
-	bool sig;
-	if (sfs_sh_parse_status(line, &sig, &n)) {
-		run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
-		run->code = n;
-	} else if (!strncmp(line, "running", 7)) {
-		run->state = SFS_RUN_RUNNING;
-	} else if (!strncmp(line, "none", 4)) {
-		run->state = time(NULL) - run->started < 60 ? SFS_RUN_RUNNING : SFS_RUN_LOST;
-	} else if (!strncmp(line, "lost", 4)) {
-		run->state = SFS_RUN_LOST;
-	} else {
-		r = sfs_errf(err, -EPROTO, "sprites: run %d: unexpected status \"%.60s\"", run->n,
-			     line);
-	}
+	r = sfs_sh_status_apply(out, run, "sprites", err);
 	free(out);
 	return r;
 }

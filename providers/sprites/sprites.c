@@ -226,26 +226,32 @@ static int sp_snapshot(struct sfs_sandbox *sb, const char *label, char **id, str
 	return 0;
 }
 
-static int sp_restore(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
+/* "/v1/sprites/NAME/checkpoints/ID" + suffix into path[512]. */
+static int checkpoint_path(struct sfs_sandbox *sb, const char *id, const char *suffix,
+			   char path[512], struct sfs_err *err)
 {
-	char *e = sfs_http_escape_component(snapshot_id), rest[256], path[512];
+	char *e = sfs_http_escape_component(id), rest[256];
 	if (!e)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(rest, sizeof rest, "/checkpoints/%s/restore", e);
+	snprintf(rest, sizeof rest, "/checkpoints/%s%s", e, suffix);
 	free(e);
-	sp_path(path, sizeof path, sb->id, rest);
-	return sp_api_ndjson("POST", path, NULL, NULL, NULL, err);
+	sp_path(path, 512, sb->id, rest);
+	return 0;
+}
+
+static int sp_restore(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
+{
+	char path[512];
+	int r = checkpoint_path(sb, snapshot_id, "/restore", path, err);
+	return r ? r : sp_api_ndjson("POST", path, NULL, NULL, NULL, err);
 }
 
 static int sp_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
 {
-	char *e = sfs_http_escape_component(snapshot_id), rest[256], path[512];
-	if (!e)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(rest, sizeof rest, "/checkpoints/%s", e);
-	free(e);
-	sp_path(path, sizeof path, sb->id, rest);
-	int r = sp_api("DELETE", path, NULL, NULL, NULL, err);
+	char path[512];
+	int r = checkpoint_path(sb, snapshot_id, "", path, err);
+	if (!r)
+		r = sp_api("DELETE", path, NULL, NULL, NULL, err);
 	return r == -ENOENT ? 0 : r;
 }
 

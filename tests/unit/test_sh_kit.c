@@ -7,6 +7,7 @@
  */
 #include "check.h"
 
+#include "providers/provider.h"
 #include "providers/sh/sh.h"
 #include "providers/strbuf.h"
 
@@ -616,6 +617,29 @@ static void with_busybox(void)
 	all_cases();
 }
 
+/* The status script's answer applied to a run: last line wins. */
+static void test_status_apply(void)
+{
+	struct sfs_run run = {.n = 4, .started = time(NULL)};
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_sh_status_apply("noise on stderr\nexit 3\n", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_EXITED && run.code == 3);
+	CHECK_INT(sfs_sh_status_apply("signal 9\n", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_KILLED && run.code == 9);
+	CHECK_INT(sfs_sh_status_apply("running\n", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_RUNNING);
+	CHECK_INT(sfs_sh_status_apply("none\n", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_RUNNING); /* a wrapper just starting */
+	run.started -= 120;
+	CHECK_INT(sfs_sh_status_apply("none\n", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_LOST);
+	CHECK_INT(sfs_sh_status_apply("lost", &run, "p", &err), 0);
+	CHECK(run.state == SFS_RUN_LOST);
+	CHECK_INT(sfs_sh_status_apply("what\n", &run, "p", &err), -EPROTO);
+	CHECK(strstr(err.msg, "p: run 4: unexpected status \"what") != NULL);
+	CHECK_INT(sfs_sh_status_apply(NULL, &run, "p", &err), -EPROTO);
+}
+
 static void setup(void)
 {
 	CHECK(mkdtemp(tmp) != NULL);
@@ -635,5 +659,5 @@ static void teardown(void)
 	CHECK_INT(system(cmd), 0);
 }
 
-CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(with_host_sh), CHECK_CASE(with_busybox),
-	   CHECK_CASE(teardown))
+CHECK_MAIN(CHECK_CASE(test_status_apply), CHECK_CASE(setup), CHECK_CASE(with_host_sh),
+	   CHECK_CASE(with_busybox), CHECK_CASE(teardown))
