@@ -10,6 +10,7 @@
 #      comparison; its `new` copies the base).
 #
 #   bash bench/cowbase.sh [FILES] [ROUNDS]     # defaults 200000, 5
+#   MODES=auto bash bench/cowbase.sh 500000   # overlayfs only
 #
 # Prints the median of ROUNDS reads of the diff.  Needs root (overlayfs).
 # SFS_BIN picks the binary (default build/sandboxfs).
@@ -96,5 +97,6 @@ one() {
 	PID=
 }
 
-one auto
-one copy
+for m in ${MODES:-auto copy}; do
+	one "$m"
+done

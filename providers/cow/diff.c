@@ -79,8 +79,9 @@ static int base_deleted(struct diffctx *c, const char *rel, const struct stat *b
 	return sfs_cow_walk_under(c->base, rel, false, deleted_visit, NULL, c, c->err);
 }
 
-/* Under an opaque directory: base files the upper layer does not have. */
-static int opaque_visit(void *arg, int rootfd, const char *rel, const struct stat *st)
+/* Base files the new tree (c->newfd) lacks: below an opaque directory of
+ * the upper layer, or anywhere in the copy. */
+static int lacking_visit(void *arg, int rootfd, const char *rel, const struct stat *st)
 {
 	struct diffctx *c = arg;
 	if (sfs_cow_hide_match(c->hide, rel, S_ISDIR(st->st_mode)))
@@ -122,7 +123,7 @@ static int upper_visit(void *arg, int rootfd, const char *rel, const struct stat
 			return add_change(c, rel, 'D'); /* a directory replaced a file */
 		if (opaque(rootfd, rel)) {
 			int r =
-			    sfs_cow_walk_under(c->base, rel, false, opaque_visit, NULL, c, c->err);
+			    sfs_cow_walk_under(c->base, rel, false, lacking_visit, NULL, c, c->err);
 			if (r)
 				return r;
 		}
@@ -156,17 +157,6 @@ static int copy_visit(void *arg, int rootfd, const char *rel, const struct stat 
 	    (st->st_mode & 0100) == (bst.st_mode & 0100))
 		return 0;
 	return add_change(c, rel, 'M');
-}
-
-static int copy_gone_visit(void *arg, int rootfd, const char *rel, const struct stat *st)
-{
-	struct diffctx *c = arg;
-	if (sfs_cow_hide_match(c->hide, rel, S_ISDIR(st->st_mode)))
-		return SFS_COW_WALK_SKIP;
-	struct stat nst;
-	if (fstatat(c->newfd, rel, &nst, AT_SYMLINK_NOFOLLOW) == 0)
-		return S_ISDIR(st->st_mode) && S_ISDIR(nst.st_mode) ? 0 : SFS_COW_WALK_SKIP;
-	return base_deleted(c, rel, st) ?: SFS_COW_WALK_SKIP;
 }
 
 static int cmp_change(const void *x, const void *y)
@@ -229,7 +219,7 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 	} else if (!r) {
 		r = sfs_cow_walk(c->newroot, true, copy_visit, NULL, c, err);
 		if (!r)
-			r = sfs_cow_walk(c->base, false, copy_gone_visit, NULL, c, err);
+			r = sfs_cow_walk(c->base, false, lacking_visit, NULL, c, err);
 	}
 	if (!r)
 		qsort(c->v, c->n, sizeof(*c->v), cmp_change);

@@ -58,10 +58,11 @@ cow_new() {
 	ctl_write "$MNT/ctl" "new $name base=$BASE $*"
 }
 
-# run_wait NAME CMD: runs CMD in the sandbox and waits; prints its journal.
+# run_wait NAME CMD: runs CMD in the sandbox (local or docker) and waits;
+# prints its journal.
 run_wait() {
 	local n
-	n=$(ctl_write "$MNT/$1/ctl" "exec $2")
+	n=$(dk_ctl "$MNT/$1/ctl" "exec $2")
 	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ] || {
 		cat "$MNT/$1/runs/$n/journal" >&2
 		return 1
@@ -221,37 +222,26 @@ EOF2
 	[ -z "$output" ]
 }
 
-# dk_run_wait NAME CMD: a run in the container, waited for; prints its journal.
-dk_run_wait() {
-	local n
-	n=$(dk_exec "$1" "$2")
-	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ] || {
-		cat "$MNT/$1/runs/$n/journal" >&2
-		return 1
-	}
-	cat "$MNT/$1/runs/$n/journal"
-}
-
 @test "cowbase: docker base= binds the merged view at the workdir; hide= holds inside and through workspace/; the base is never changed" {
 	docker_setup
 	local before
 	before=$(fingerprint "$BASE")
 	dk_new d "base=$BASE" 'hide=.env,*.pem,secrets/'
-	[ "$(dk_run_wait d 'pwd')" = /workspace ]
-	[ "$(dk_run_wait d 'cat src/main.c | wc -l')" = 3 ]
-	dk_run_wait d 'test ! -e .env && test ! -e top.pem && test ! -e docs/server.pem && test ! -e secrets'
-	dk_run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; chmod 600 big.txt; truncate -s 2 big.txt; rm -r gone; echo new >new.txt'
+	[ "$(run_wait d 'pwd')" = /workspace ]
+	[ "$(run_wait d 'cat src/main.c | wc -l')" = 3 ]
+	run_wait d 'test ! -e .env && test ! -e top.pem && test ! -e docs/server.pem && test ! -e secrets'
+	run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; chmod 600 big.txt; truncate -s 2 big.txt; rm -r gone; echo new >new.txt'
 	local w="$MNT/d/workspace"
 	[ "$(cat "$w/new.txt")" = new ]
 	[ "$(tail -1 "$w/src/main.c")" = more ]
 	[ ! -e "$w/.env" ] && [ ! -e "$w/secrets" ] && [ ! -e "$w/docs/server.pem" ]
 	echo from-host >"$w/host.txt"
 	rm "$w/link"
-	[ "$(dk_run_wait d 'cat host.txt; test ! -e link && echo nolink')" = "$(printf 'from-host\nnolink')" ]
+	[ "$(run_wait d 'cat host.txt; test ! -e link && echo nolink')" = "$(printf 'from-host\nnolink')" ]
 	check_untouched "$before"
 	# a restart keeps the view: the container still binds it
 	dk_restart_daemon
-	[ "$(dk_run_wait d 'cat new.txt')" = new ]
+	[ "$(run_wait d 'cat new.txt')" = new ]
 	local cid key
 	cid=$(dk_id d)
 	key=$(ls "$STATE/sandboxes")
@@ -360,6 +350,6 @@ diff_roundtrip() {
 @test "cowbase: docker base= has snapshots/base/diff, replayed by git apply" {
 	docker_setup
 	dk_new d "base=$BASE" 'hide=.env,*.pem,secrets/'
-	dk_run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; rm -r gone; echo new >new.txt; chmod +x big.txt'
+	run_wait d 'echo more >>src/main.c; rm src/deep/x.txt; mv tool.sh t2.sh; rm -r gone; echo new >new.txt; chmod +x big.txt'
 	apply_check d
 }
