@@ -307,7 +307,10 @@ int main(int argc, char **argv)
 	sfs_fs_opts.runs_mode = (mode_t)strtol(sfs_opt_get("runs_mode"), NULL, 8) & 0444;
 	int max_threads = (int)sfs_opt_get_double("max_threads");
 
-	sfs_mount_dir = c.mountpoint; /* base= may not lie inside it */
+	/* base= may not lie inside it; resolved now, while nothing is mounted
+	 * there (later a lookup would be a request to this very daemon) */
+	static char mount_real[PATH_MAX];
+	sfs_mount_dir = realpath(c.mountpoint, mount_real) ? mount_real : c.mountpoint;
 	if (tree_init(statedir, provider, &err) < 0) {
 		fprintf(stderr, "sandboxfs: %s\n", err.msg);
 		return 1;

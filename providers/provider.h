@@ -302,7 +302,7 @@ struct sfs_provider {
 extern pthread_mutex_t sfs_records_mu;
 /* The state directory (STATE), set once at startup. */
 extern const char *sfs_state_dir;
-/* The mount point (as given), set once at startup; NULL in unit tests. */
+/* The mount point (a real path), set once at startup; NULL in unit tests. */
 extern const char *sfs_mount_dir;
 
 /* ---- the record's owner functions (each takes sfs_records_mu) ---------- */

@@ -70,9 +70,9 @@ int sfs_cow_check(const char *base, const char *hide, struct sfs_err *err)
 	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 		return sfs_errf(err, -ENOTDIR, "new: base=%s is not a directory", base);
 	char other[PATH_MAX];
-	if (sfs_mount_dir && realpath(sfs_mount_dir, other) && path_within(real, other))
+	if (sfs_mount_dir && path_within(real, sfs_mount_dir)) /* resolved at startup */
 		return sfs_errf(err, -EINVAL, "new: base=%s is inside the sandboxfs mount %s", base,
-				other);
+				sfs_mount_dir);
 	if (sfs_state_dir && realpath(sfs_state_dir, other) &&
 	    (path_within(real, other) || path_within(other, real)))
 		return sfs_errf(err, -EINVAL,
