@@ -142,6 +142,19 @@ static void add_system(struct argv *a, char links[][64], int *nl)
 	add(a, "--ro-bind");
 	add(a, "/etc");
 	add(a, "/etc");
+	/* sandboxfs's own config may hold provider credentials: masked (a
+	 * read gives EACCES: bwrap's binds are nodev) */
+	const char *conf[] = {"/etc/sandboxfs.conf", sfs_config_get("config", NULL)};
+	for (size_t i = 0; i < sizeof(conf) / sizeof(conf[0]); i++) {
+		struct stat st;
+		if (conf[i] && (!strncmp(conf[i], "/etc/", 5) || !strncmp(conf[i], "/usr/", 5)) &&
+		    (i == 0 || !conf[0] || strcmp(conf[i], conf[0]) != 0) &&
+		    stat(conf[i], &st) == 0 && S_ISREG(st.st_mode)) {
+			add(a, "--ro-bind");
+			add(a, "/dev/null");
+			add(a, conf[i]);
+		}
+	}
 }
 
 /* The last line bwrap wrote to its log, for an error message. */

@@ -111,6 +111,24 @@ new_iso() {
 	ctl_write "$MNT/box/ctl" "kill $run_cmd_n"
 }
 
+@test "isolation=bwrap: sandboxfs's config file (credentials) and secret values stay out of sight inside" {
+	conf=/etc/sandboxfs-isotest-$$.conf
+	echo "git.token = conf-canary-$$" >"$conf"
+	sfs_unmount
+	sfs_mount --config "$conf" || {
+		rm -f "$conf"
+		false
+	}
+	ctl_write "$MNT/ctl" "new box provider=local isolation=bwrap secret.API_TOKEN=env:SFS_ISO_CANARY"
+	run run_in box "cat $conf 2>&1; echo token-length \${#API_TOKEN}; cat /proc/1/cmdline /proc/1/environ /proc/2/environ 2>&1 | tr '\\0' ' '"
+	rm -f "$conf"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"conf-canary-$$"* ]]
+	# the secret reaches the run's environment, and only there
+	grep -qx "token-length ${#SFS_ISO_CANARY}" <<<"$output"
+	[[ "$output" != *"$SFS_ISO_CANARY"* ]]
+}
+
 @test "isolation=bwrap: runs share one namespace set: run 1's background process and /tmp are seen by run 2, not by the host" {
 	new_iso box
 	run run_in box "sleep 300 >/dev/null 2>&1 & echo \$! >/tmp/bg-$$; echo started"
