@@ -22,6 +22,8 @@ struct cmp {
 	struct scache *cache;
 	struct paths *out;
 	struct sfs_err *err;
+	char path[8192]; /* the current path, grown and cut as the walk goes */
+	size_t plen;
 };
 
 int paths_add(struct paths *p, const char *path)
@@ -79,14 +81,27 @@ static int hash_entry(struct cmp *c, int dirfd, const char *name, const char *re
 	return 0;
 }
 
-static char *join(const char *rel, const char *name)
+/* Appends /name to c->path; returns the old length to cut back to, or
+ * (size_t)-1 when the path would not fit. */
+static size_t push(struct cmp *c, const char *name)
 {
-	char *p;
-	return asprintf(&p, "%s%s%s", rel, *rel ? "/" : "", name) < 0 ? NULL : p;
+	size_t old = c->plen, n = strlen(name);
+	if (old + n + 2 > sizeof(c->path))
+		return (size_t)-1;
+	if (old)
+		c->path[c->plen++] = '/';
+	memcpy(c->path + c->plen, name, n + 1);
+	c->plen += n;
+	return old;
 }
 
-static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t,
-		   const char *rel);
+static void pop(struct cmp *c, size_t old)
+{
+	c->plen = old;
+	c->path[old] = '\0';
+}
+
+static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t);
 
 static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char *name,
 		     const char *rel, const git_tree_entry *e)
@@ -107,7 +122,7 @@ static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char 
 				close(fd);
 			return paths_add(c->out, rel); /* let the diff writer say what it is */
 		}
-		int r = cmp_dir(c, repo, fd, sub, rel);
+		int r = cmp_dir(c, repo, fd, sub);
 		git_tree_free(sub);
 		close(fd);
 		return r;
@@ -119,19 +134,17 @@ static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char 
 	return 0;
 }
 
-static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t,
-		   const char *rel)
+static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		return sfs_errf(c->err, -errno, "diff: open %s: %s", *rel ? rel : ".",
+		return sfs_errf(c->err, -errno, "diff: open %s: %s", c->plen ? c->path : ".",
 				strerror(errno));
 	}
-	/* the names the directory has, to find the tree's entries it lacks */
-	struct pmap names = {0};
+	size_t n = git_tree_entrycount(t), found = 0;
 	int r = 0;
 	struct dirent *de;
 	while (!r && (de = readdir(d))) {
@@ -139,33 +152,42 @@ static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tre
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || rec_ignored(name))
 			continue;
 		const git_tree_entry *e = git_tree_entry_byname(t, name);
-		if (e && pmap_put(&names, name, 1))
-			r = -ENOMEM;
-		char *p = r ? NULL : join(rel, name);
-		if (!r)
-			r = p ? cmp_entry(c, repo, dirfd, name, p, e) : -ENOMEM;
-		free(p);
+		found += e != NULL;
+		size_t old = push(c, name);
+		if (old == (size_t)-1) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		r = cmp_entry(c, repo, dirfd, name, c->path, e);
+		pop(c, old);
 	}
-	size_t n = git_tree_entrycount(t);
-	for (size_t i = 0; !r && names.n < n && i < n; i++) {
+	/* the tree's entries the directory lacks (special files that replaced
+	 * one were listed above) */
+	for (size_t i = 0; !r && found < n && i < n; i++) {
 		const char *name = git_tree_entry_name(git_tree_entry_byindex(t, i));
-		uint64_t v;
-		if (pmap_get(&names, name, &v))
+		struct stat st;
+		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 			continue;
-		char *p = join(rel, name);
-		r = p ? paths_add(c->out, p) : -ENOMEM;
-		free(p);
+		size_t old = push(c, name);
+		r = old == (size_t)-1 ? -ENAMETOOLONG : paths_add(c->out, c->path);
+		if (old != (size_t)-1)
+			pop(c, old);
 	}
-	pmap_free(&names);
 	closedir(d);
-	if (r == -ENOMEM)
-		return sfs_errf(c->err, r, "out of memory");
+	if (r == -ENOMEM || r == -ENAMETOOLONG)
+		return sfs_errf(c->err, r,
+				r == -ENOMEM ? "out of memory" : "diff: a path is too long");
 	return r;
 }
 
 int cmp_tree(git_repository *repo, const git_tree *t, int rootfd, struct scache *cache,
 	     struct paths *out, struct sfs_err *err)
 {
-	struct cmp c = {cache, out, err};
-	return cmp_dir(&c, repo, rootfd, t, "");
+	struct cmp *c = calloc(1, sizeof(*c)); /* its path buffer: not on a worker's stack */
+	if (!c)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	*c = (struct cmp){.cache = cache, .out = out, .err = err};
+	int r = cmp_dir(c, repo, rootfd, t);
+	free(c);
+	return r;
 }
