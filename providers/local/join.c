@@ -8,15 +8,20 @@
  * join: bwrap writes "deny" to setgroups), setns into all namespaces at
  * once through a pidfd, the bounding set emptied while CAP_SETPCAP is
  * still held, the sandbox's gid and uid taken (which clears permitted and
- * effective sets), ambient and remaining sets cleared, no_new_privs set;
- * then one more fork, because a pid namespace applies only to children.
+ * effective sets), ambient and remaining sets cleared, no_new_privs set,
+ * a small seccomp filter (below); then one more fork, because a pid
+ * namespace applies only to children.
  */
 #include "isolation.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +29,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +44,49 @@ static int last_cap(void)
 		close(fd);
 	}
 	return n > 0 && n < 64 ? n : 63;
+}
+
+#if defined(__x86_64__)
+#define JOIN_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define JOIN_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+/* What no capability already forbids and a sandbox must not do either
+ * (flatpak's list, reference/isolation.md §3.3): push input into a
+ * terminal (TIOCSTI, TIOCLINUX), reach the kernel keyrings (not
+ * namespaced), perf_event_open.  Other architectures' calls and x32 are
+ * refused whole.  Returns 0 where no filter is known for this arch. */
+static int install_filter(void)
+{
+#ifdef JOIN_ARCH
+#define EPERM_RET (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, JOIN_ARCH, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __x86_64__
+	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 */
+	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
+#endif
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_keyctl, 3, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_add_key, 2, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_request_key, 1, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_perf_event_open, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 4),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 1, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+#else
+	return 0;
+#endif
 }
 
 /* The middle process: the wrapper's child, outside the pid namespace.  It
@@ -102,7 +151,8 @@ int sfs_join_holder(const char *arg)
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {{0}};
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
-	    syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+	    syscall(SYS_capset, &hdr, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    install_filter() < 0) {
 		dprintf(2, "sandboxfs: dropping privileges: %s\n", strerror(errno));
 		return -1;
 	}

@@ -129,6 +129,28 @@ new_iso() {
 	[[ "$output" != *"$SFS_ISO_CANARY"* ]]
 }
 
+@test "isolation=bwrap: a joined run has a seccomp filter: TIOCSTI and the keyrings are refused" {
+	new_iso box
+	cat >"$MNT/box/workspace/probe.py" <<'PY'
+import ctypes, errno, fcntl, os, termios
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("tiocsti ok")
+except OSError as e:
+    print("tiocsti", errno.errorcode[e.errno])
+libc = ctypes.CDLL(None, use_errno=True)
+# keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0): syscall 250 on x86_64
+if os.uname().machine == "x86_64":
+    r = libc.syscall(250, 0, -3, 0)
+    print("keyctl", errno.errorcode.get(ctypes.get_errno(), r) if r < 0 else "ok")
+PY
+	run run_in box 'grep "^Seccomp:" /proc/self/status; /usr/bin/python3 probe.py'
+	[ "$status" -eq 0 ]
+	grep -qx 'Seccomp:	2' <<<"$output"
+	grep -qx 'tiocsti EPERM' <<<"$output"
+	if [ "$(uname -m)" = x86_64 ]; then grep -qx 'keyctl EPERM' <<<"$output"; fi
+}
+
 @test "isolation=bwrap: runs share one namespace set: run 1's background process and /tmp are seen by run 2, not by the host" {
 	new_iso box
 	run run_in box "sleep 300 >/dev/null 2>&1 & echo \$! >/tmp/bg-$$; echo started"
