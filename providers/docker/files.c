@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "exec.h"
 
+#include "../sh/sh.h"
 #include "../tar.h"
 
 #include <curl/curl.h>
@@ -60,7 +61,7 @@ static int raw_link_target(struct sfs_sandbox *sb, const char *path, struct sfs_
 		return r;
 	const char *args[] = {full, NULL};
 	struct dk_buf out = {.max = 8192};
-	r = fs_script(sb, "readlink", "readlink -- \"$1\" || exit 2", args, &out, err);
+	r = fs_script(sb, "readlink", sfs_sh_fs_readlink, args, &out, err);
 	if (!r) {
 		size_t l = out.b.len;
 		if (l && out.b.buf[l - 1] == '\n')
@@ -153,28 +154,13 @@ static int fs_script(struct sfs_sandbox *sb, const char *what, const char *scrip
 		size_t l = e.b.len;
 		while (l && e.b.buf[l - 1] == '\n')
 			l--;
-		r = code < 126 ? -code : -EIO;
+		r = sfs_sh_fs_errno(code);
 		sfs_errf(err, r, "docker: %s: %s", what,
 			 l ? (e.b.buf[l] = '\0', e.b.buf) : strerror(-r));
 	}
 	dk_buf_free(&e);
 	return r;
 }
-
-#define EXISTS "{ [ -e \"$1\" ] || [ -L \"$1\" ]; }"
-#define IS_DIR "{ [ -d \"$1\" ] && [ ! -L \"$1\" ]; }"
-
-/* Names NUL-separated, an empty name; one `stat` line per name in the same
- * order; then each symlink's target, NUL-terminated. */
-#define SCRIPT_LIST                                                                                \
-	"cd -- \"$1\" 2>/dev/null || { " EXISTS " || exit 2; exit 20; }\n"                         \
-	"set --\n"                                                                                 \
-	"for f in * .[!.]* ..?*; do [ -e \"$f\" ] || [ -L \"$f\" ] && set -- \"$@\" \"$f\"; "      \
-	"done\n"                                                                                   \
-	"[ $# -eq 0 ] && exit 0\n"                                                                 \
-	"printf '%s\\0' \"$@\"; printf '\\0'\n"                                                    \
-	"stat -c '%f %s %Y' -- \"$@\" || exit 5\n"                                                 \
-	"for f; do [ -L \"$f\" ] && printf '%s\\0' \"$(readlink -- \"$f\")\"; done; exit 0"
 
 int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 	       struct sfs_err *err)
@@ -185,62 +171,20 @@ int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 		return r;
 	const char *args[] = {full, NULL};
 	struct dk_buf out = {0};
-	r = fs_script(sb, "list", SCRIPT_LIST, args, &out, err);
+	r = fs_script(sb, "list", sfs_sh_fs_list, args, &out, err);
 	*ents = NULL;
 	*n = 0;
 	if (r || !out.b.len) {
 		dk_buf_free(&out);
 		return r;
 	}
-	/* names up to the empty one */
-	size_t count = 0, pos = 0;
-	while (pos < out.b.len && out.b.buf[pos]) {
-		pos += strlen(out.b.buf + pos) + 1;
-		count++;
-	}
-	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
-	if (!v) {
-		dk_buf_free(&out);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	pos = 0;
-	for (size_t i = 0; i < count; i++) {
-		v[i].name = strdup(out.b.buf + pos);
-		pos += strlen(out.b.buf + pos) + 1;
-		if (!v[i].name)
-			r = -ENOMEM;
-	}
-	pos++; /* the empty name */
-	for (size_t i = 0; !r && i < count; i++) {
-		unsigned mode;
-		long long size, mtime;
-		char *nl = pos < out.b.len ? memchr(out.b.buf + pos, '\n', out.b.len - pos) : NULL;
-		if (!nl || sscanf(out.b.buf + pos, "%x %lld %lld", &mode, &size, &mtime) != 3) {
-			r = -EAGAIN;
-			break;
-		}
-		v[i].st.mode = (mode_t)mode;
-		v[i].st.size = (off_t)size;
-		v[i].st.mtime = mtime;
-		pos = (size_t)(nl - out.b.buf) + 1;
-	}
-	for (size_t i = 0; !r && i < count; i++) {
-		if (!S_ISLNK(v[i].st.mode))
-			continue;
-		if (pos >= out.b.len) {
-			r = -EAGAIN;
-			break;
-		}
-		if (!(v[i].st.link = strdup(out.b.buf + pos)))
-			r = -ENOMEM;
-		pos += strlen(out.b.buf + pos) + 1;
-	}
+	struct sfs_rdirent *v = NULL;
+	size_t count = 0;
+	r = sfs_sh_list_parse(out.b.buf, out.b.len, &v, &count);
 	dk_buf_free(&out);
-	if (r) {
-		sfs_rdirents_free(v, count);
+	if (r)
 		return sfs_errf(err, r == -EAGAIN ? -EIO : r, "docker: list %s: %s", full,
 				r == -EAGAIN ? "it changed while being read" : strerror(-r));
-	}
 	*ents = v;
 	*n = count;
 	return 0;
@@ -254,10 +198,7 @@ int dk_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sf
 		return r;
 	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 	const char *args[] = {full, m, NULL};
-	return fs_script(sb, "mkdir",
-			 EXISTS " && exit 17; [ -d \"$(dirname -- \"$1\")\" ] || exit 2; "
-				"mkdir -m \"$2\" -- \"$1\" || exit 5",
-			 args, NULL, err);
+	return fs_script(sb, "mkdir", sfs_sh_fs_mkdir, args, NULL, err);
 }
 
 int dk_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
@@ -267,14 +208,7 @@ int dk_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_
 	if (r)
 		return r;
 	const char *args[] = {full, NULL};
-	if (dir)
-		return fs_script(sb, "rmdir",
-				 EXISTS " || exit 2; " IS_DIR " || exit 20; "
-					"[ -z \"$(ls -A -- \"$1\")\" ] || exit 39; "
-					"rmdir -- \"$1\" || exit 5",
-				 args, NULL, err);
-	return fs_script(sb, "unlink",
-			 EXISTS " || exit 2; " IS_DIR " && exit 21; rm -f -- \"$1\" || exit 5",
+	return fs_script(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
 			 args, NULL, err);
 }
 
@@ -287,19 +221,7 @@ int dk_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struc
 	if (r)
 		return r;
 	const char *args[] = {f, t, NULL};
-	/* rename(2): a directory replaces only an empty directory, a file never
-	 * replaces a directory */
-	return fs_script(sb, "rename",
-			 EXISTS " || exit 2\n"
-				"if [ -d \"$2\" ] && [ ! -L \"$2\" ]; then\n"
-				"  " IS_DIR " || exit 21\n"
-				"  [ -z \"$(ls -A -- \"$2\")\" ] || exit 39\n"
-				"  rmdir -- \"$2\" || exit 5\n"
-				"elif " IS_DIR
-				" && { [ -e \"$2\" ] || [ -L \"$2\" ]; }; then exit 20\n"
-				"fi\n"
-				"mv -f -T -- \"$1\" \"$2\" || exit 5",
-			 args, NULL, err);
+	return fs_script(sb, "rename", sfs_sh_fs_rename, args, NULL, err);
 }
 
 int dk_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
@@ -310,10 +232,7 @@ int dk_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sf
 		return r;
 	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
 	const char *args[] = {full, m, NULL};
-	return fs_script(sb, "chmod",
-			 EXISTS
-			 " || exit 2; [ -L \"$1\" ] && exit 0; chmod \"$2\" -- \"$1\" || exit 5",
-			 args, NULL, err);
+	return fs_script(sb, "chmod", sfs_sh_fs_chmod, args, NULL, err);
 }
 
 int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
@@ -323,8 +242,7 @@ int dk_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 	if (r)
 		return r;
 	const char *args[] = {full, target, NULL};
-	return fs_script(sb, "symlink", EXISTS " && exit 17; ln -s -- \"$2\" \"$1\" || exit 5",
-			 args, NULL, err);
+	return fs_script(sb, "symlink", sfs_sh_fs_symlink, args, NULL, err);
 }
 
 /* ---- read: GET archive, the first entry's bytes into fd ------------------ */

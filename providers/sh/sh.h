@@ -153,4 +153,34 @@ int sfs_sh_mkdir(struct sfs_sh_cmd *c, const char *path, struct sfs_err *err);
  * orphans (its `wait`), so a killed process group really goes away. */
 extern const char sfs_sh_keepalive[];
 
+/* ---- file operations over exec (fs.c) ------------------------------------- */
+
+/*
+ * Scripts for the fs_* ops of providers whose API has no route for them.
+ * $1 is an absolute path in the sandbox, $2 the second one (rename's new
+ * path, mkdir's and chmod's octal mode, symlink's target).  A failure exits
+ * with an errno (2 ENOENT, 17 EEXIST, 20 ENOTDIR, 21 EISDIR, 39 ENOTEMPTY,
+ * 5 EIO): sfs_sh_fs_errno turns it into a negative one.  Build them with
+ * sfs_sh_script.
+ */
+extern const char sfs_sh_fs_list[];	/* output: sfs_sh_list_parse */
+extern const char sfs_sh_fs_stat[];	/* output: sfs_sh_stat_parse */
+extern const char sfs_sh_fs_readlink[]; /* output: the target and a newline */
+extern const char sfs_sh_fs_mkdir[];
+extern const char sfs_sh_fs_rmdir[];
+extern const char sfs_sh_fs_unlink[];
+extern const char sfs_sh_fs_rename[];
+extern const char sfs_sh_fs_chmod[];
+extern const char sfs_sh_fs_symlink[];
+int sfs_sh_fs_errno(int code);
+
+/* A list script's output: the entries with their attributes (and symlink
+ * targets).  -EAGAIN when it is inconsistent (the directory changed while
+ * it was read), -ENOMEM. */
+struct sfs_rdirent;
+struct sfs_rstat;
+int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, size_t *n);
+/* A stat script's output; st->link is malloc'd for a symlink. */
+int sfs_sh_stat_parse(const char *buf, size_t len, struct sfs_rstat *st);
+
 #endif
