@@ -6,6 +6,7 @@ extern const struct sfs_provider sfs_provider_docker;
 extern const struct sfs_provider sfs_provider_daytona;
 extern const struct sfs_provider sfs_provider_e2b;
 extern const struct sfs_provider sfs_provider_sprites;
+extern const struct sfs_provider sfs_provider_vercel;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
@@ -13,6 +14,7 @@ const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_daytona,
     &sfs_provider_e2b,
     &sfs_provider_sprites,
+    &sfs_provider_vercel,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

@@ -1,0 +1,332 @@
+/*
+ * workspace/ on Vercel (fs/cache/ caches on top): reads through fs/read,
+ * writes and source trees as one gzip'd tar through fs/write, mkdir through
+ * fs/mkdir; the API has no list, stat, delete, rename or chmod, so those are
+ * the shell kit's file scripts in a waited command (one call each).
+ */
+#include "vercel.h"
+
+#include "../sh/sh.h"
+#include "../strbuf.h"
+#include "../tar.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* Runs a file script on abs paths a (and b); its exit status as an errno. */
+static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script, const char *a,
+		     const char *b, bool want_out, char **out, size_t *len, struct sfs_err *err)
+{
+	const char *args[] = {a, b, NULL};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
+	if (r)
+		return r;
+	int code = 0;
+	struct sfs_err e = {0}; /* a failing script's stderr lands here */
+	r = vc_exec_cmd(sb, &c, want_out, 0, &code, want_out ? out : NULL, len, &e);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return sfs_errf(err, r, "%s", e.msg);
+	if (code) {
+		if (want_out) {
+			free(*out);
+			*out = NULL;
+		}
+		r = sfs_sh_fs_errno(code);
+		return sfs_errf(err, r, "vercel: %s %s: %s", what, a,
+				e.msg[0] ? e.msg : strerror(-r));
+	}
+	return 0;
+}
+
+int vc_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	char *abs = vc_abs_path(sb, path), *out = NULL;
+	size_t len = 0;
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "stat", sfs_sh_fs_stat, abs, NULL, true, &out, &len, err);
+	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "vercel: stat %s: bad answer",
+			     abs);
+	free(out);
+	free(abs);
+	return r;
+}
+
+int vc_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err)
+{
+	char *abs = vc_abs_path(sb, path), *out = NULL;
+	size_t len = 0;
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "list", sfs_sh_fs_list, abs, NULL, true, &out, &len, err);
+	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "vercel: list %s: %s", abs,
+			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	free(out);
+	free(abs);
+	return r;
+}
+
+struct sink {
+	int fd;
+	off_t pos;
+};
+
+static int to_fd(const void *data, size_t len, void *arg)
+{
+	struct sink *s = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t w = pwrite(s->fd, p, len, s->pos);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+		s->pos += w;
+	}
+	return 0;
+}
+
+static int rewind_fd(void *arg)
+{
+	struct sink *s = arg;
+	s->pos = 0;
+	return ftruncate(s->fd, 0);
+}
+
+static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,
+		      struct sfs_err *err)
+{
+	char text[512];
+	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
+	return sfs_errf(err, sfs_http_status_errno(resp->status), "vercel: %s %s: HTTP %ld%s%s",
+			what, path[0] ? path : "/", resp->status, text[0] ? ": " : "", text);
+}
+
+int vc_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	char route[256];
+	int r = vc_session_path(sb, "/fs/read", route, sizeof(route), err);
+	char *abs = r ? NULL : vc_abs_path(sb, path);
+	if (r)
+		return r;
+	json_t *body = abs ? json_pack("{s:s}", "path", abs) : NULL;
+	free(abs);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	struct sink s = {.fd = fd};
+	struct sfs_http_req req = {.method = "POST",
+				   .json = body,
+				   .sink = to_fd,
+				   .sink_reset = rewind_fd,
+				   .sink_arg = &s,
+				   .retry_unsafe = true}; /* a read */
+	struct sfs_http_resp resp;
+	r = vc_req(route, NULL, false, &req, &resp, err);
+	json_decref(body);
+	if (r)
+		return r;
+	if (resp.status == 404)
+		r = sfs_errf(err, -ENOENT, "vercel: read %s: no such file", path);
+	else if (resp.status < 200 || resp.status >= 300)
+		r = status_err("read", path, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+/* gzip of n bytes (the fs/write body). */
+static int gzip_buf(const void *in, size_t n, struct sfs_buf *out)
+{
+	z_stream z = {0};
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	uLong bound = deflateBound(&z, (uLong)n) + 32;
+	int r = sfs_buf_reserve(out, bound);
+	if (!r) {
+		z.next_in = (Bytef *)(uintptr_t)in;
+		z.avail_in = (uInt)n;
+		z.next_out = (Bytef *)out->buf;
+		z.avail_out = (uInt)bound;
+		r = deflate(&z, Z_FINISH) == Z_STREAM_END ? 0 : -EIO;
+		out->len = z.total_out;
+	}
+	deflateEnd(&z);
+	return r;
+}
+
+/* POSTs a tar archive (n bytes) gzip'd to fs/write, unpacked at dir. */
+static int put_tar(struct sfs_sandbox *sb, const char *what, const char *dir, const void *tar,
+		   size_t n, struct sfs_err *err)
+{
+	char route[256];
+	int r = vc_session_path(sb, "/fs/write", route, sizeof(route), err);
+	if (r)
+		return r;
+	struct sfs_buf gz = {0}, hdr = {0};
+	if (gzip_buf(tar, n, &gz) || sfs_buf_printf(&hdr, "x-cwd: %s", dir)) {
+		sfs_buf_free(&gz);
+		sfs_buf_free(&hdr);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	const char *headers[] = {hdr.buf, NULL};
+	struct sfs_http_req req = {.method = "POST",
+				   .headers = headers,
+				   .body = gz.buf,
+				   .body_len = gz.len,
+				   .content_type = "application/gzip",
+				   .retry_unsafe = true}; /* a whole archive can be repeated */
+	struct sfs_http_resp resp;
+	r = vc_req(route, NULL, false, &req, &resp, err);
+	if (!r) {
+		if (resp.status < 200 || resp.status >= 300)
+			r = status_err(what, dir, &resp, err);
+		sfs_http_resp_free(&resp);
+	}
+	sfs_buf_free(&gz);
+	sfs_buf_free(&hdr);
+	return r;
+}
+
+/* The whole of fd (from offset 0) appended to b. */
+static int slurp(int fd, struct sfs_buf *b)
+{
+	char chunk[65536];
+	off_t pos = 0;
+	for (;;) {
+		ssize_t k = pread(fd, chunk, sizeof(chunk), pos);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return 0;
+		if (sfs_buf_add(b, chunk, (size_t)k))
+			return -ENOMEM;
+		pos += k;
+	}
+}
+
+int vc_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
+{
+	/* one tar entry named by the path below the workspace (x-cwd) */
+	unsigned char h[4 * SFS_TAR_BLOCK];
+	long ln = sfs_tar_long_name(h, sizeof(h) - SFS_TAR_BLOCK, path);
+	if (ln < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "vercel: write %s: name too long", path);
+	struct sfs_buf data = {0}, tar = {0};
+	int r = slurp(fd, &data);
+	if (r)
+		return sfs_errf(err, r, "vercel: write %s: %s", path, strerror(-r));
+	sfs_tar_header(h + ln, path, '0', data.len, mode & 07777 ? mode & 07777 : 0644,
+		       (int64_t)time(NULL));
+	static const char zeros[3 * SFS_TAR_BLOCK];
+	size_t pad = (SFS_TAR_BLOCK - data.len % SFS_TAR_BLOCK) % SFS_TAR_BLOCK;
+	if (sfs_buf_add(&tar, h, (size_t)ln + SFS_TAR_BLOCK) ||
+	    (data.len && sfs_buf_add(&tar, data.buf, data.len)) ||
+	    sfs_buf_add(&tar, zeros, pad + 2 * SFS_TAR_BLOCK))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	sfs_buf_free(&data);
+	char *ws = r ? NULL : vc_abs_path(sb, "");
+	if (!r && !ws)
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	if (!r)
+		r = put_tar(sb, "write", ws, tar.buf, tar.len, err);
+	free(ws);
+	sfs_buf_free(&tar);
+	return r;
+}
+
+/* The source tree of `new … source=` (ctl/source.c): one fs/write of the
+ * whole archive, whatever the file count. */
+int vc_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	struct sfs_buf tar = {0};
+	int r = slurp(fd, &tar);
+	if (r) {
+		sfs_buf_free(&tar);
+		return sfs_errf(err, r, "vercel: source tree (%lld bytes): %s", (long long)size,
+				strerror(-r));
+	}
+	char *ws = vc_abs_path(sb, "");
+	r = ws ? put_tar(sb, "source tree", ws, tar.buf, tar.len, err)
+	       : sfs_errf(err, -ENOMEM, "out of memory");
+	free(ws);
+	sfs_buf_free(&tar);
+	return r;
+}
+
+int vc_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *abs = vc_abs_path(sb, path), m[16];
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	int r = fs_script(sb, "chmod", sfs_sh_fs_chmod, abs, m, false, NULL, NULL, err);
+	free(abs);
+	return r;
+}
+
+int vc_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char route[256];
+	int r = vc_session_path(sb, "/fs/mkdir", route, sizeof(route), err);
+	if (r)
+		return r;
+	char *abs = vc_abs_path(sb, path);
+	json_t *body = abs ? json_pack("{s:s, s:b}", "path", abs, "recursive", 0) : NULL;
+	free(abs);
+	if (!body)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	r = vc_call("POST", route, NULL, false, body, NULL, err);
+	json_decref(body);
+	if (r == -EBUSY)
+		return sfs_errf(err, -EEXIST, "vercel: mkdir %s: it exists", path);
+	/* the route makes 0755 (umask 022) and takes no mode */
+	if (!r && (mode & 07777) != 0755)
+		r = vc_fs_chmod(sb, path, mode, err);
+	return r;
+}
+
+int vc_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	char *abs = vc_abs_path(sb, path);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
+			  abs, NULL, false, NULL, NULL, err);
+	free(abs);
+	return r;
+}
+
+int vc_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char *a = vc_abs_path(sb, from), *b = vc_abs_path(sb, to);
+	int r = a && b ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+	if (!r)
+		r = fs_script(sb, "rename", sfs_sh_fs_rename, a, b, false, NULL, NULL, err);
+	free(a);
+	free(b);
+	return r;
+}
+
+int vc_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
+{
+	char *abs = vc_abs_path(sb, path);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "symlink", sfs_sh_fs_symlink, abs, target, false, NULL, NULL, err);
+	free(abs);
+	return r;
+}

@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# The vercel provider, against the local emulator (tests/emulators/vercel)
+# or, with VERCEL_TOKEN + VERCEL_TEAM_ID + VERCEL_PROJECT_ID (or VERCEL_OIDC_TOKEN)
+# set, the real service: the provider conformance
+# suite (tests/bats/conformance.bash, adapter tests/bats/providers/vercel.bash).
+# Every test starts its own emulator and daemon; teardown stops both, even
+# when the test failed.
+
+load conformance
+conf_provider vercel
+
+@test "vercel: this file runs every body of the conformance suite" { conf_test_all_listed; }
+
+# ---- the provider
+@test "vercel: configured, poll journals, and the caps these tests prove" { conf_test_caps; }
+@test "vercel: a bad option fails cleanly and creates nothing" { conf_test_bad_option; }
+
+# ---- runs and journals
+@test "vercel: exec with the sandbox env; the journal polls live; status and wait" { conf_test_exec_journal; }
+@test "vercel: shell syntax in commands and env values runs as written; a real-time signal is a signal" { conf_test_shell_syntax; }
+@test "vercel: a journal larger than one poll read arrives whole (NDJSON, base64-framed)" { conf_test_big_journal; }
+@test "vercel: env and unsetenv reach later runs; an unknown verb is an error" { conf_test_env_verbs; }
+@test "vercel: readers that come and go leave no follower and no process" { conf_test_readers_leave_nothing; }
+
+# ---- workspace
+@test "vercel: workspace read, write, ls, mkdir, mv, rm, chmod; runs see it and vice versa" { conf_test_workspace_ops; }
+@test "vercel: new files and directories get the creator's umask, here and in the sandbox" { conf_test_umask; }
+@test "vercel: editor saves (temp + rename, backup, swap, fsync; vim) land in the sandbox" { conf_test_editor_saves; }
+@test "vercel: git clone, status, commit in the workspace; the sandbox sees the commits" { conf_test_git_in_workspace; }
+@test "vercel: symlinks: inside shown relative, outside shown so the host reaches nothing" { conf_test_symlinks; }
+@test "vercel: source= arrives in a constant number of calls, setup runs there" { conf_test_source; }
+
+# ---- snapshots, fork, ports, cancel
+@test "vercel: snapshot, then restore brings the files back" { conf_test_snapshot_restore; }
+@test "vercel: fork copies the workspace into a new sandbox" { conf_test_fork; }
+@test "vercel: expose gives a preview URL under ports/" { conf_test_expose; }
+@test "vercel: kill is refused; cancel destroys the sandbox and the run with it" { conf_test_kill_cancel; }
+@test "vercel: cancel ends its runs as lost and releases journal and wait readers at once" { conf_test_cancel_releases_readers; }
+
+# ---- faults
+@test "vercel: a write during an outage fails close with EIO, keeps the data, and lands later" { conf_test_outage_write; }
+@test "vercel: changes unsaved at unmount are saved by the next daemon" { conf_test_unsaved_at_unmount; }
+@test "vercel: dropped connections, 5xx and slow bodies are retried without losing bytes" { conf_test_faults_retried; }
+@test "vercel: the mount stays responsive for a local sandbox while the emulator hangs" { conf_test_hang_responsive; }
+
+# ---- round trips
+@test "vercel: ls -l of a 1000-file directory costs at most 2 round trips warm" { conf_test_ls_round_trips; }
+
+# ---- secrets, restarts, lifecycle
+@test "vercel: the token never appears in anything sandboxfs writes" { conf_test_secret_grep; }
+@test "vercel: a restarted daemon brings the sandbox, its files and its runs back" { conf_test_restart; }
+@test "vercel: forget, then resume by id brings the sandbox and its files back" { conf_test_forget_resume; }
+@test "vercel: stop refuses runs, start brings the files back, destroy removes it" { conf_test_stop_start_destroy; }
