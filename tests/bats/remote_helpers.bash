@@ -42,6 +42,7 @@ emu_require() {
 emu_start() {
 	EMU_DIR="$BATS_TEST_TMPDIR/emu"
 	mkdir -p "$EMU_DIR/root"
+	rm -f "$EMU_DIR/port" # a second start must not read the first one's port
 	CONF_SECRET="sk-sfs-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	# 3>&-: bats reports on fd 3; an emulator holding it would stall bats
 	python3 "$P_EMULATOR" --root "$EMU_DIR/root" --port-file "$EMU_DIR/port" \

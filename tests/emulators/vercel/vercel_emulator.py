@@ -10,7 +10,7 @@ it.  Paths are host paths confined to the sandbox's directory (the cwd a
 session reports is a host path), so commands and the file routes see the
 same files.  Snapshots are copies of the directory.
 
-    vercel_emulator.py [--port N] [--root DIR] [--token T] [--team ID]
+    vercel_emulator.py [--port N] [--root DIR] [--token T]... [--team ID]
                        [--project ID] [--latency-ms N] [--fail-rate P]
                        [--drop-rate P] [--slow-rate P] [--log FILE]
                        [--port-file FILE]
@@ -500,7 +500,8 @@ class Handler(BaseHTTPRequestHandler):
             log_line("  -> injected 503")
             return self._error(503, "internal_server_error", "injected failure")
 
-        if self.headers.get("Authorization", "") != "Bearer " + CFG["token"]:
+        auth = self.headers.get("Authorization", "")
+        if not auth.startswith("Bearer ") or auth[7:] not in CFG["tokens"]:
             return self._error(401, "unauthorized", "Not authorized: invalid token")
         if q.get("teamId") != CFG["team"]:
             return self._error(403, "forbidden", "Not authorized for team %s" % q.get("teamId"))
@@ -771,7 +772,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=int(env("VERCEL_EMU_PORT", "0")))
     ap.add_argument("--root", default=env("VERCEL_EMU_ROOT"))
-    ap.add_argument("--token", default=env("VERCEL_EMU_TOKEN", "emulator-token"))
+    ap.add_argument("--token", action="append",
+                    help="a bearer token it accepts (repeatable; default emulator-token)")
     ap.add_argument("--team", default=env("VERCEL_EMU_TEAM", "team_emulator"))
     ap.add_argument("--project", default=env("VERCEL_EMU_PROJECT", "prj_emulator"))
     ap.add_argument("--latency-ms", type=int, default=int(env("VERCEL_EMU_LATENCY_MS", "0")))
@@ -783,7 +785,7 @@ def main():
     a = ap.parse_args()
     root = a.root or tempfile.mkdtemp(prefix="vercel-emu-")
     os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), token=a.token, team=a.team, project=a.project,
+    CFG.update(root=os.path.realpath(root), tokens=a.token or ["emulator-token"], team=a.team, project=a.project,
                log=a.log)
     FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
                   slow_rate=a.slow_rate)
