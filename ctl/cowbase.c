@@ -21,6 +21,14 @@ static int base_changed_paths(struct sfs_sandbox *sb, const char *id, int *basef
 	return sfs_cow_changed_paths(sb->statedir, basefd, paths, n, err);
 }
 
+bool cowbase_describe(struct sfs_sandbox *sb, char *base, size_t baselen, char *mode,
+		      size_t modelen)
+{
+	struct sfs_err err = {0};
+	return sfs_cow_present(sb->statedir) &&
+	       sfs_cow_describe(sb->statedir, base, baselen, mode, modelen, &err) == 0;
+}
+
 void cowbase_init(void)
 {
 	wsnap_changed_paths_hook = base_changed_paths;

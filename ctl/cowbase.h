@@ -6,4 +6,14 @@
  * is created (tree_init). */
 void cowbase_init(void);
 
+#include "../providers/provider.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* For status: the base of a base= sandbox and "overlay" or "copy"; false
+ * for any other sandbox. */
+bool cowbase_describe(struct sfs_sandbox *sb, char *base, size_t baselen, char *mode,
+		      size_t modelen);
+
 #endif

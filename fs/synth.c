@@ -2,6 +2,7 @@
 #include "remote/remote.h"
 #include "snaptree.h"
 
+#include "../ctl/cowbase.h"
 #include "../ctl/wsnap.h"
 
 #include "../ctl/secrets.h"
@@ -351,6 +352,11 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 		tf_kv(t, "error", sb->error);
 	tf_kv(t, "redact", sb->redact_journal ? "journal" : "none");
 	pthread_mutex_unlock(&sfs_records_mu);
+	char base[4096], cow[16];
+	if (cowbase_describe(sb, base, sizeof(base), cow, sizeof(cow))) {
+		tf_kv(t, "base", base); /* a copy-on-write view of base */
+		tf_kv(t, "cow", cow);
+	}
 	bool remote = tree_workspace_is_remote(sb);
 	sfs_buf_printf(t, "followers %d\n", journal_followers());
 	if (remote) /* provider round trips made for workspace/ (tests count them) */

@@ -95,6 +95,8 @@ base_roundtrip() {
 	before=$(fingerprint "$BASE")
 	cow_new w
 	grep -q "\"mode\": \"$1\"" "$STATE"/sandboxes/*/cow/base.json
+	grep -qx "base $(realpath "$BASE")" "$MNT/w/status"
+	grep -qx "cow $1" "$MNT/w/status"
 	if [ "$1" = overlay ]; then
 		[ "$(stat -f -c %T "$(ws_dir w)")" = overlayfs ]
 	else
