@@ -16,11 +16,13 @@
 #include "../../providers/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SC_MAGIC "sandboxfs-statcache 3 "
 
@@ -143,6 +145,34 @@ int scache_note(struct scache *c, const char *path, const struct stat *st, const
 	return 0;
 }
 
+/* path replaced by temp file and rename: readers see the old or the new. */
+static int write_unsynced(const char *path, const void *data, size_t len)
+{
+	char tmp[4200];
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()); /* one per thread */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	const char *p = data;
+	int r = 0;
+	while (!r && len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno != EINTR)
+			r = -errno;
+		else if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+		}
+	}
+	if (close(fd) < 0 && !r)
+		r = -errno;
+	if (!r && rename(tmp, path) < 0)
+		r = -errno;
+	if (r)
+		unlink(tmp);
+	return r;
+}
+
 int scache_save(struct scache *c, const char *path)
 {
 	if (!path || !c->dirty)
@@ -162,9 +192,11 @@ int scache_save(struct scache *c, const char *path)
 		if (!r)
 			r = sfs_buf_add(&b, c->paths[i], plen + 1);
 	}
-	/* a cache is only a speed-up: a failed write is forgotten */
+	/* a cache is only a speed-up: a failed write is forgotten, and it is
+	 * not fsync'd (git's index is not either): after a crash a file that
+	 * lost its contents fails the header check and every file is hashed */
 	if (!r)
-		r = sfs_write_file_atomic(path, b.buf, b.len, NULL);
+		r = write_unsynced(path, b.buf, b.len);
 	sfs_buf_free(&b);
 	return r;
 }
