@@ -13,6 +13,7 @@
 #include "../util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,56 @@ void sfs_local_iso_save_holder(struct sfs_sandbox *sb, const struct local_iso *i
 		sfs_log(SFS_LOG_ERR, "%s: cannot record the namespace holder in %s", sb->name,
 			path);
 	free(text);
+}
+
+/* Allow-list sandboxes found at load time, which runs before the daemon
+ * forks into the background (no thread may start then): the first tick,
+ * on the journal engine's thread, gives them their proxy listeners, so a
+ * process left running across a daemon restart reaches the proxy again
+ * without waiting for the next run. */
+struct pending_attach {
+	char key[40], name[64], netdir[4200], network[1024];
+	struct sfs_holder holder;
+	struct pending_attach *next;
+};
+static pthread_mutex_t pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pending_attach *pending;
+
+void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso)
+{
+	if (!iso->bwrap || strncmp(iso->network, "allow:", 6) != 0 ||
+	    !sfs_holder_alive(&iso->holder))
+		return;
+	struct pending_attach *p = calloc(1, sizeof(*p));
+	if (!p)
+		return; /* the next run attaches it */
+	snprintf(p->key, sizeof(p->key), "%s", sb->key);
+	snprintf(p->name, sizeof(p->name), "%s", sb->name);
+	state_path(sb, "net", p->netdir, sizeof(p->netdir));
+	snprintf(p->network, sizeof(p->network), "%s", iso->network);
+	p->holder = iso->holder;
+	pthread_mutex_lock(&pending_mu);
+	p->next = pending;
+	pending = p;
+	pthread_mutex_unlock(&pending_mu);
+}
+
+void sfs_local_iso_tick(void)
+{
+	pthread_mutex_lock(&pending_mu);
+	struct pending_attach *list = pending;
+	pending = NULL;
+	pthread_mutex_unlock(&pending_mu);
+	while (list) {
+		struct pending_attach *p = list;
+		list = p->next;
+		struct sfs_err err = {0};
+		if (sfs_proxy_attach_sandbox(p->key, p->name, &p->holder, p->netdir, p->network,
+					     &err) < 0)
+			sfs_log(SFS_LOG_WARN, "%s: network: the proxy is back at the next run: %s",
+				p->name, err.msg);
+		free(p);
+	}
 }
 
 void sfs_local_iso_load_holder(struct sfs_sandbox *sb, struct local_iso *iso)

@@ -121,6 +121,7 @@ static int local_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_er
 		sfs_local_iso_from_json(iso_o, &iso);
 		sfs_local_iso_load_holder(sb, &iso);
 		set_iso(sb, &iso);
+		sfs_local_iso_loaded(sb, &iso);
 	}
 	return r;
 }
@@ -384,6 +385,7 @@ static void local_tick(void)
 			i++;
 	}
 	pthread_mutex_unlock(&children_lock);
+	sfs_local_iso_tick();
 }
 
 static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)

@@ -73,6 +73,10 @@ void sfs_local_iso_load_holder(struct sfs_sandbox *sb, struct local_iso *iso);
 /* The environment an isolated run starts from (none of the daemon's):
  * PATH, HOME=/tmp, and with an allow: policy the proxy variables. */
 int sfs_local_iso_env(const struct local_iso *iso, struct sfs_kvlist *env);
+/* At load (before the daemon forks): an allow: sandbox whose holder lives
+ * is queued; the first tick (after it) attaches the proxy to it. */
+void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso);
+void sfs_local_iso_tick(void);
 json_t *sfs_local_iso_json(const struct local_iso *iso);
 void sfs_local_iso_from_json(json_t *o, struct local_iso *iso);
 

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 struct psb {
@@ -534,8 +535,25 @@ void sfs_proxy_detach_sandbox(const char *key)
 	wake_acceptor();
 }
 
+/* One attach at a time (a run's start and the first tick may attach the
+ * same sandbox): the second finds the first's listeners.  Taken before
+ * P.mu, held across the listeners' creation. */
+static pthread_mutex_t attach_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int attach_locked(const char *key, const char *name, const struct sfs_holder *h,
+			 const char *netdir, const char *policy, struct sfs_err *err);
+
 int sfs_proxy_attach_sandbox(const char *key, const char *name, const struct sfs_holder *h,
 			     const char *netdir, const char *policy, struct sfs_err *err)
+{
+	pthread_mutex_lock(&attach_mu);
+	int r = attach_locked(key, name, h, netdir, policy, err);
+	pthread_mutex_unlock(&attach_mu);
+	return r;
+}
+
+static int attach_locked(const char *key, const char *name, const struct sfs_holder *h,
+			 const char *netdir, const char *policy, struct sfs_err *err)
 {
 	struct sfs_netpolicy pol;
 	int r = sfs_netpolicy_parse(policy, &pol, err);
@@ -559,6 +577,19 @@ int sfs_proxy_attach_sandbox(const char *key, const char *name, const struct sfs
 		}
 	pthread_mutex_unlock(&P.mu);
 	sfs_proxy_detach_sandbox(key);
+	/* the old listeners' port inside the namespace is free only once the
+	 * acceptor has closed them (at once: the detach woke it) */
+	for (int i = 0; i < 400; i++) {
+		bool old = false;
+		pthread_mutex_lock(&P.mu);
+		for (struct psb *o = P.sbs; o; o = o->next)
+			old |= o->dead && strcmp(o->key, key) == 0;
+		pthread_mutex_unlock(&P.mu);
+		if (!old)
+			break;
+		struct timespec step = {0, 5 * 1000 * 1000};
+		nanosleep(&step, NULL);
+	}
 	struct psb *s = calloc(1, sizeof(*s));
 	if (!s) {
 		sfs_netpolicy_free(&pol);

@@ -312,6 +312,11 @@ net_teardown_servers() {
 	run bash -c "echo 'policy network sometimes' >'$MNT/box/ctl'"
 	[[ "$output" == *"Invalid argument"* ]]
 	grep -qx "network allow:bad.test:$PORT" "$MNT/box/status"
+	# off and on again at once: the proxy's port in the namespace is free again
+	ctl_write "$MNT/box/ctl" "policy network none"
+	ctl_write "$MNT/box/ctl" "policy network allow:good.test:$PORT"
+	run run_in box "curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *"page of good"* ]]
 	# to the host's network: a new namespace set for the next run
 	ctl_write "$MNT/box/ctl" "policy network host"
 	run run_in box "curl -sf -m 5 http://$A:$PORT/"
@@ -322,6 +327,19 @@ net_teardown_servers() {
 	grep -qx 'networkPolicy false' "$MNT/providers/local/caps"
 	run bash -c "echo 'policy network none' >'$MNT/plain/ctl'"
 	[[ "$output" == *"Operation not supported"* ]]
+}
+
+@test "network=allow: a process left running across a daemon restart reaches the proxy again before any new run" {
+	net_setup
+	new_iso box "network=allow:good.test:$PORT"
+	ctl_write "$MNT/box/ctl" "exec sleep 5; curl -sf -m 5 http://good.test:$PORT/ >late.out"
+	kill -9 "$SFS_PID"
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	sfs_mount -o "proxy.resolve=good.test=$A;bad.test=$B"
+	ws=$(echo "$STATE"/sandboxes/*/workspace)
+	wait_for grep -q "page of good" "$ws/late.out"
+	net_teardown_servers
+	grep -q "page of good" "$ws/late.out"
 }
 
 @test "network=allow: the proxy is also the unix socket bound at /run/sandboxfs, and survives a daemon restart" {
