@@ -47,6 +47,20 @@ run_in() {
 	}
 }
 
+# crash_daemon: kill -9 of the daemon; returns once it has exited (its
+# state-dir lock is free then) and its mount is gone.
+crash_daemon() {
+	kill -9 "$SFS_PID"
+	wait_for daemon_gone
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+}
+
+daemon_gone() {
+	local st
+	st=$(awk '{print $3}' "/proc/$SFS_PID/stat" 2>/dev/null) || return 0
+	[ "$st" = Z ]
+}
+
 new_iso() {
 	ctl_write "$MNT/ctl" "new $1 provider=local isolation=bwrap ${2:-}"
 }
@@ -184,8 +198,7 @@ PY
 	run run_in box "sleep 300 >/dev/null 2>&1 & echo \$! >/tmp/bg; echo started"
 	[ "$status" -eq 0 ]
 	holder=$(jq -r .holder.target "$STATE"/sandboxes/*/holder)
-	kill -9 "$SFS_PID"
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	crash_daemon
 	kill -0 "$holder"
 	sfs_mount
 	grep -qx 'isolation bwrap' "$MNT/box/status"
@@ -333,8 +346,7 @@ net_teardown_servers() {
 	net_setup
 	new_iso box "network=allow:good.test:$PORT"
 	ctl_write "$MNT/box/ctl" "exec sleep 5; curl -sf -m 5 http://good.test:$PORT/ >late.out"
-	kill -9 "$SFS_PID"
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	crash_daemon
 	sfs_mount -o "proxy.resolve=good.test=$A;bad.test=$B"
 	ws=$(echo "$STATE"/sandboxes/*/workspace)
 	wait_for grep -q "page of good" "$ws/late.out"
@@ -348,8 +360,7 @@ net_teardown_servers() {
 	run run_in box "test -S /run/sandboxfs/proxy.sock && echo socket; curl -sf -m 5 http://good.test:$PORT/"
 	[[ "$output" == *socket* ]]
 	[[ "$output" == *"page of good"* ]]
-	kill -9 "$SFS_PID"
-	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	crash_daemon
 	sfs_mount -o "proxy.resolve=good.test=$A;bad.test=$B"
 	run run_in box "curl -sf -m 5 http://good.test:$PORT/; echo bad \$(curl -s -m 5 -o /dev/null -w '%{http_code}' http://bad.test:$PORT/)"
 	net_teardown_servers
