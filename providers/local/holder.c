@@ -35,42 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Reads a small /proc file; its length or -1. */
-static ssize_t slurp(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, size - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return n;
-}
-
-uint64_t sfs_proc_start_time(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (pid <= 0 || slurp(path, buf, sizeof(buf)) <= 0)
-		return 0;
-	/* "pid (comm) S ppid ..." with field 22 the start time; comm may hold
-	 * spaces and ')' so the fields are counted from the last ')' */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	char state = 0;
-	unsigned long long start = 0;
-	if (sscanf(p + 1,
-		   " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-		   "%*d %*d %llu",
-		   &state, &start) != 2 ||
-	    state == 'Z' || state == 'X')
-		return 0;
-	return start;
-}
-
 void sfs_holder_ids(uid_t *uid, gid_t *gid)
 {
 	if (geteuid() != 0) {
@@ -90,11 +54,12 @@ int sfs_holder_check(const char *bwrap, struct sfs_err *err)
 				"the bubblewrap package or set local.bwrap=PATH",
 				bwrap, strerror(errno));
 	char buf[64];
-	if (slurp("/proc/sys/user/max_user_namespaces", buf, sizeof(buf)) > 0 && atol(buf) <= 0)
+	if (sfs_proc_read("/proc/sys/user/max_user_namespaces", buf, sizeof(buf)) > 0 &&
+	    atol(buf) <= 0)
 		return sfs_errf(err, -EOPNOTSUPP,
 				"isolation=bwrap: user namespaces are disabled "
 				"(user.max_user_namespaces is 0)");
-	if (slurp("/proc/sys/kernel/unprivileged_userns_clone", buf, sizeof(buf)) > 0 &&
+	if (sfs_proc_read("/proc/sys/kernel/unprivileged_userns_clone", buf, sizeof(buf)) > 0 &&
 	    atol(buf) == 0)
 		return sfs_errf(err, -EOPNOTSUPP,
 				"isolation=bwrap: unprivileged user namespaces are disabled "
@@ -228,11 +193,11 @@ static pid_t wait_target(pid_t init, pid_t outer)
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
 	struct timespec step = {0, 5 * 1000 * 1000};
 	for (int i = 0; i < 2000; i++) {
-		if (slurp(path, buf, sizeof(buf)) > 0) {
+		if (sfs_proc_read(path, buf, sizeof(buf)) > 0) {
 			pid_t t = (pid_t)atol(buf);
 			char comm[96], name[64];
 			snprintf(comm, sizeof(comm), "/proc/%d/comm", (int)t);
-			if (t > 0 && slurp(comm, name, sizeof(name)) > 0 &&
+			if (t > 0 && sfs_proc_read(comm, name, sizeof(name)) > 0 &&
 			    strcmp(name, "sleep\n") == 0)
 				return t;
 		}
@@ -449,7 +414,7 @@ int sfs_holder_kill(const struct sfs_holder *h)
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)h->target);
 	pid_t init = h->init;
-	if (slurp(path, buf, sizeof(buf)) > 0) {
+	if (sfs_proc_read(path, buf, sizeof(buf)) > 0) {
 		char *p = strrchr(buf, ')');
 		int ppid = 0;
 		if (p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid > 1)

@@ -60,6 +60,9 @@ bool sfs_holder_alive(const struct sfs_holder *h);
  * and waits up to 5 s for the namespace to empty; 0 or -errno. */
 int sfs_holder_kill(const struct sfs_holder *h);
 
+/* procstat.c: a small /proc file into buf (NUL-terminated); its length or
+ * -1. */
+ssize_t sfs_proc_read(const char *path, char *buf, size_t size);
 /* A process's start time in clock ticks since boot, 0 when it is gone. */
 uint64_t sfs_proc_start_time(pid_t pid);
 

@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/close_range.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -414,7 +413,7 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 		return sfs_errf(err, -errno, "pipe: %s", strerror(errno));
 	}
 	char fdarg[16];
-	snprintf(fdarg, sizeof(fdarg), "%d", pipefd[1]);
+	snprintf(fdarg, sizeof(fdarg), "%d", SFS_LOCAL_READY_FD);
 	char *argv[] = {"sandboxfs",
 			SFS_LOCAL_WRAP_ARG,
 			run->dir,
@@ -423,30 +422,13 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 			run->cmd,
 			iso.bwrap ? holder : NULL,
 			NULL};
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
+	pid_t pid;
+	int sr = sfs_local_spawn_wrapper(argv, envp, pipefd[1], &pid);
+	if (sr < 0) {
 		close(pipefd[0]);
 		close(pipefd[1]);
 		free_env(envp);
-		return sfs_errf(err, -e, "fork: %s", strerror(e));
-	}
-	if (pid == 0) {
-		/* Only async-signal-safe calls between fork and exec. */
-		setsid();
-		int nul = open("/dev/null", O_RDWR);
-		if (nul >= 0) {
-			dup2(nul, 0);
-			dup2(nul, 1);
-			dup2(nul, 2);
-		}
-		/* runs inherit nothing of the daemon's but the ready pipe */
-		if (pipefd[1] > 3)
-			close_range(3, (unsigned)pipefd[1] - 1, CLOSE_RANGE_CLOEXEC);
-		close_range((unsigned)pipefd[1] + 1, ~0U, CLOSE_RANGE_CLOEXEC);
-		fcntl(pipefd[1], F_SETFD, 0);
-		execve(sfs_self_exe, argv, envp);
-		_exit(127);
+		return sfs_errf(err, sr, "spawning the run wrapper: %s", strerror(-sr));
 	}
 	close(pipefd[1]);
 	free_env(envp);

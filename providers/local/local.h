@@ -13,6 +13,16 @@
 /* argv[1] that makes the sandboxfs binary act as the run wrapper. */
 #define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
 
+/* The libc-only wrapper program, looked for beside the sandboxfs binary. */
+#define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
+/* The fd the wrapper reports "ok" (or why not) on. */
+#define SFS_LOCAL_READY_FD 3
+
+/* spawn.c: starts the wrapper (argv as for sfs_local_wrapper_main, its
+ * READY_FD argument SFS_LOCAL_READY_FD) in a session of its own, with
+ * /dev/null on 0-2 and ready_fd as SFS_LOCAL_READY_FD; -errno. */
+int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd, pid_t *pid);
+
 /* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD CMD.  Single-threaded
  * after exec; returns the process exit status. */
 int sfs_local_wrapper_main(int argc, char **argv);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,15 @@ static void on_usr1(int sig)
 	}
 }
 
-static int write_small_file(const char *dir, const char *name, const char *text)
+/*
+ * Writes RUNDIR/name atomically (temp + rename).  Nothing waits for the disk
+ * before the rename: pid and wpid name processes that die with the machine,
+ * so they only have to survive the daemon, which the page cache does; and
+ * the status rename is what wakes `wait` readers (inotify), so it must not
+ * wait for a flush.  With durable, the file is fsync'd after the rename: a
+ * crash before that leaves no status or an empty one, which reads as `lost`.
+ */
+static int write_small_file(const char *dir, const char *name, const char *text, bool durable)
 {
 	char tmp[4200], path[4200];
 	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
@@ -50,12 +59,13 @@ static int write_small_file(const char *dir, const char *name, const char *text)
 	if (fd < 0)
 		return -1;
 	size_t len = strlen(text);
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0) {
+	if (write(fd, text, len) != (ssize_t)len || rename(tmp, path) < 0) {
 		close(fd);
 		return -1;
 	}
+	int r = durable ? fsync(fd) : 0;
 	close(fd);
-	return rename(tmp, path);
+	return r;
 }
 
 static void report(int ready_fd, const char *what)
@@ -154,9 +164,9 @@ int sfs_local_wrapper_main(int argc, char **argv)
 
 	char num[32];
 	snprintf(num, sizeof(num), "%d\n", (int)pid);
-	write_small_file(dir, "pid", num);
+	write_small_file(dir, "pid", num, false);
 	snprintf(num, sizeof(num), "%d\n", (int)getpid());
-	write_small_file(dir, "wpid", num);
+	write_small_file(dir, "wpid", num, false);
 	if (write(ready_fd, "ok\n", 3) < 0) {
 		/* the daemon will notice the run through its files */
 	}
@@ -175,7 +185,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		snprintf(text, sizeof(text), "signal %d\n", WTERMSIG(status));
 	else
 		snprintf(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
-	write_small_file(dir, "status", text);
+	write_small_file(dir, "status", text, true);
 
 	/* Reap whatever the command left behind; we hold the lock until the
 	 * last descendant is gone so nothing outlives its reaper. */
