@@ -35,7 +35,8 @@ struct journal {
 	bool end_reported;
 	struct journal_waiter *waiters;
 	int nwaiters;
-	int watch; /* inotify watch descriptor of the follower, or -1 */
+	int watch;	     /* inotify watch descriptor of the follower, or -1 */
+	int64_t watch_until; /* keep the watch until then with no reader */
 
 	/* Journals not on this host are mirrored into run->dir. */
 	bool local;	    /* path is the provider's own file */
@@ -114,19 +115,36 @@ static void settle_locked(struct journal *j)
 		j->final_pending = true;
 }
 
+/* A watch lives while someone reads and a second beyond, so a reader that
+ * reads, handles the bytes and reads again does not pay an inotify_add_watch
+ * per read.  A new watch sees only what happens after it: the engine makes
+ * one more pass at once, so bytes written (or a status renamed in) between
+ * this pass's look at the run and the watch are not left for the tick. */
 static void set_watch_locked(struct journal *j)
 {
-	bool want = j->local && !j->ended && j->nwaiters > 0;
+	int64_t now = now_ms();
+	if (j->nwaiters > 0)
+		j->watch_until = now + 1000;
+	bool want = j->local && !j->ended && (j->nwaiters > 0 || now < j->watch_until);
 	if (want && j->watch < 0) {
-		char dir[4200];
-		snprintf(dir, sizeof(dir), "%s", j->path);
-		char *slash = strrchr(dir, '/');
-		if (slash)
-			*slash = '\0';
-		j->watch = inotify_add_watch(eng.inotify_fd, dir,
-					     IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE);
-		if (j->watch >= 0)
+		const uint32_t mask = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE;
+		const struct sfs_provider_ops *ops = j->sb->provider->ops;
+		if (ops->journal_watch) {
+			j->watch = ops->journal_watch(j->sb, j->run, eng.inotify_fd, mask);
+		} else {
+			char dir[4200];
+			snprintf(dir, sizeof(dir), "%s", j->path);
+			char *slash = strrchr(dir, '/');
+			if (slash)
+				*slash = '\0';
+			j->watch = inotify_add_watch(eng.inotify_fd, dir, mask);
+		}
+		if (j->watch < 0)
+			j->watch = -1; /* the tick looks instead */
+		if (j->watch >= 0) {
 			eng.followers++;
+			journal_poke();
+		}
 	} else if (!want && j->watch >= 0) {
 		/* other journals never share a directory, so the wd is ours */
 		inotify_rm_watch(eng.inotify_fd, j->watch);

@@ -173,6 +173,14 @@ struct sfs_provider_ops {
 				  size_t len);
 	ssize_t (*journal_read)(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 				size_t max, struct sfs_err *err);
+	/* Optional, with journal_local_path: adds an inotify watch (mask) on
+	 * inotify_fd for the host directory that holds the run's journal and
+	 * status, whose events are the run changing; returns the watch
+	 * descriptor or -errno.  Without it the engine watches the directory
+	 * of journal_local_path's path (a provider whose path is
+	 * /proc/self/fd/N needs this, or its journal is woken by the tick). */
+	int (*journal_watch)(struct sfs_sandbox *sb, struct sfs_run *run, int inotify_fd,
+			     uint32_t mask);
 	/* Follow (killable providers without a local journal file): start one
 	 * streaming reader of the journal from byte `from`.  *fd is a readable
 	 * fd whose bytes are the journal's from that offset, ending (EOF) when

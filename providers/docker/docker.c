@@ -609,6 +609,7 @@ static const struct sfs_provider_ops docker_ops = {
     .run_start = docker_run_start,
     .run_refresh = dk_run_refresh,
     .journal_local_path = dk_journal_local_path,
+    .journal_watch = dk_journal_watch,
     .journal_read = dk_journal_read,
     .journal_follow = dk_journal_follow,
     .journal_unfollow = dk_journal_unfollow,

@@ -201,6 +201,8 @@ int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 		struct sfs_err *err);
 int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
+/* inotify.c: a watch on the run's directory in the merged dir; -errno. */
+int dk_journal_watch(struct sfs_sandbox *sb, struct sfs_run *run, int inotify_fd, uint32_t mask);
 ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err);
 int dk_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
