@@ -201,6 +201,18 @@ int dk_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 		struct sfs_err *err);
 int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
+/* agent.c: the run agent in the container (see there).  Whether this
+ * sandbox's runs may use it; start run (its run dir prepared from the host,
+ * env the exec API's "K=V" array) or kill through it: 0, or -errno and the
+ * caller takes the per-exec path (nothing was started). */
+struct sfs_sh_cmd;
+bool dk_agent_enabled(struct sfs_sandbox *sb);
+int dk_agent_run(struct sfs_sandbox *sb, const char *cid, struct sfs_run *run, json_t *env);
+int dk_agent_kill(struct sfs_sandbox *sb, const char *cid, int n, const struct sfs_sh_cmd *kill,
+		  double wait_s, char *out, size_t outlen);
+/* Whether run n's wrapper lives, from the container's /proc seen from this
+ * host (inspect: the container's inspect reply): 1, 0, or -errno. */
+int dk_agent_wrapper_alive(struct sfs_sandbox *sb, json_t *inspect, int n);
 /* inotify.c: a watch on the run's directory in the merged dir; -errno. */
 int dk_journal_watch(struct sfs_sandbox *sb, struct sfs_run *run, int inotify_fd, uint32_t mask);
 ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,

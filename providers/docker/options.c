@@ -18,6 +18,12 @@ const struct sfs_opt sfs_docker_options[] = {
      .choices = "auto|archive",
      .help = "workspace access: auto uses the container's overlay directory when this host can "
 	     "reach it; archive always goes through the Engine's archive API"},
+    {.key = "docker.agent",
+     .type = SFS_OPT_BOOL,
+     .def = "true",
+     .help = "start and kill runs through one agent process per container (providers/docker/"
+	     "agent.c) where the container's files are reachable from this host; false: one "
+	     "Engine API exec per run and per kill"},
     {.key = "docker.kill_grace",
      .type = SFS_OPT_DOUBLE,
      .def = "2",

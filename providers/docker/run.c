@@ -147,6 +147,20 @@ static int host_prep(struct sfs_sandbox *sb, int n, const char *cmd)
 	return r;
 }
 
+/* The run is going: its record, with the exec id ("" when the agent started
+ * it: refresh then asks the container, as for a record made from it). */
+static void record_started(struct sfs_sandbox *sb, struct sfs_run *run, const char *cid,
+			   const char *eid)
+{
+	char started[64];
+	pthread_mutex_lock(&dk_mu);
+	struct dk_sb *d = dk_sb_locked(sb);
+	snprintf(started, sizeof(started), "%s", d ? d->started : "");
+	pthread_mutex_unlock(&dk_mu);
+	save_record(sb, run, cid, eid, started);
+	run->state = SFS_RUN_RUNNING;
+}
+
 int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char cid[DK_ID_MAX], dir[64];
@@ -160,7 +174,13 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	json_t *env = dk_exec_env(sb, run->n, err);
 	if (!env)
 		return err ? err->code : -ENOMEM;
-	if (host_prep(sb, run->n, run->cmd) != 0) {
+	bool prepared = host_prep(sb, run->n, run->cmd) == 0;
+	if (prepared && dk_agent_enabled(sb) && dk_agent_run(sb, cid, run, env) == 0) {
+		json_decref(env);
+		record_started(sb, run, cid, "");
+		return 0;
+	}
+	if (!prepared) {
 		/* a clean run dir made by the container's own user */
 		struct sfs_sh_cmd prep;
 		r = sfs_sh_prep(&prep, dir, run->cmd, 0, err);
@@ -196,14 +216,7 @@ int dk_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		r = dk_exec_start_detached(eid, err);
 	if (r)
 		return r;
-
-	char started[64];
-	pthread_mutex_lock(&dk_mu);
-	struct dk_sb *d = dk_sb_locked(sb);
-	snprintf(started, sizeof(started), "%s", d ? d->started : "");
-	pthread_mutex_unlock(&dk_mu);
-	save_record(sb, run, cid, eid, started);
-	run->state = SFS_RUN_RUNNING;
+	record_started(sb, run, cid, eid);
 	return 0;
 }
 
@@ -278,9 +291,13 @@ static int wrapper_alive(struct sfs_sandbox *sb, const struct dk_run *rec, const
 		return r;
 	dk_note_container(sb, &info);
 	bool same_life = info.running && strcmp(info.started, rec->started) == 0;
+	/* a run the agent started: the container's /proc tells, no exec */
+	int seen = same_life ? dk_agent_wrapper_alive(sb, info.raw, rec->n) : 0;
 	dk_info_free(&info);
 	if (!same_life)
 		return 0;
+	if (seen >= 0)
+		return seen;
 	char dir[64], out[32];
 	dk_run_dir(rec->n, dir, sizeof(dir));
 	struct sfs_sh_cmd c;
@@ -418,7 +435,9 @@ int dk_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escal
 	double g = sfs_opt_get_double("docker.kill_grace");
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
-	if (!r)
+	/* through the agent when it answers, else one exec */
+	if (!r && (!dk_agent_enabled(sb) ||
+		   dk_agent_kill(sb, cid, run->n, &c, g + 10, out, sizeof(out)) != 0))
 		r = dk_sh_cmd(cid, &c, out, sizeof(out), err);
 	sfs_sh_cmd_free(&c);
 	set_next_check(sb, run->n, 0); /* look at the run again at once */
