@@ -84,3 +84,78 @@ wrapper_exe() {
 	[ "$(cat "$BATS_TEST_TMPDIR/journal")" = "$(printf 'line %s\n' 1 2 3 4 5)" ]
 	wait_for grep -qx 'followers 0' "$MNT/d1/status"
 }
+
+# agent_pid ID: the run agent's pid in container ID, if one is alive
+agent_pid() {
+	docker exec "$1" sh -c 'p=$(cat /.sandboxfs/agent/pid 2>/dev/null) &&
+		tr "\0" "\n" <"/proc/$p/cmdline" 2>/dev/null | grep -qx sfs-agent && echo "$p"'
+}
+
+@test "docker: runs start through one agent per container; killed with docker exec, it is started again" {
+	docker_setup
+	dk_new a1 env.GREETING=hi >/dev/null
+	id=$(dk_id a1)
+	n=$(dk_exec a1 'echo "$GREETING from $(pwd) in $SANDBOXFS_RUN_DIR"; exit 5')
+	[ "$(cat "$MNT/a1/runs/$n/wait")" = "exited 5" ]
+	[ "$(cat "$MNT/a1/runs/$n/journal")" = "hi from /workspace in /.sandboxfs/runs/$n" ]
+	p1=$(agent_pid "$id")
+	[ -n "$p1" ]
+	# the agent took the run's start file: the run came from it, not from an exec
+	docker exec "$id" test -f "/.sandboxfs/runs/$n/.started"
+	docker exec "$id" kill "$p1"
+	wait_for test -z "$(agent_pid "$id")"
+	n=$(dk_exec a1 'echo again')
+	[ "$(cat "$MNT/a1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/a1/runs/$n/journal")" = again ]
+	p2=$(agent_pid "$id")
+	[ -n "$p2" ]
+	[ "$p2" != "$p1" ]
+	docker exec "$id" test -f "/.sandboxfs/runs/$n/.started"
+	# one agent, not one per run
+	[ "$(docker exec "$id" ps -o args | grep -c '[s]fs-agent')" -eq 1 ]
+}
+
+@test "docker: kill goes through the agent and takes the run's whole process group" {
+	docker_setup
+	dk_new k1 >/dev/null
+	id=$(dk_id k1)
+	n=$(dk_exec k1 'sh -c "trap \"\" TERM; echo child; sleep 300" & echo parent; wait')
+	wait_for grep -q child "$MNT/k1/runs/$n/journal"
+	pgid=$(docker exec "$id" cat "/.sandboxfs/runs/$n/pid")
+	ctl_write "$MNT/k1/ctl" "kill $n" >/dev/null
+	[ "$(cat "$MNT/k1/runs/$n/wait")" = "killed TERM" ]
+	# the agent ran the kill script and left its answer
+	[ "$(docker exec "$id" cat "/.sandboxfs/runs/$n/.kill.out")" = ok ]
+	run docker exec "$id" sh -c "ps -o pgid,args | awk '\$1 == $pgid'"
+	[ -z "$output" ]
+}
+
+@test "docker: the agent outlives a daemon kill -9; the restarted daemon's runs use the same agent" {
+	docker_setup
+	dk_new r1 >/dev/null
+	id=$(dk_id r1)
+	n=$(dk_exec r1 'echo one')
+	[ "$(cat "$MNT/r1/runs/$n/wait")" = "exited 0" ]
+	p1=$(agent_pid "$id")
+	[ -n "$p1" ]
+	dk_restart_daemon
+	n=$(dk_exec r1 'echo two')
+	[ "$(cat "$MNT/r1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/r1/runs/$n/journal")" = two ]
+	[ "$(agent_pid "$id")" = "$p1" ]
+	ctl_write "$MNT/r1/ctl" "exec sleep 300" >/dev/null
+	ctl_write "$MNT/r1/ctl" "kill 3" >/dev/null
+	[ "$(cat "$MNT/r1/runs/3/wait")" = "killed TERM" ]
+}
+
+@test "docker: with -o docker.agent=false every run is an exec and no agent starts" {
+	docker_setup -o docker.agent=false
+	dk_new e1 >/dev/null
+	id=$(dk_id e1)
+	n=$(dk_exec e1 'echo plain')
+	[ "$(cat "$MNT/e1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/e1/runs/$n/journal")" = plain ]
+	[ -z "$(agent_pid "$id")" ]
+	run docker exec "$id" test -e "/.sandboxfs/runs/$n/.started"
+	[ "$status" -ne 0 ]
+}
