@@ -28,8 +28,7 @@
 #include "exec.h"
 #include "../sh/sh.h"
 
-#include "../config.h"
-#include "../strbuf.h"
+#include "../options.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -89,9 +88,7 @@ static const char agent_script[] =
 
 bool dk_agent_enabled(struct sfs_sandbox *sb)
 {
-	const char *v = sfs_config_get("docker.agent", "true");
-	if (strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0 ||
-	    strcmp(v, "0") == 0 || dk_fs_archive_only())
+	if (!sfs_opt_get_bool("docker.agent") || dk_fs_archive_only())
 		return false;
 	pthread_mutex_lock(&dk_mu);
 	struct dk_sb *d = dk_sb_locked(sb);
