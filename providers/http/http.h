@@ -116,6 +116,17 @@ long sfs_http_backoff_ms(int attempt, long retry_after_ms, double rnd);
 /* Retry-After as delta seconds or an HTTP date; -1 if unparseable. */
 long sfs_http_parse_retry_after(const char *value, int64_t now);
 
+/* ---- multipart/form-data bodies (multipart.c): pure ------------------- */
+
+/* Calls on_part for each part of a whole multipart body whose Content-Type
+ * value is ctype (name and filename of its Content-Disposition, "" when
+ * absent; data borrowed).  0, -EPROTO when malformed, or on_part's non-zero
+ * return. */
+int sfs_multipart_parse(const char *ctype, const char *body, size_t len,
+			int (*on_part)(const char *name, const char *filename, const char *data,
+				       size_t len, void *arg),
+			void *arg);
+
 /* ---- line parsers (lines.c): pure, incremental ----------------------- */
 
 struct sfs_linebuf {
