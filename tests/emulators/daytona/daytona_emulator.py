@@ -464,6 +464,36 @@ class Handler(BaseHTTPRequestHandler):
             with open(p, "rb") as f:
                 data = f.read()
             return self._send(200, raw=data, ctype="application/octet-stream")
+        if parts == ["files", "bulk-download"] and m == "POST":
+            # provider-apis.md 1.4: multipart/form-data, one part named "file"
+            # per file (filename = the path as asked), a part named "error"
+            # with an ErrorResponse for each path that cannot be read
+            paths = json.loads(body or b"{}").get("paths")
+            if not isinstance(paths, list) or not paths:
+                raise ApiError(400, "paths must be a non-empty list")
+            boundary = "sfs-emu-" + uuid.uuid4().hex
+            out = []
+            for path in paths:
+                quoted = str(path).replace("\\", "\\\\").replace('"', '\\"')
+                try:
+                    fp = resolve(sb, path)
+                    if os.path.isdir(fp):
+                        raise ApiError(400, "path is a directory")
+                    with open(fp, "rb") as f:
+                        data = f.read()
+                    head = ('Content-Disposition: form-data; name="file"; filename="%s"\r\n'
+                            "Content-Type: application/octet-stream\r\n" % quoted)
+                except (ApiError, OSError) as e:
+                    code = e.status if isinstance(e, ApiError) else 404
+                    data = json.dumps({"statusCode": code, "message": str(e),
+                                       "path": path}).encode()
+                    head = ('Content-Disposition: form-data; name="error"; filename="%s"\r\n'
+                            "Content-Type: application/json\r\n" % quoted)
+                out.append(b"--" + boundary.encode() + b"\r\n" + head.encode() + b"\r\n" +
+                           data + b"\r\n")
+            out.append(b"--" + boundary.encode() + b"--\r\n")
+            return self._send(200, raw=b"".join(out),
+                              ctype="multipart/form-data; boundary=" + boundary)
         if parts == ["files", "upload"] and m == "POST":
             dest = resolve(sb, q.get("path"))
             fields = parse_multipart(self.headers.get("Content-Type", ""), body)
