@@ -209,6 +209,14 @@ struct sfs_provider_ops {
 	int (*fs_list)(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents,
 		       size_t *n, struct sfs_err *err); /* with attributes: one call */
 	int (*fs_read)(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+	/* Optional: the contents of several regular files in one call (a bulk
+	 * download).  on_file gets each file that could be read (its path as
+	 * given, data borrowed for the call); one that could not is left out.
+	 * A non-zero return of on_file ends the call with it. */
+	int (*fs_read_many)(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+			    int (*on_file)(const char *path, const void *data, size_t len,
+					   void *arg),
+			    void *arg, struct sfs_err *err);
 	int (*fs_write)(
 	    struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
 	    struct sfs_err *err); /* whole file from fd (offset 0), created or replaced */
