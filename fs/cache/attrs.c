@@ -377,7 +377,13 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 		else
 			have = rc_rstat_copy(&st, &ent->st) == 0;
 	}
-	bool use_list = d->listed;
+	/* A directory listed before is listed again; one never listed is
+	 * listed at its second lookup: a walk (git status, a build) looks up
+	 * many names in a directory, and one listing answers all of them, the
+	 * names that do not exist included.  A single lookup stays one stat. */
+	bool use_list = d->listed || d->stat_lookups >= 1;
+	if (!use_list && !have && !r)
+		d->stat_lookups++;
 	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;
 	pthread_mutex_unlock(&R.mu);
 	bool cacheable = true;

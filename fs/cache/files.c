@@ -54,7 +54,18 @@ int rc_fetch(struct rc_node *n, struct sfs_sandbox *sb, const char *path,
 	if (ftruncate(n->cfd, 0) < 0)
 		return -errno;
 	n->cvalid = false;
-	r = RC_CALL(n->rs, sb, "read", path, fs_read, path, n->cfd);
+	/* a copy fetched in bulk with a sibling, else a bulk call for this
+	 * one and its small siblings, else this one alone */
+	r = rc_prefetch_take(n->rs, path, st, n->cfd);
+	if (r == 0)
+		r = rc_prefetch_fill(n->rs, sb, path, st, n->cfd);
+	if (r == 0) {
+		if (ftruncate(n->cfd, 0) < 0)
+			return -errno;
+		r = RC_CALL(n->rs, sb, "read", path, fs_read, path, n->cfd);
+	} else if (r == 1) {
+		r = 0;
+	}
 	if (r)
 		return r;
 	struct stat cst;

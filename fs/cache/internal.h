@@ -20,11 +20,13 @@
 struct rsb {
 	struct rsb *next;
 	uint32_t serial;
-	unsigned long calls; /* atomic */
-	uint64_t gen;	     /* R.mu: bumped by rc_invalidate_sandbox */
-	uint64_t wctr;	     /* R.mu: bumped by every mutation */
-	bool gone;	     /* R.mu */
-	char *cachedir;	     /* R.mu: set once */
+	unsigned long calls;  /* atomic */
+	uint64_t gen;	      /* R.mu: bumped by rc_invalidate_sandbox */
+	uint64_t wctr;	      /* R.mu: bumped by every mutation */
+	bool gone;	      /* R.mu */
+	char *cachedir;	      /* R.mu: set once */
+	struct rc_pref *pref; /* R.mu: prefetched files (prefetch.c) */
+	size_t pref_bytes;    /* R.mu */
 };
 
 struct rent {
@@ -51,6 +53,7 @@ struct rc_node {
 	struct rent *ents; /* R.mu: the listing, for directories */
 	size_t nents;
 	bool dir_ok, listed;
+	unsigned stat_lookups; /* R.mu: lookups in it answered by a stat */
 	double dir_until;
 	uint64_t dir_gen;
 
@@ -133,6 +136,15 @@ int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st
 int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, bool cache_attr,
 		 struct rc_entry *e);
 void rc_present(struct rc_node *n, struct sfs_rstat *st);
+
+/* prefetch.c: small files fetched in bulk beside the one being opened.
+ * take: 1 when path's prefetched copy (matching st) was written to fd,
+ * 0 when there is none; fill: 1 when a bulk call wrote path to fd (and
+ * kept its siblings), 0 when the caller must read it alone; -errno. */
+int rc_prefetch_take(struct rsb *rs, const char *path, const struct sfs_rstat *st, int fd);
+int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
+		     const struct sfs_rstat *st, int fd);
+void rc_prefetch_drop_locked(struct rsb *rs);
 
 /* files.c: cache files, fetch, write-back */
 int rc_open_cache_file(struct rc_node *n, struct sfs_sandbox *sb);

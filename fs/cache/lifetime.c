@@ -25,6 +25,7 @@ void rc_invalidate_sandbox(uint32_t serial)
 		return;
 	}
 	rs->gen++;
+	rc_prefetch_drop_locked(rs);
 	for (size_t b = 0; b < RC_NBUCKETS; b++) {
 		for (struct rc_node *n = R.by_id[b]; n; n = n->id_next) {
 			if (n->serial != serial)
@@ -57,6 +58,7 @@ void rc_sandbox_gone(uint32_t serial)
 	if (rs) {
 		rs->gone = true;
 		rs->gen++;
+		rc_prefetch_drop_locked(rs);
 		for (size_t b = 0; b < RC_NBUCKETS; b++) {
 			for (struct rc_node *n = R.by_id[b], *next; n; n = next) {
 				next = n->id_next;
@@ -300,6 +302,7 @@ void rc_shutdown(void)
 	while (R.sbs) {
 		struct rsb *s = R.sbs;
 		R.sbs = s->next;
+		rc_prefetch_drop_locked(s);
 		free(s->cachedir);
 		free(s);
 	}
