@@ -55,14 +55,8 @@ for _ in $(seq 1 100); do
 done
 [ -e "$MNT/ctl" ] || die "mount failed: $(cat "$TMP/daemon.log")"
 
-# ctl LINE FILE: writes LINE and prints what a read of the same fd returns
-ctl() {
-	local fd
-	exec {fd}<>"$2"
-	printf '%s\n' "$1" >&"$fd"
-	cat <&"$fd"
-	exec {fd}>&-
-}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 ctl "new b provider=docker image=$IMAGE" "$MNT/ctl" >/dev/null
 CID=$(awk '$1 == "id" { print $2 }' "$MNT/b/status")

@@ -61,13 +61,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ctl() {
-	local fd
-	exec {fd}<>"$2"
-	printf '%s\n' "$1" >&"$fd"
-	cat <&"$fd"
-	exec {fd}>&-
-}
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 # mount NAME BIN: mounts BIN on $TMP/mntNAME with a local sandbox l and, with
 # docker, a docker sandbox d, and adds them to MOUNT_ARGS

@@ -196,26 +196,24 @@ static int send_line(struct sfs_sandbox *sb, const char *cid, const char *verb, 
 	return r;
 }
 
-/* Creates RUNDIR/name (0600, new) holding text; -errno. */
-static int put_file(int rundir, const char *name, const char *text)
+/* Creates RUNDIR/name (0600, new): "exec " and c's string form, so the
+ * shell that reads the file becomes the command; -errno. */
+static int put_script(int rundir, const char *name, const struct sfs_sh_cmd *c)
 {
+	char *line = NULL, *text = NULL;
+	int r = sfs_sh_cmd_string(c, &line, NULL);
+	if (!r && asprintf(&text, "exec %s\n", line) < 0)
+		r = -ENOMEM;
+	free(line);
+	if (r)
+		return r;
 	unlinkat(rundir, name, 0);
 	int fd = openat(rundir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	size_t len = strlen(text);
-	int r = write_all(fd, text, len);
-	close(fd);
+	r = fd < 0 ? -errno : write_all(fd, text, strlen(text));
+	if (fd >= 0)
+		close(fd);
+	free(text);
 	return r;
-}
-
-static int open_rundir(struct sfs_sandbox *sb, int n)
-{
-	char dir[64];
-	dk_run_dir(n, dir, sizeof(dir));
-	int fd;
-	int r = dk_host_open(sb, dir, O_PATH | O_DIRECTORY, 0, &fd, NULL);
-	return r ? r : fd;
 }
 
 int dk_agent_run(struct sfs_sandbox *sb, const char *cid, struct sfs_run *run, json_t *env)
@@ -248,25 +246,15 @@ int dk_agent_run(struct sfs_sandbox *sb, const char *cid, struct sfs_run *run, j
 				  .cmd = run->cmd,
 				  .env = &kv};
 	struct sfs_sh_cmd c = {0};
-	char *line = NULL;
 	if (!r)
 		r = sfs_sh_wrapper(&c, &wrap, NULL);
-	if (!r)
-		r = sfs_sh_cmd_string(&c, &line, NULL);
-	sfs_sh_cmd_free(&c);
 	sfs_kv_free(&kv);
-	int rundir = r ? r : open_rundir(sb, run->n);
-	if (rundir < 0) {
-		free(line);
+	int rundir = r ? r : dk_run_dir_open(sb, run->n);
+	if (rundir >= 0)
+		r = put_script(rundir, ".start", &c);
+	sfs_sh_cmd_free(&c);
+	if (rundir < 0)
 		return rundir;
-	}
-	/* `exec`: the wrapper replaces the shell reading the file */
-	char *script = NULL;
-	r = asprintf(&script, "exec %s\n", line) < 0 ? -ENOMEM : 0;
-	free(line);
-	if (!r)
-		r = put_file(rundir, ".start", script);
-	free(script);
 	if (!r)
 		r = send_line(sb, cid, "run", run->n);
 	/* taken when .start is gone; one not taken in time is taken back, and
@@ -290,20 +278,11 @@ int dk_agent_run(struct sfs_sandbox *sb, const char *cid, struct sfs_run *run, j
 int dk_agent_kill(struct sfs_sandbox *sb, const char *cid, int n, const struct sfs_sh_cmd *kill,
 		  double wait_s, char *out, size_t outlen)
 {
-	char *line = NULL;
-	int r = sfs_sh_cmd_string(kill, &line, NULL);
-	int rundir = r ? r : open_rundir(sb, n);
-	if (rundir < 0) {
-		free(line);
+	int rundir = dk_run_dir_open(sb, n);
+	if (rundir < 0)
 		return rundir;
-	}
-	char *script = NULL;
-	r = asprintf(&script, "exec %s\n", line) < 0 ? -ENOMEM : 0;
-	free(line);
 	unlinkat(rundir, ".kill.out", 0);
-	if (!r)
-		r = put_file(rundir, ".kill", script);
-	free(script);
+	int r = put_script(rundir, ".kill", kill);
 	if (!r)
 		r = send_line(sb, cid, "kill", n);
 	if (r) {
@@ -350,7 +329,7 @@ int dk_agent_wrapper_alive(struct sfs_sandbox *sb, json_t *inspect, int n)
 {
 	json_int_t init =
 	    json_integer_value(json_object_get(json_object_get(inspect, "State"), "Pid"));
-	int rundir = init > 0 ? open_rundir(sb, n) : -EOPNOTSUPP;
+	int rundir = init > 0 ? dk_run_dir_open(sb, n) : -EOPNOTSUPP;
 	if (rundir < 0)
 		return rundir;
 	char buf[4096];

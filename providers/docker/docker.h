@@ -213,7 +213,9 @@ int dk_agent_kill(struct sfs_sandbox *sb, const char *cid, int n, const struct s
 /* Whether run n's wrapper lives, from the container's /proc seen from this
  * host (inspect: the container's inspect reply): 1, 0, or -errno. */
 int dk_agent_wrapper_alive(struct sfs_sandbox *sb, json_t *inspect, int n);
-/* inotify.c: a watch on the run's directory in the merged dir; -errno. */
+/* inotify.c: an O_PATH fd of run n's directory reached through the merged
+ * dir (no symlink followed), or -errno; a watch on it; -errno. */
+int dk_run_dir_open(struct sfs_sandbox *sb, int n);
 int dk_journal_watch(struct sfs_sandbox *sb, struct sfs_run *run, int inotify_fd, uint32_t mask);
 ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err);

@@ -20,21 +20,27 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+int dk_run_dir_open(struct sfs_sandbox *sb, int n)
+{
+	char dir[64];
+	dk_run_dir(n, dir, sizeof(dir));
+	int fd;
+	int r = dk_host_open(sb, dir, O_PATH | O_DIRECTORY, 0, &fd, NULL);
+	return r ? r : fd;
+}
+
 int dk_journal_watch(struct sfs_sandbox *sb, struct sfs_run *run, int inotify_fd, uint32_t mask)
 {
 	if (dk_fs_archive_only())
 		return -EOPNOTSUPP;
-	char dir[64];
-	dk_run_dir(run->n, dir, sizeof(dir));
-	int fd;
-	int r = dk_host_open(sb, dir, O_PATH | O_DIRECTORY, 0, &fd, NULL);
-	if (r)
-		return r;
+	int fd = dk_run_dir_open(sb, run->n);
+	if (fd < 0)
+		return fd;
 	/* the directory we opened, not whatever the path names by now */
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	int wd = inotify_add_watch(inotify_fd, path, mask | IN_ONLYDIR);
-	r = wd < 0 ? -errno : wd;
+	int r = wd < 0 ? -errno : wd;
 	close(fd);
 	return r;
 }

@@ -4,6 +4,7 @@
  * descendant that left the group (setsid, a daemonizing server) still has
  * a parent chain that ends at the wrapper: /proc finds it there.
  */
+#include "isolation.h"
 #include "local.h"
 
 #include <ctype.h>
@@ -43,27 +44,13 @@ size_t sfs_local_tree_select(const struct sfs_local_proc *procs, size_t n, pid_t
 	return count;
 }
 
-/* Reads a /proc file into buf (NUL-terminated); its length, or -1. */
-static ssize_t read_proc(const char *path, char *buf, size_t size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t len = read(fd, buf, size - 1);
-	close(fd);
-	if (len < 0)
-		return -1;
-	buf[len] = '\0';
-	return len;
-}
-
 /* Reads pid's parent and state from /proc/PID/stat: "pid (comm) S ppid ...",
  * comm may hold spaces and ')' so the last ')' ends it. */
 static int read_stat(pid_t pid, pid_t *ppid, char *state)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_proc(path, buf, sizeof(buf)) <= 0)
+	if (sfs_proc_read(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	char *end = strrchr(buf, ')');
 	int parent;
@@ -194,7 +181,7 @@ int sfs_local_has_live_children(pid_t pid)
 	 * wrapper's own exit may leave one, e.g. a sanitizer's helper). */
 	char path[96], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-	ssize_t len = read_proc(path, buf, sizeof(buf));
+	ssize_t len = sfs_proc_read(path, buf, sizeof(buf));
 	if (len < 0)
 		return -1;
 	if (len == (ssize_t)sizeof(buf) - 1)
@@ -217,7 +204,7 @@ pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid)
 		return -1;
 	char path[64], buf[4400];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)wpid);
-	ssize_t len = read_proc(path, buf, sizeof(buf));
+	ssize_t len = sfs_proc_read(path, buf, sizeof(buf));
 	if (len <= 0)
 		return -1;
 	const char *arg1 = buf + strlen(buf) + 1;
