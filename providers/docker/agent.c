@@ -32,6 +32,7 @@
 #include "../util.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,9 @@ static const char agent_script[] =
     "set -f\n"
     "d=$1 runs=$2\n"
     "mkdir -p \"$d\" || exit 1\n"
-    "command -v setsid >/dev/null 2>&1 || { : >\"$d/unusable\"; exit 1; }\n"
+    "for c in setsid mkfifo mv; do\n"
+    "  command -v $c >/dev/null 2>&1 || { : >\"$d/unusable\"; exit 1; }\n"
+    "done\n"
     "old=$(cat \"$d/pid\" 2>/dev/null)\n"
     "if [ -n \"$old\" ] && [ \"$old\" != $$ ] &&\n"
     "   tr '\\0' '\\n' <\"/proc/$old/cmdline\" 2>/dev/null | grep -qx sfs-agent; then\n"
@@ -163,11 +166,42 @@ static bool unusable(struct sfs_sandbox *sb)
 	return true;
 }
 
+/* Sandboxes whose agent did not come up: the per-exec path for a while,
+ * rather than a wait for the agent at every run. */
+#define AGENT_BACKOFF_MS 60000
+static pthread_mutex_t backoff_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	struct sfs_sandbox *sb;
+	int64_t until;
+} backoff[32];
+
+static bool backing_off(struct sfs_sandbox *sb, bool start)
+{
+	int64_t now = dk_now_ms();
+	bool on = false;
+	pthread_mutex_lock(&backoff_mu);
+	size_t slot = 0;
+	for (size_t i = 0; i < sizeof(backoff) / sizeof(backoff[0]); i++) {
+		if (backoff[i].sb == sb && backoff[i].until > now)
+			on = true;
+		if (backoff[i].until < backoff[slot].until)
+			slot = i;
+	}
+	if (start && !on) {
+		backoff[slot].sb = sb;
+		backoff[slot].until = now + AGENT_BACKOFF_MS;
+	}
+	pthread_mutex_unlock(&backoff_mu);
+	return on;
+}
+
 static int send_line(struct sfs_sandbox *sb, const char *cid, const char *verb, int n)
 {
 	int fd = open_fifo(sb);
 	if ((fd == -ENXIO || fd == -ENOENT) && unusable(sb))
 		return -EOPNOTSUPP;
+	if ((fd == -ENXIO || fd == -ENOENT) && backing_off(sb, false))
+		return -EAGAIN;
 	if (fd == -ENXIO || fd == -ENOENT) {
 		struct sfs_err err = {0};
 		int r = start_agent(cid, &err);
@@ -183,6 +217,13 @@ static int send_line(struct sfs_sandbox *sb, const char *cid, const char *verb, 
 			if (unusable(sb))
 				return -EOPNOTSUPP;
 			sleep_ms(2);
+		}
+		if (fd == -ENXIO || fd == -ENOENT) {
+			backing_off(sb, true);
+			sfs_log(SFS_LOG_WARN,
+				"docker: %.12s: the run agent did not start; runs take one exec "
+				"each for a minute",
+				cid);
 		}
 	}
 	if (fd < 0)
