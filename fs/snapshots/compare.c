@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 struct cmp {
@@ -50,9 +49,8 @@ void paths_free(struct paths *p)
 	memset(p, 0, sizeof(*p));
 }
 
-/* The blob id of the file or symlink name in dirfd, without storing it. */
-static int hash_entry(struct cmp *c, int dirfd, const char *name, const char *rel,
-		      const struct stat *st, git_oid *oid)
+int rec_hash(struct scache *cache, int dirfd, const char *name, const char *rel,
+	     const struct stat *st, git_oid *oid)
 {
 	if (S_ISLNK(st->st_mode)) {
 		char target[4096];
@@ -61,23 +59,19 @@ static int hash_entry(struct cmp *c, int dirfd, const char *name, const char *re
 			return -errno;
 		return git_odb_hash(oid, target, (size_t)n, GIT_OBJECT_BLOB) < 0 ? -EIO : 0;
 	}
-	if (c->cache && scache_hit(c->cache, rel, st, oid))
+	if (cache && scache_hit(cache, rel, st, oid))
 		return 0;
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	size_t len = (size_t)st->st_size;
-	void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-	close(fd);
-	if (data == MAP_FAILED)
-		return -errno;
+	void *data;
+	size_t len;
+	int r = rec_map(dirfd, name, &data, &len, NULL);
+	if (r)
+		return r;
 	int rc = git_odb_hash(oid, data ? data : "", len, GIT_OBJECT_BLOB);
-	if (data)
-		munmap(data, len);
+	rec_unmap(data, len);
 	if (rc < 0)
 		return -EIO;
-	if (c->cache)
-		scache_note(c->cache, rel, st, oid);
+	if (cache)
+		scache_note(cache, rel, st, oid);
 	return 0;
 }
 
@@ -128,7 +122,7 @@ static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char 
 		return r;
 	}
 	git_oid oid;
-	if (hash_entry(c, dirfd, name, rel, &st, &oid) ||
+	if (rec_hash(c->cache, dirfd, name, rel, &st, &oid) ||
 	    !git_oid_equal(&oid, git_tree_entry_id(e)))
 		return paths_add(c->out, rel);
 	return 0;

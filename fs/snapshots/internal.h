@@ -60,6 +60,14 @@ int rec_tree(struct rec *r, int dirfd, const char *rel, git_oid *out);
 /* The blob of one entry (a file or a symlink) named name in dirfd. */
 int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const struct stat *st,
 	     git_oid *out);
+/* A regular file's bytes mapped (NULL when empty), and its stat: -EAGAIN
+ * when name is no longer a regular file. */
+int rec_map(int dirfd, const char *name, void **data, size_t *len, struct stat *st);
+void rec_unmap(void *data, size_t len);
+/* The blob id of a file or symlink without storing it: from the cache, or
+ * hashed (and then noted in the cache, which may be NULL). */
+int rec_hash(struct scache *cache, int dirfd, const char *name, const char *rel,
+	     const struct stat *st, git_oid *oid);
 /* The git mode of a stat, or 0 for what a tree cannot hold. */
 git_filemode_t rec_filemode(const struct stat *st);
 /* Whether a name is left out of snapshots (".git"). */

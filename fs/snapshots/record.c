@@ -45,6 +45,33 @@ static char *join(const char *rel, const char *name)
 	return p;
 }
 
+int rec_map(int dirfd, const char *name, void **data, size_t *len, struct stat *st)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	struct stat now;
+	if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode)) {
+		close(fd);
+		return -EAGAIN; /* replaced by something else meanwhile */
+	}
+	*len = (size_t)now.st_size;
+	*data = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+	int e = errno;
+	close(fd);
+	if (*data == MAP_FAILED)
+		return -e;
+	if (st)
+		*st = now;
+	return 0;
+}
+
+void rec_unmap(void *data, size_t len)
+{
+	if (data)
+		munmap(data, len);
+}
+
 int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const struct stat *st,
 	     git_oid *out)
 {
@@ -58,22 +85,16 @@ int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const 
 	}
 	if (r->cache && scache_hit(r->cache, rel, st, out))
 		return 0;
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return sys_err(r, errno, "open", rel);
 	struct stat now;
-	if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode)) {
-		close(fd);
-		return sfs_errf(r->err, -EAGAIN, "snapshot: %s changed while it was read", rel);
-	}
-	size_t len = (size_t)now.st_size;
-	void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-	close(fd);
-	if (data == MAP_FAILED)
-		return sys_err(r, errno, "read", rel);
+	void *data;
+	size_t len;
+	int e = rec_map(dirfd, name, &data, &len, &now);
+	if (e == -EAGAIN)
+		return sfs_errf(r->err, e, "snapshot: %s changed while it was read", rel);
+	if (e)
+		return sys_err(r, -e, "read", rel);
 	int rc = git_odb_write(out, r->odb, data ? data : "", len, GIT_OBJECT_BLOB);
-	if (data)
-		munmap(data, len);
+	rec_unmap(data, len);
 	if (rc < 0)
 		return st_error(r->err, rc, "snapshot: writing a blob");
 	r->st.hashed++;

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 struct rst {
@@ -67,24 +66,7 @@ static bool same_blob(struct rst *s, int dirfd, const char *name, const char *re
 		      const struct stat *st, const git_oid *want)
 {
 	git_oid have;
-	if (s->cache && scache_hit(s->cache, rel, st, &have))
-		return git_oid_equal(&have, want);
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return false;
-	size_t len = (size_t)st->st_size;
-	void *data = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-	close(fd);
-	if (data == MAP_FAILED)
-		return false;
-	int rc = git_odb_hash(&have, data ? data : "", len, GIT_OBJECT_BLOB);
-	if (data)
-		munmap(data, len);
-	if (rc < 0)
-		return false;
-	if (s->cache)
-		scache_note(s->cache, rel, st, &have);
-	return git_oid_equal(&have, want);
+	return rec_hash(s->cache, dirfd, name, rel, st, &have) == 0 && git_oid_equal(&have, want);
 }
 
 static int write_file(struct rst *s, int dirfd, const char *name, const char *rel,
