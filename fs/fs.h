@@ -18,6 +18,14 @@ extern struct sfs_fs_options sfs_fs_opts;
 extern struct fuse_session *sfs_session;
 extern const struct fuse_lowlevel_ops sfs_ops;
 
+/* Fills e for entry i of a directory listing (plus: with attributes and a
+ * lookup, as readdirplus hands out) and returns its name. */
+typedef const char *(*sfs_dirent_fn)(void *ctx, size_t i, bool plus, struct fuse_entry_param *e);
+/* Replies to a readdir(plus) of a directory of n entries from offset off:
+ * ".", "..", then the entries (fs/ops.c). */
+void sfs_reply_dir(fuse_req_t req, size_t size, off_t off, size_t n, fuse_ino_t self,
+		   fuse_ino_t parent, bool plus, sfs_dirent_fn entry, void *ctx);
+
 /* Installs the journal and tree hooks that reach back into fs/. */
 int sfs_fs_start(struct sfs_err *err);
 void sfs_fs_stop(void);

@@ -755,10 +755,9 @@ static void sfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 }
 
-static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi, bool plus)
+void sfs_reply_dir(fuse_req_t req, size_t size, off_t off, size_t n, fuse_ino_t self,
+		   fuse_ino_t parent, bool plus, sfs_dirent_fn entry, void *ctx)
 {
-	struct sdh *d = (struct sdh *)(uintptr_t)fi->fh;
 	char *buf = malloc(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -766,28 +765,15 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	size_t used = 0;
 	/* offsets: 1 = ".", 2 = "..", 3.. = entries */
-	for (off_t i = off; i < (off_t)d->n + 2; i++) {
+	for (off_t i = off; i < (off_t)n + 2; i++) {
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
-		const char *name;
-		if (i == 0) {
-			name = ".";
-			e.attr.st_ino = d->self;
-			e.attr.st_mode = S_IFDIR;
-		} else if (i == 1) {
-			name = "..";
-			e.attr.st_ino = FUSE_ROOT_ID;
+		const char *name = i == 0 ? "." : "..";
+		if (i < 2) {
+			e.attr.st_ino = i == 0 ? self : parent;
 			e.attr.st_mode = S_IFDIR;
 		} else {
-			struct synth_entry *se = &d->v[i - 2];
-			name = se->name;
-			e.attr.st_mode = se->mode;
-			e.attr.st_ino = se->ino ? se->ino : SFS_INO_MAKE(SFS_K_WS, 0, 1);
-			struct stat st;
-			/* ino 0 in a readdirplus entry means "no attributes":
-			 * the workspace root is looked up separately */
-			if (plus && se->ino && stat_ino(se->ino, &st) == 0)
-				fill_entry(&e, se->ino, &st);
+			name = entry(ctx, (size_t)i - 2, plus, &e);
 		}
 		size_t ent =
 		    plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1)
@@ -798,6 +784,26 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static const char *synth_dirent(void *ctx, size_t i, bool plus, struct fuse_entry_param *e)
+{
+	struct synth_entry *se = &((struct sdh *)ctx)->v[i];
+	e->attr.st_mode = se->mode;
+	e->attr.st_ino = se->ino ? se->ino : SFS_INO_MAKE(SFS_K_WS, 0, 1);
+	struct stat st;
+	/* ino 0 in a readdirplus entry means "no attributes": the workspace
+	 * root is looked up separately */
+	if (plus && se->ino && stat_ino(se->ino, &st) == 0)
+		fill_entry(e, se->ino, &st);
+	return se->name;
+}
+
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
+{
+	struct sdh *d = (struct sdh *)(uintptr_t)fi->fh;
+	sfs_reply_dir(req, size, off, d->n, d->self, FUSE_ROOT_ID, plus, synth_dirent, d);
 }
 
 static void sfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

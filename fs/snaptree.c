@@ -245,41 +245,22 @@ void stree_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		stree_releasedir(NULL, fi);
 }
 
+static const char *stree_dirent(void *ctx, size_t i, bool plus, struct fuse_entry_param *e)
+{
+	struct stdir *d = ctx;
+	fill_stat(&e->attr, d->inos[i], &d->v[i].node, &d->ref);
+	if (plus) { /* readdirplus hands out a lookup: only for the children */
+		e->ino = d->inos[i];
+		e->attr_timeout = e->entry_timeout = sfs_fs_opts.entry_timeout;
+	}
+	return d->v[i].name;
+}
+
 void stree_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi, bool plus)
 {
 	struct stdir *d = (struct stdir *)(uintptr_t)fi->fh;
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t used = 0;
-	for (off_t i = off; i < (off_t)d->n + 2; i++) {
-		struct fuse_entry_param e;
-		memset(&e, 0, sizeof(e));
-		const char *name = i == 0 ? "." : i == 1 ? ".." : d->v[i - 2].name;
-		if (i < 2) {
-			e.attr.st_ino = d->self;
-			e.attr.st_mode = S_IFDIR;
-		} else {
-			/* readdirplus hands out lookups: only for the children,
-			 * never for . and .. */
-			fill_stat(&e.attr, d->inos[i - 2], &d->v[i - 2].node, &d->ref);
-			if (plus) {
-				e.ino = d->inos[i - 2];
-				e.attr_timeout = e.entry_timeout = sfs_fs_opts.entry_timeout;
-			}
-		}
-		size_t ent =
-		    plus ? fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1)
-			 : fuse_add_direntry(req, buf + used, size - used, name, &e.attr, i + 1);
-		if (ent > size - used)
-			break;
-		used += ent;
-	}
-	fuse_reply_buf(req, buf, used);
-	free(buf);
+	sfs_reply_dir(req, size, off, d->n, d->self, d->self, plus, stree_dirent, d);
 }
 
 void stree_releasedir(fuse_req_t req, struct fuse_file_info *fi)
