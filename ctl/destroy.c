@@ -430,6 +430,9 @@ int tree_forget(const char *name, struct sfs_err *err)
 			forgotten_unmark(sb);
 		goto out;
 	}
+	/* its snapshot list goes with the registry entry (a resume starts
+	 * with none): the store's refs to them go too */
+	wsnap_forget(sb, NULL);
 	if (keep) {
 		forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
 	} else {

@@ -221,7 +221,7 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	[ "$status" -ne 0 ]
 }
 
-@test "snapshots survive a remount; rmdir of the sandbox drops its refs" {
+@test "snapshots survive a remount; rmdir or forget of the sandbox drops its refs" {
 	mkdir "$MNT/s"
 	echo x >"$MNT/s/workspace/x"
 	ctl_write "$MNT/s/ctl" "snapshot a"
@@ -233,6 +233,13 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	ctl_write "$MNT/s/ctl" "restore a"
 	[ "$(cat "$MNT/s/workspace/x")" = x ]
 	rmdir "$MNT/s"
+	[ -z "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
+	# forget drops the list with the registry entry, and the refs with it
+	mkdir "$MNT/t"
+	echo x >"$MNT/t/workspace/x"
+	ctl_write "$MNT/t/ctl" "snapshot a"
+	[ -n "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
+	echo "forget t" >"$MNT/ctl"
 	[ -z "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
 }
 
@@ -290,4 +297,11 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	[ "$(docker exec "$(dk_id d)" cat /workspace/a.txt)" = one ]
 	run docker exec "$(dk_id d)" test -e /workspace/n.txt
 	[ "$status" -ne 0 ]
+	# fork from= a workspace snapshot: the fork's workspace is the snapshot's
+	echo three >"$W/a.txt"
+	run dk_ctl "$MNT/d/ctl" "fork e from=w"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$MNT/e/workspace/a.txt")" = one ]
+	[ "$(docker exec "$(dk_id e)" cat /workspace/a.txt)" = one ]
+	[ "$(cat "$W/a.txt")" = three ]
 }
