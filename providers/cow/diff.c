@@ -221,7 +221,7 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 		if (!r)
 			r = sfs_cow_walk(c->base, false, lacking_visit, NULL, c, err);
 	}
-	if (!r)
+	if (!r && c->n) /* qsort(NULL, 0) is undefined (UBSan stops there) */
 		qsort(c->v, c->n, sizeof(*c->v), cmp_change);
 	return r;
 }

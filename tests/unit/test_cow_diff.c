@@ -79,10 +79,15 @@ static void one_mode(const char *mode)
 	char p[4200];
 	snprintf(p, sizeof(p), "%s/.env", merged);
 	CHECK(access(p, F_OK) < 0); /* hidden */
-	change(merged);
 	int fd;
 	char **paths;
 	size_t n;
+	/* nothing changed yet: no paths (the UBSan build once stopped here) */
+	CHECK_INT(sfs_cow_changed_paths(state, &fd, &paths, &n, &err), 0);
+	CHECK_INT(n, 0);
+	free(paths);
+	close(fd);
+	change(merged);
 	CHECK_INT(sfs_cow_changed_paths(state, &fd, &paths, &n, &err), 0);
 	struct sfs_buf out = {0};
 	int mfd = open(merged, O_RDONLY | O_DIRECTORY);
