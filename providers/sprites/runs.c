@@ -49,6 +49,65 @@ static int kit(struct sfs_sandbox *sb, struct sfs_sh_cmd *c, long timeout_ms, in
 	return r;
 }
 
+/* URLs past ~8 KiB are refused by many servers and proxies, and the API
+ * takes a command only as cmd= query values: a longer run is staged. */
+#define URL_ARGS_MAX 8000
+#define STAGE_CHUNK 2000
+
+/* The bytes argv takes in a URL, percent-encoded. */
+static size_t url_bytes(char *const *argv)
+{
+	size_t n = 0;
+	for (size_t i = 0; argv[i]; i++) {
+		for (const unsigned char *p = (const unsigned char *)argv[i]; *p; p++) {
+			bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+				     (*p >= '0' && *p <= '9') || strchr("-_.~", *p);
+			n += plain ? 1 : 3;
+		}
+		n += 5; /* &cmd= */
+	}
+	return n;
+}
+
+/*
+ * A run whose command line would not fit a URL: the kit's command, as one
+ * quoted line, is appended in pieces to RUNDIR.sh (below ${TMPDIR:-/tmp}) by
+ * short execs, and c becomes `sh RUNDIR.sh`, whose first words remove the
+ * file and `exec` the line, so the session's process is still the wrapper.
+ */
+static int stage(struct sfs_sandbox *sb, const char *dir, struct sfs_sh_cmd *c, struct sfs_err *err)
+{
+	char *line = NULL;
+	int r = sfs_sh_cmd_string(c, &line, err);
+	size_t len = line ? strlen(line) : 0;
+	for (size_t at = 0; !r && at < len; at += STAGE_CHUNK) {
+		char *piece = strndup(line + at, STAGE_CHUNK);
+		const char *argv[] = {"/bin/sh",
+				      "-c",
+				      "f=${TMPDIR:-/tmp}/$1.sh; mkdir -p \"${f%/*}\" || exit 1; "
+				      "if [ \"$2\" = 0 ]; then printf 'rm -f -- \"$0\"; exec ' "
+				      ">\"$f\" || exit 1; fi; printf '%s' \"$3\" >>\"$f\"",
+				      "sandboxfs-stage",
+				      dir,
+				      at ? "1" : "0",
+				      piece,
+				      NULL};
+		int code = -1;
+		r = piece ? sp_exec_capture(sb, argv, poll_timeout_ms(), &code, NULL, NULL, err)
+			  : sfs_errf(err, -ENOMEM, "out of memory");
+		if (!r && code)
+			r = sfs_errf(err, -EIO, "sprites: staging a long command failed (exit %d)",
+				     code);
+		free(piece);
+	}
+	free(line);
+	if (r)
+		return r;
+	sfs_sh_cmd_free(c);
+	const char *script = "exec /bin/sh \"${TMPDIR:-/tmp}/$1.sh\"";
+	return sfs_sh_script(c, script, "sandboxfs-staged", (const char *const[]){dir, NULL}, err);
+}
+
 int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
@@ -65,6 +124,8 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	struct sfs_sh_cmd c;
 	r = sfs_sh_wrapper(&c, &wrap, err);
 	sfs_kv_free(&env);
+	if (!r && url_bytes(c.argv) > URL_ARGS_MAX && (r = stage(sb, dir, &c, err)))
+		sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
 	struct sp_exec e = {.argv = (const char *const *)c.argv,

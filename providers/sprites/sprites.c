@@ -77,6 +77,15 @@ static int set_network(struct sfs_sandbox *sb, json_t *policy, struct sfs_err *e
 	return r;
 }
 
+/* `policy network P` (P checked by providers/netpolicy): the same rules
+ * as network= on new, on the sprite's policy route. */
+static int sp_set_network(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err)
+{
+	json_t *rules = NULL;
+	int r = network_rules(policy, &rules, err);
+	return r ? r : set_network(sb, rules, err);
+}
+
 static void delete_sprite(const char *name)
 {
 	char path[256];
@@ -317,6 +326,7 @@ static const struct sfs_provider_ops sprites_ops = {
     .restore = sp_restore,
     .snapshot_delete = sp_snapshot_delete,
     .expose = sp_expose,
+    .set_network = sp_set_network,
     .stop = sp_stop,
     .start = sp_stop,
     .configured = sp_configured,

@@ -116,13 +116,16 @@ two" ]
 	[ ! -e "$MNT/xp/ports/3000" ]
 }
 
-@test "sprites: network= becomes the sprite's network policy; a bad one creates nothing" {
+@test "sprites: network= and policy network become the sprite's network policy; a bad one creates nothing" {
 	emu_require
 	conf_new np network=allow:github.com,*.pypi.org >/dev/null
 	rules=$(emu_api GET /v1/sprites/np/policy/network)
 	[ "$rules" = '{"rules": [{"domain": "github.com", "action": "allow"}, {"domain": "*.pypi.org", "action": "allow"}, {"domain": "*", "action": "deny"}]}' ]
 	conf_new nn network=none >/dev/null
 	[ "$(emu_api GET /v1/sprites/nn/policy/network)" = '{"rules": [{"domain": "*", "action": "deny"}]}' ]
+	# policy network changes it later
+	ctl_write "$MNT/nn/ctl" "policy network allow:example.org" >/dev/null
+	[ "$(emu_api GET /v1/sprites/nn/policy/network)" = '{"rules": [{"domain": "example.org", "action": "allow"}, {"domain": "*", "action": "deny"}]}' ]
 	run conf_new nb network=allow:
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"allow: needs at least one host"* ]]
@@ -164,4 +167,18 @@ two" ]
 	run ctl_write "$MNT/gone/ctl" 'exec true'
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"sprite gone not found"* ]]
+}
+
+@test "sprites: a command too long for a URL is staged in pieces and runs as written" {
+	conf_new lc >/dev/null
+	long=$(head -c 30000 /dev/zero | tr '\0' x)
+	n=$(ctl_write "$MNT/lc/ctl" "exec v='$long'; echo \${#v} \"it's\" long-ok")
+	[ "$(cat "$MNT/lc/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/lc/runs/$n/journal")" = "30000 it's long-ok" ]
+	# the staged file is gone; no request line came near 8 KiB
+	[ "$(conf_run lc 'ls "${TMPDIR:-/tmp}"/sandboxfs-runs/*.sh 2>/dev/null | wc -l')" = 0 ]
+	if [ "$CONF_MODE" = emulator ]; then
+		[ "$(grep -c 'sandboxfs-stage' "$EMU_DIR/requests.log")" -ge 15 ]
+		[ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$EMU_DIR/requests.log")" -lt 8300 ]
+	fi
 }
