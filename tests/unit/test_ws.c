@@ -372,18 +372,24 @@ out:
 	return NULL;
 }
 
+/* A listener on 127.0.0.1 (any port, in s->port) and a thread serving it. */
+static void start_server(struct server *s, void *(*fn)(void *), pthread_t *t)
+{
+	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof a;
+	CHECK(bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0);
+	CHECK(listen(s->lfd, 1) == 0);
+	getsockname(s->lfd, (struct sockaddr *)&a, &al);
+	s->port = ntohs(a.sin_port);
+	CHECK(pthread_create(t, NULL, fn, s) == 0);
+}
+
 static void test_client_roundtrip(void)
 {
 	struct server s = {0};
-	s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	CHECK(bind(s.lfd, (struct sockaddr *)&a, sizeof a) == 0);
-	CHECK(listen(s.lfd, 1) == 0);
-	getsockname(s.lfd, (struct sockaddr *)&a, &al);
-	s.port = ntohs(a.sin_port);
 	pthread_t t;
-	pthread_create(&t, NULL, serve, &s);
+	start_server(&s, serve, &t);
 
 	char url[128];
 	snprintf(url, sizeof url, "ws://127.0.0.1:%d/v1/x/exec?cmd=a&cmd=b", s.port);
@@ -428,7 +434,7 @@ static void *refuse(void *arg)
 		    "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
 		    "Content-Length: 40\r\n\r\n{\"error\":\"not_found\",\"message\":\"gone\"}  ";
 		if (write(fd, r, strlen(r)) < 0)
-			s->port = -1;
+			s->close_code = -1; /* seen by nobody: the client reports */
 	}
 	close(fd);
 	return NULL;
@@ -437,16 +443,10 @@ static void *refuse(void *arg)
 static void test_client_refused(void)
 {
 	struct server s = {0};
-	s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof a;
-	bind(s.lfd, (struct sockaddr *)&a, sizeof a);
-	listen(s.lfd, 1);
-	getsockname(s.lfd, (struct sockaddr *)&a, &al);
 	pthread_t t;
-	pthread_create(&t, NULL, refuse, &s);
+	start_server(&s, refuse, &t);
 	char url[128];
-	snprintf(url, sizeof url, "http://127.0.0.1:%d/x", ntohs(a.sin_port));
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/x", s.port);
 	struct sfs_ws *ws = NULL;
 	long status;
 	struct sfs_err err = {0};
