@@ -273,7 +273,8 @@ static int stdin_send(struct sfs_sandbox *sb, struct sfs_run *run, uint8_t strea
 	frame[0] = stream;
 	do {
 		size_t n = len < STDIN_CHUNK ? len : STDIN_CHUNK;
-		memcpy(frame + 1, p, n);
+		if (n) /* EOF (stream 4) has no payload, and buf is NULL */
+			memcpy(frame + 1, p, n);
 		r = sfs_ws_send(ws, SFS_WS_BINARY, frame, 1 + n, err);
 		p += n;
 		len -= n;
