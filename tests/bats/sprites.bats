@@ -101,7 +101,8 @@ two" ]
 	conf_new fo >/dev/null
 	n=$(ctl_write "$MNT/fo/ctl" 'exec echo first; sleep 30')
 	wait_for grep -q first "$MNT/fo/runs/$n/journal"
-	timeout 1 cat "$MNT/fo/runs/$n/journal" >/dev/null || true
+	# long enough for the engine to start a follower (at most one a second)
+	timeout 3 cat "$MNT/fo/runs/$n/journal" >/dev/null || true
 	wait_for grep -q '^followers 0$' "$MNT/fo/status"
 	grep -Eq 'POST /v1/sprites/fo/exec/[0-9]+/kill\?signal=SIGTERM' "$EMU_DIR/requests.log"
 	ctl_write "$MNT/fo/ctl" kill >/dev/null
