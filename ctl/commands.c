@@ -669,8 +669,7 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 		if (!ops->set_network)
 			return sfs_errf(
 			    err, -EOPNOTSUPP,
-			    "policy network: the %s provider has no network policy (caps "
-			    "networkPolicy is false)",
+			    "policy network: the %s provider cannot change a sandbox's network",
 			    sb->provider->name);
 		pthread_mutex_lock(&sb->op_mutex);
 		r = ops->set_network(sb, c->args[1], err);

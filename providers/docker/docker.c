@@ -634,6 +634,7 @@ static const struct sfs_provider_ops docker_ops = {
     .start = docker_start,
     .tick = dk_events_tick,
     .shutdown = docker_shutdown,
+    .set_network = dk_net_set,
     .state_save = dk_state_save,
     .state_load = dk_state_load,
     .state_free = dk_state_free,

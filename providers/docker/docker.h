@@ -126,6 +126,9 @@ bool dk_net_allow(const struct dk_spec *spec);
 int dk_net_dir(struct sfs_sandbox *sb, char *buf, size_t len, struct sfs_err *err);
 /* The proxy's listeners for sb's container (again when it restarted). */
 int dk_net_attach(struct sfs_sandbox *sb, const char *cid, struct sfs_err *err);
+/* `policy network allow:...` on an allow: sandbox (other changes:
+ * -EOPNOTSUPP, the container's network mode is fixed). */
+int dk_net_set(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err);
 /* The proxy variables for a run of an allow: sandbox. */
 int dk_net_env(struct sfs_sandbox *sb, json_t *env);
 

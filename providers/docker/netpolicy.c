@@ -54,6 +54,35 @@ int dk_net_attach(struct sfs_sandbox *sb, const char *cid, struct sfs_err *err)
 					    spec.network, err);
 }
 
+int dk_net_set(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err)
+{
+	struct dk_spec spec;
+	char cid[DK_ID_MAX], fork_image[DK_ID_MAX];
+	if (dk_saved_spec(sb, &spec) < 0)
+		return sfs_errf(err, -EIO, "docker: sandbox \"%s\" has no saved spec", sb->name);
+	/* the container's network mode is fixed when it is made; only the
+	 * proxy's allow-list can change under it */
+	if (!dk_net_allow(&spec) || strncmp(policy, "allow:", 6) != 0)
+		return sfs_errf(
+		    err, -EOPNOTSUPP,
+		    "policy network %s: a docker container's network is fixed when it is "
+		    "made (network=%s); only an allow: list can change to another",
+		    policy, spec.network[0] ? spec.network : "default");
+	if (strlen(policy) >= sizeof(spec.network))
+		return sfs_errf(err, -EINVAL, "policy network: too long");
+	struct dk_spec old = spec;
+	snprintf(spec.network, sizeof(spec.network), "%s", policy);
+	dk_current(sb, cid, sizeof(cid));
+	dk_saved_fork_image(sb, fork_image, sizeof(fork_image));
+	if (dk_saved_set(sb, cid, &spec, fork_image[0] ? fork_image : NULL) < 0)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = cid[0] ? dk_net_attach(sb, cid, err) : 0;
+	if (r)
+		dk_saved_set(sb, cid, &old,
+			     fork_image[0] ? fork_image : NULL); /* nothing half-done */
+	return r;
+}
+
 int dk_net_env(struct sfs_sandbox *sb, json_t *env)
 {
 	struct dk_spec spec;

@@ -384,10 +384,19 @@ net_teardown_servers() {
 	ctl_write "$MNT/ctl" "new da provider=docker image=$img network=allow:good.test:$PORT"
 	grep -qx 'networkPolicy true' "$MNT/da/caps"
 	run run_in da "wget -q -O - http://good.test:$PORT/; if wget -q -O - http://bad.test:$PORT/; then echo BAD-REACHED; fi; if wget -q -O - --proxy off http://$A:$PORT/; then echo AROUND; fi; test -S /run/sandboxfs/proxy.sock && echo socket"
-	net_teardown_servers
 	[[ "$output" == *"page of good"* ]]
 	[[ "$output" != *BAD-REACHED* ]]
 	[[ "$output" != *AROUND* ]]
 	[[ "$output" == *socket* ]]
 	grep -q "da: network: refused GET bad.test:$PORT" "$BATS_TEST_TMPDIR/daemon.log"
+	# an allow-list changes under the container; its network mode cannot
+	ctl_write "$MNT/da/ctl" "policy network allow:bad.test:$PORT"
+	run run_in da "wget -q -O - http://bad.test:$PORT/; if wget -q -O - http://good.test:$PORT/; then echo GOOD-REACHED; fi"
+	net_teardown_servers
+	[[ "$output" == *"page of bad"* ]]
+	[[ "$output" != *GOOD-REACHED* ]]
+	run bash -c "echo 'policy network host' >'$MNT/da/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
+	run bash -c "echo 'policy network allow:good.test' >'$MNT/dn/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
 }
