@@ -149,10 +149,16 @@ int sfs_cow_describe(const char *statedir, char *base, size_t baselen, char *mod
 
 /* ---- overlay mounts ------------------------------------------------------ */
 
+/* An overlay mounted at merged: overlayfs there, on a device other than its
+ * parent's (the state dir may itself be on an overlayfs). */
 static bool is_overlay_mount(const char *merged)
 {
 	struct statfs sf;
-	return statfs(merged, &sf) == 0 && (unsigned long)sf.f_type == OVERLAYFS_MAGIC_NR;
+	struct stat st, parent;
+	char up[PATH_MAX + 4];
+	snprintf(up, sizeof(up), "%s/..", merged);
+	return statfs(merged, &sf) == 0 && (unsigned long)sf.f_type == OVERLAYFS_MAGIC_NR &&
+	       stat(merged, &st) == 0 && stat(up, &parent) == 0 && st.st_dev != parent.st_dev;
 }
 
 /* overlayfs options split on ',' and lowerdir on ':': both escaped with '\' */
@@ -414,20 +420,19 @@ int sfs_cow_create(const char *statedir, const char *base, const char *hide, cha
 	const char *mode = sfs_config_get("cow.mode", "auto");
 	m.overlay = strcmp(mode, "copy") != 0;
 	if (m.overlay) {
-		r = root_like(m.base, upper, err);
-		if (!r)
-			r = build_tree(m.base, h, upper, NULL, err);
-		if (!r) {
-			struct sfs_err merr = {0};
-			r = mount_overlay(statedir, m.base, &merr);
-			if (r) {
-				/* a kernel or a user that cannot: the copy instead */
-				sfs_log(SFS_LOG_WARN, "%s; copying the base instead", merr.msg);
-				m.overlay = false;
-				sfs_rm_rf(upper);
-				sfs_rm_rf(work);
-				r = 0;
-			}
+		/* an upper layer the kernel cannot use (no whiteouts there, no
+		 * overlayfs, no privilege) is found here: the copy instead */
+		struct sfs_err oerr = {0};
+		int o = root_like(m.base, upper, &oerr);
+		if (!o)
+			o = build_tree(m.base, h, upper, NULL, &oerr);
+		if (!o)
+			o = mount_overlay(statedir, m.base, &oerr);
+		if (o) {
+			sfs_log(SFS_LOG_WARN, "%s; copying the base instead", oerr.msg);
+			m.overlay = false;
+			sfs_rm_rf(upper);
+			sfs_rm_rf(work);
 		}
 	}
 	if (!r && !m.overlay) {

@@ -17,6 +17,7 @@ teardown() {
 	sfs_teardown
 	docker_cleanup
 	cow_unmount_all
+	if [ -n "${STATE_OVERLAY:-}" ]; then umount -l "$STATE_OVERLAY" 2>/dev/null || true; fi
 }
 
 # cow_unmount_all: overlays a failed test left mounted below its state dir
@@ -131,6 +132,28 @@ base_roundtrip() {
 @test "cowbase: local base= with -o cow.mode=copy (the fallback): the same, and the base is never written" {
 	sfs_mount -o cow.mode=copy
 	base_roundtrip copy
+}
+
+@test "cowbase: when overlayfs cannot be mounted (upper on an overlayfs state dir), new falls back to the copy" {
+	[ "$(id -u)" = 0 ] || skip "needs root to mount the state dir's overlay"
+	local o=$BATS_TEST_TMPDIR/ovl
+	mkdir -p "$o/l" "$o/u" "$o/w" "$o/state"
+	mount -t overlay overlay -o "lowerdir=$o/l,upperdir=$o/u,workdir=$o/w" "$o/state"
+	STATE_OVERLAY=$o/state
+	STATE=$o/state
+	sfs_mount
+	local before
+	before=$(fingerprint "$BASE")
+	cow_new w 'hide=.env'
+	grep -qx "cow copy" "$MNT/w/status"
+	grep -q "copying the base instead" "$BATS_TEST_TMPDIR/daemon.log"
+	[ ! -e "$MNT/w/workspace/.env" ]
+	run_wait w 'echo x >>src/main.c; rm tool.sh'
+	grep -q '^+x$' "$MNT/w/snapshots/base/diff"
+	check_untouched "$before"
+	rmdir "$MNT/w"
+	sfs_unmount
+	umount "$o/state"
 }
 
 @test "cowbase: the workspace is an overlay mount with its upper layer in the state dir" {
