@@ -14,6 +14,13 @@ setup() {
 }
 
 teardown() {
+	# rmdir while the daemon lives: runs, holders and overlays go its way
+	local d
+	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT" 2>/dev/null; then
+		for d in "$MNT"/*/; do
+			[ -e "$d/status" ] && rmdir "$d" 2>/dev/null
+		done
+	fi
 	sfs_teardown
 	docker_cleanup
 	cow_unmount_all
@@ -154,6 +161,20 @@ base_roundtrip() {
 	rmdir "$MNT/w"
 	sfs_unmount
 	umount "$o/state"
+}
+
+@test "cowbase: base= with isolation=bwrap: the run sees the view at /workspace, hidden files absent, writes in the upper layer" {
+	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	chmod 777 "$BASE" # the sandbox uid (65534) may then create files at the root
+	sfs_mount
+	local before
+	before=$(fingerprint "$BASE")
+	cow_new b 'hide=.env,secrets/' isolation=bwrap
+	[ "$(run_wait b pwd)" = /workspace ]
+	run_wait b 'test ! -e .env && test ! -e secrets && cat src/main.c >/dev/null && echo made >made.txt'
+	[ "$(cat "$MNT/b/workspace/made.txt")" = made ]
+	[ -f "$STATE"/sandboxes/*/cow/upper/made.txt ]
+	check_untouched "$before"
 }
 
 @test "cowbase: the workspace is an overlay mount with its upper layer in the state dir" {
