@@ -1,4 +1,5 @@
 #include "commands.h"
+#include "audit.h"
 #include "ctl.h"
 #include "sandbox.h"
 #include "secrets.h"
@@ -28,6 +29,7 @@ struct parsed {
 	const struct ctl_verb *table;
 	struct sfs_err err;
 	int rc;
+	char *bad; /* the line that did not parse */
 };
 
 static int parse_one(const char *line, void *arg)
@@ -45,8 +47,10 @@ static int parse_one(const char *line, void *arg)
 	int r = ctl_parse_line(p->table, line, &p->cmds[p->n], &p->err);
 	if (r == -ENODATA)
 		return 0;
-	if (r)
+	if (r) {
+		p->bad = strdup(line); /* for SANDBOX/audit; NULL on ENOMEM */
 		return p->rc = r;
+	}
 	p->n++;
 	return 0;
 }
@@ -189,16 +193,32 @@ struct stager {
 	int (*flush)(void *ctx, bool keep, struct sfs_err *err);
 };
 
+/* SANDBOX/audit's line for a command that ran (or was refused), with the
+ * result it had; staged lines get their run's saved-or-not result. */
+typedef void (*audit_fn)(void *ctx, const char *line, int r);
+
+static void audit_range(audit_fn aud, void *ctx, const struct parsed *p, size_t from, size_t to,
+			int r)
+{
+	for (size_t k = from; aud && k < to; k++)
+		aud(ctx, p->cmds[k].line, r);
+}
+
 static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_fn fn, void *ctx,
-		 const struct stager *st, char **result, const char *who)
+		 const struct stager *st, audit_fn aud, char **result, const char *who)
 {
 	struct parsed p = {.table = table};
 	struct sfs_buf o = {0};
 	int r = ctl_for_each_line(buf, len, parse_one, &p);
+	if (r && aud && p.bad)
+		aud(ctx, p.bad, r);
+	free(p.bad);
 	for (size_t i = 0; !r && i < p.n; i++) {
 		r = check_cmd(&p.cmds[i], &p.err);
-		if (r)
+		if (r) {
+			audit_range(aud, ctx, &p, i, i + 1, r);
 			name_command(&p.err, p.cmds[i].line);
+		}
 	}
 	if (r && !p.err.msg[0])
 		sfs_errf(&p.err, r, "unreadable command (a NUL byte, or not text)");
@@ -207,23 +227,31 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 	/* staged: the first line of the run of staged lines not yet saved; a
 	 * run takes effect whole or not at all, and its error names that line */
 	const char *staged = NULL, *failed = NULL;
+	size_t staged_from = 0, ran = 0;
 	for (size_t i = 0; !r && i < p.n; i++) {
 		sfs_err_clear(&p.err);
 		bool stages = st && st->stages(&p.cmds[i]);
 		if (staged && !stages) {
 			r = st->flush(ctx, true, &p.err);
+			audit_range(aud, ctx, &p, staged_from, i, r);
 			failed = staged;
 			staged = NULL;
 			if (r)
 				break;
 		}
 		r = fn(&p.cmds[i], ctx, &o, &p.err);
+		ran = i + 1;
 		failed = p.cmds[i].line;
-		if (stages && !staged)
+		if (!stages)
+			audit_range(aud, ctx, &p, i, i + 1, r);
+		if (stages && !staged) {
 			staged = p.cmds[i].line;
+			staged_from = i;
+		}
 	}
 	if (staged) {
 		int fr = st->flush(ctx, !r, &p.err);
+		audit_range(aud, ctx, &p, staged_from, ran, r ? r : fr);
 		if (!r)
 			r = fr;
 		failed = staged;
@@ -247,7 +275,21 @@ static int drive(const struct ctl_verb *table, const char *buf, size_t len, run_
 
 /* ---- mount ctl -------------------------------------------------------- */
 
+/* The mount ctl's commands go to the audit of the sandbox they name (one
+ * that exists after them, or before: forget). */
+static int run_mount_cmd(struct ctl_cmd *c, struct sfs_buf *o, struct sfs_err *err);
+
 static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_err *err)
+{
+	struct sfs_sandbox *before = tree_get(c->args[0]);
+	int r = run_mount_cmd(c, o, err);
+	struct sfs_sandbox *sb = before ? before : tree_get(c->args[0]);
+	audit_line(sb, "ctl", "/ctl", r, c->line);
+	tree_put(sb);
+	return r;
+}
+
+static int run_mount_cmd(struct ctl_cmd *c, struct sfs_buf *o, struct sfs_err *err)
 {
 	int r;
 	switch (c->verb->id) {
@@ -273,7 +315,7 @@ static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs
 
 int ctl_mount_write(const char *buf, size_t len, char **result)
 {
-	return drive(ctl_mount_verbs, buf, len, run_mount, NULL, NULL, result, "mount");
+	return drive(ctl_mount_verbs, buf, len, run_mount, NULL, NULL, NULL, result, "mount");
 }
 
 static void usage_lines(struct sfs_buf *o, const struct ctl_verb *t)
@@ -685,6 +727,12 @@ static int run_sandbox(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct s
 	return sfs_errf(err, -EINVAL, "unknown command");
 }
 
+static void audit_sandbox(void *ctx, const char *line, int r)
+{
+	struct sb_write *w = ctx;
+	audit_line(w->sb, "ctl", "ctl", r, line);
+}
+
 /* A ctl opened before its sandbox was forgotten or destroyed refuses every
  * verb: a run started there would be one nobody can see or kill. */
 static int refuse_if_gone(struct sfs_sandbox *sb, char **result)
@@ -708,7 +756,7 @@ int ctl_sandbox_write(struct sfs_sandbox *sb, const char *buf, size_t len, char 
 		return r;
 	char name[64];
 	struct sb_write w = {.sb = sb};
-	r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, &w, &env_stager, result,
+	r = drive(ctl_sandbox_verbs, buf, len, run_sandbox, &w, &env_stager, audit_sandbox, result,
 		  sfs_sb_copy_name(sb, name));
 	tree_set_last_result(sb, *result);
 	return r;
@@ -758,6 +806,14 @@ static int run_run(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs_e
 	return sfs_errf(err, -EINVAL, "unknown command");
 }
 
+static void audit_run_ctl(void *ctx, const char *line, int r)
+{
+	struct run_ctx *rc = ctx;
+	char path[48];
+	snprintf(path, sizeof(path), "runs/%d/ctl", rc->run->n);
+	audit_line(rc->sb, "ctl", path, r, line);
+}
+
 int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, size_t len,
 		  char **result)
 {
@@ -767,7 +823,7 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 	struct run_ctx ctx = {sb, run};
 	char who[96], name[64];
 	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name), run->n);
-	return drive(ctl_run_verbs, buf, len, run_run, &ctx, NULL, result, who);
+	return drive(ctl_run_verbs, buf, len, run_run, &ctx, NULL, audit_run_ctl, result, who);
 }
 
 char *ctl_run_read_text(struct sfs_sandbox *sb, struct sfs_run *run)

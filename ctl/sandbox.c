@@ -1,4 +1,5 @@
 #include "sandbox.h"
+#include "audit.h"
 #include "tree.h"
 
 #include <errno.h>
@@ -45,6 +46,7 @@ void sandbox_free(struct sfs_sandbox *sb)
 		sandbox_run_free(sb->runs[i]);
 	free(sb->runs);
 	free(sb->last_result);
+	audit_free(sb);
 	pthread_mutex_destroy(&sb->op_mutex);
 	free(sb);
 }

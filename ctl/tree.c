@@ -1,4 +1,5 @@
 #include "tree.h"
+#include "audit.h"
 #include "ctl.h"
 #include "forgotten.h"
 #include "registry.h"
@@ -304,6 +305,8 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 		}
 		if (!runs_loaded)
 			runs_load(sb);
+		if (audit_start(sb))
+			sfs_log(SFS_LOG_WARN, "%s: audit: out of memory: no audit", sb->name);
 	}
 	free(sbs);
 	struct sfs_err serr = {0};
@@ -402,6 +405,8 @@ again:
 		return sfs_errf(err, r, "out of memory");
 	}
 	r = sfs_mkdir_p(sb->statedir, 0700);
+	if (!r && audit_start(sb))
+		r = -ENOMEM;
 	if (r) {
 		pthread_mutex_lock(&sfs_records_mu);
 		tree_remove_locked(sb, true);
@@ -758,6 +763,9 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 	}
 	journal_attach(sb, run, NULL);
 	*n = run->n;
+	char rp[32];
+	snprintf(rp, sizeof(rp), "runs/%d", run->n);
+	audit_line(sb, "run.start", rp, 0, cmd);
 	pthread_mutex_unlock(&sb->op_mutex);
 	if (tree_run_started_hook)
 		tree_run_started_hook(sb, run);

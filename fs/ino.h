@@ -30,7 +30,8 @@ enum sfs_kind {
 	SFS_K_SB_RUNS,
 	SFS_K_SB_SNAPSHOTS,
 	SFS_K_SB_PORTS,
-	SFS_K_RUN, /* aux = run number */
+	SFS_K_SB_AUDIT, /* SANDBOX/audit (ctl/audit.h) */
+	SFS_K_RUN,	/* aux = run number */
 	SFS_K_RUN_CMD,
 	SFS_K_RUN_JOURNAL,
 	SFS_K_RUN_STATUS,

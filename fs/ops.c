@@ -4,10 +4,12 @@
  * and their writes go to ctl/, their journal reads to journal/.
  */
 #include "fs.h"
+#include "audit.h"
 #include "remote/remote.h"
 #include "snaptree.h"
 #include "synth.h"
 
+#include "../ctl/audit.h"
 #include "../ctl/commands.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
@@ -57,6 +59,18 @@ static const struct fuse_lowlevel_ops *layer_of(fuse_ino_t ino)
 	} while (0)
 #define WS_CALL(op, req, ino, ...) LAYER_CALL(ino, op, req, ino, ##__VA_ARGS__)
 
+/* A workspace operation that changes something, with its SANDBOX/audit
+ * line: what (op) on which node (ino, or NAME in directory ino), the result
+ * the layer replied.  `more` may add the line's detail (fs/audit.h). */
+#define AUDITED(req, ino, name, opname, more, call)                                                \
+	do {                                                                                       \
+		struct fs_audit au_;                                                               \
+		fs_audit_begin(&au_, req, ino, name, opname);                                      \
+		more;                                                                              \
+		call;                                                                              \
+		fs_audit_end(&au_);                                                                \
+	} while (0)
+
 /* An open synthetic file. */
 struct sfh {
 	unsigned kind;
@@ -68,6 +82,8 @@ struct sfh {
 	bool out_is_result;
 	bool is_ctl;
 	struct ctl_file ctl; /* ctl files: the line held across writes */
+	uid_t uid;	     /* the opener: release carries no caller (audit) */
+	bool nonblock;	     /* O_NONBLOCK: a journal or audit read at the end is EOF */
 };
 
 /* Synthetic directory handle: the listing as it was at opendir. */
@@ -232,7 +248,15 @@ static void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			struct fuse_file_info *fi)
 {
 	if (IS_WS(ino)) {
-		WS_CALL(setattr, req, ino, attr, to_set, fi);
+		char what[128];
+		snprintf(what, sizeof(what), "%s%s%s%s%s",
+			 to_set & FUSE_SET_ATTR_SIZE ? " size" : "",
+			 to_set & FUSE_SET_ATTR_MODE ? " mode" : "",
+			 to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) ? " owner" : "",
+			 to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW) ? " atime" : "",
+			 to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW) ? " mtime" : "");
+		AUDITED(req, ino, NULL, "setattr", fs_audit_detail(&au_, what + (what[0] == ' ')),
+			WS_CALL(setattr, req, ino, attr, to_set, fi));
 		return;
 	}
 	struct stat st;
@@ -283,7 +307,7 @@ static void sfs_readlink(fuse_req_t req, fuse_ino_t ino)
 static void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	if (IS_WS(parent)) {
-		WS_CALL(mkdir, req, parent, name, mode);
+		AUDITED(req, parent, name, "mkdir", , WS_CALL(mkdir, req, parent, name, mode));
 		return;
 	}
 	if (parent != FUSE_ROOT_ID) {
@@ -310,7 +334,7 @@ static void sfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	if (IS_WS(parent)) {
-		WS_CALL(rmdir, req, parent, name);
+		AUDITED(req, parent, name, "rmdir", , WS_CALL(rmdir, req, parent, name));
 		return;
 	}
 	struct sfs_err err = {0};
@@ -336,7 +360,7 @@ static void sfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void sfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	if (IS_WS(parent))
-		WS_CALL(unlink, req, parent, name);
+		AUDITED(req, parent, name, "unlink", , WS_CALL(unlink, req, parent, name));
 	else
 		fuse_reply_err(req, EPERM);
 }
@@ -345,7 +369,8 @@ static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		       const char *newname, unsigned int flags)
 {
 	if (IS_WS(parent) && layer_of(parent) == layer_of(newparent)) {
-		WS_CALL(rename, req, parent, name, newparent, newname, flags);
+		AUDITED(req, parent, name, "rename", fs_audit_to(&au_, newparent, newname),
+			WS_CALL(rename, req, parent, name, newparent, newname, flags));
 		return;
 	}
 	if (IS_WS(parent) && IS_WS(newparent)) {
@@ -383,7 +408,8 @@ static void sfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	if (IS_WS(parent))
-		WS_CALL(mknod, req, parent, name, mode, rdev);
+		AUDITED(req, parent, name, "mknod", ,
+			WS_CALL(mknod, req, parent, name, mode, rdev));
 	else
 		fuse_reply_err(req, EPERM);
 }
@@ -391,7 +417,8 @@ static void sfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void sfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	if (IS_WS(parent))
-		LAYER_CALL(parent, symlink, req, link, parent, name);
+		AUDITED(req, parent, name, "symlink", fs_audit_detail(&au_, link),
+			LAYER_CALL(parent, symlink, req, link, parent, name));
 	else
 		fuse_reply_err(req, EPERM);
 }
@@ -399,7 +426,8 @@ static void sfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, con
 static void sfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
 	if (IS_WS(ino) && layer_of(ino) == layer_of(newparent))
-		WS_CALL(link, req, ino, newparent, newname);
+		AUDITED(req, ino, NULL, "link", fs_audit_to(&au_, newparent, newname),
+			WS_CALL(link, req, ino, newparent, newname));
 	else
 		fuse_reply_err(req, IS_WS(ino) || IS_WS(newparent) ? EXDEV : EPERM);
 }
@@ -408,7 +436,8 @@ static void sfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 		       struct fuse_file_info *fi)
 {
 	if (IS_WS(parent))
-		WS_CALL(create, req, parent, name, mode, fi);
+		AUDITED(req, parent, name, "create", ,
+			WS_CALL(create, req, parent, name, mode, fi));
 	else
 		fuse_reply_err(req, EACCES);
 }
@@ -442,6 +471,13 @@ static void stree_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	if (IS_WS(ino) && ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))) {
+		/* opened to change it: one line per open, not per write */
+		AUDITED(req, ino, NULL, "open",
+			fs_audit_detail(&au_, fi->flags & O_TRUNC ? "write trunc" : "write"),
+			WS_CALL(open, req, ino, fi));
+		return;
+	}
 	if (IS_WS(ino)) {
 		WS_CALL(open, req, ino, fi);
 		return;
@@ -471,6 +507,8 @@ static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		h->kind = s.kind;
 		h->sb = s.sb;
 		h->run = s.run;
+		h->uid = fuse_req_ctx(req)->uid;
+		h->nonblock = (fi->flags & O_NONBLOCK) != 0;
 		pthread_mutex_init(&h->mu, NULL);
 		switch (s.kind) {
 		case SFS_K_MOUNT_CTL:
@@ -490,6 +528,7 @@ static void sfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			break;
 		case SFS_K_RUN_JOURNAL:
 		case SFS_K_RUN_WAIT:
+		case SFS_K_SB_AUDIT:
 			break;
 		default:
 			r = synth_text(&s, &h->out, &h->outlen);
@@ -559,6 +598,12 @@ static int journal_read_or_park(fuse_req_t req, struct sfh *h, size_t size, off_
 						   : size);
 			return 0;
 		}
+		if (h->nonblock && kind == JOURNAL_WAIT_BYTES) {
+			/* what is there, without waiting: `dd iflag=nonblock` of an
+			 * audit that never ends (EAGAIN would make cat fail) */
+			fuse_reply_buf(req, NULL, 0);
+			return 0;
+		}
 		int p = journal_park(h->sb, h->run, req, off, size, kind);
 		if (p < 0) {
 			fuse_reply_err(req, -p);
@@ -583,7 +628,8 @@ static void sfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct sfh *h = sfh_of(fi);
-	if (h->kind == SFS_K_RUN_JOURNAL || h->kind == SFS_K_RUN_WAIT) {
+	if (h->kind == SFS_K_RUN_JOURNAL || h->kind == SFS_K_RUN_WAIT ||
+	    h->kind == SFS_K_SB_AUDIT) {
 		journal_read_or_park(req, h, size, off);
 		return;
 	}
@@ -624,6 +670,7 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 	case SFS_K_MOUNT_CTL:
 	case SFS_K_SB_CTL:
 	case SFS_K_RUN_CTL:
+		audit_set_caller(fuse_req_ctx(req)->uid);
 		r = ctl_file_write(&h->ctl, buf, len, &result);
 		/* forget/destroy queued their names' invalidation: see it sent
 		 * (the kernel holds no directory lock for a write) */
@@ -699,8 +746,10 @@ static void sfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	}
 	struct sfh *h = sfh_of(fi);
 	if (h) {
-		if (h->is_ctl)
+		if (h->is_ctl) {
+			audit_set_caller(h->uid);
 			ctl_file_close(&h->ctl); /* may run a line left without its newline */
+		}
 		pthread_mutex_destroy(&h->mu);
 		free(h->out);
 		free(h);
@@ -874,7 +923,8 @@ static void sfs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const
 			 size_t size, int flags)
 {
 	if (IS_WS(ino))
-		WS_CALL(setxattr, req, ino, name, value, size, flags);
+		AUDITED(req, ino, NULL, "setxattr", fs_audit_detail(&au_, name),
+			WS_CALL(setxattr, req, ino, name, value, size, flags));
 	else
 		fuse_reply_err(req, ENOTSUP);
 }
@@ -900,7 +950,8 @@ static void sfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void sfs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	if (IS_WS(ino))
-		WS_CALL(removexattr, req, ino, name);
+		AUDITED(req, ino, NULL, "removexattr", fs_audit_detail(&au_, name),
+			WS_CALL(removexattr, req, ino, name));
 	else
 		fuse_reply_err(req, ENOTSUP);
 }
@@ -919,7 +970,8 @@ static void sfs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset
 			  struct fuse_file_info *fi)
 {
 	if (IS_WS(ino))
-		WS_CALL(fallocate, req, ino, mode, offset, length, fi);
+		AUDITED(req, ino, NULL, "fallocate", ,
+			WS_CALL(fallocate, req, ino, mode, offset, length, fi));
 	else
 		fuse_reply_err(req, EOPNOTSUPP);
 }
@@ -929,8 +981,9 @@ static void sfs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 				struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	if (IS_WS(ino_in) && layer_of(ino_in) == layer_of(ino_out))
-		WS_CALL(copy_file_range, req, ino_in, off_in, fi_in, ino_out, off_out, fi_out, len,
-			flags);
+		AUDITED(req, ino_out, NULL, "copy_file_range", ,
+			WS_CALL(copy_file_range, req, ino_in, off_in, fi_in, ino_out, off_out,
+				fi_out, len, flags));
 	else
 		fuse_reply_err(req, EXDEV);
 }
@@ -992,6 +1045,10 @@ const struct fuse_lowlevel_ops sfs_ops = {
 static void deliver(struct journal_waiter *w, int err)
 {
 	fuse_req_t req = w->req;
+	if (err == JOURNAL_EOF) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -1010,6 +1067,17 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 	rws_invalidate_sandbox(sb->serial);
 }
 
+static void run_ended(struct sfs_sandbox *sb, struct sfs_run *run)
+{
+	run_changed(sb, run);
+	if (run->n < 1)
+		return; /* SANDBOX/audit's own plain journal */
+	char st[64], path[32];
+	journal_status_text(run, st, sizeof(st));
+	snprintf(path, sizeof(path), "runs/%d", run->n);
+	audit_line(sb, "run.end", path, 0, st);
+}
+
 static void sandbox_reset(struct sfs_sandbox *sb)
 {
 	ws_sandbox_reset(sb->serial);
@@ -1026,6 +1094,7 @@ static void sandbox_gone(struct sfs_sandbox *sb)
 
 int sfs_fs_start(struct sfs_err *err)
 {
+	fs_audit_init();
 	tree_run_started_hook = run_changed;
 	tree_sandbox_gone_hook = sandbox_gone;
 	tree_sandbox_reset_hook = sandbox_reset;
@@ -1033,9 +1102,16 @@ int sfs_fs_start(struct sfs_err *err)
 	if (r)
 		return sfs_errf(err, r, "notify thread: %s", strerror(-r));
 	ws_start(); /* without inotify the workspace just keeps short TTLs */
-	struct journal_hooks hooks = {.deliver = deliver, .run_ended = run_changed};
+	struct journal_hooks hooks = {.deliver = deliver, .run_ended = run_ended};
 	r = journal_engine_start(&hooks, err);
 	if (r) {
+		ws_stop();
+		notify_stop();
+		return r;
+	}
+	r = audit_thread_start(err);
+	if (r) {
+		journal_engine_stop();
 		ws_stop();
 		notify_stop();
 	}
@@ -1046,6 +1122,7 @@ void sfs_fs_stop(void)
 {
 	tree_drain(); /* destroys an rmdir left going end before the engine stops */
 	journal_engine_stop();
+	audit_thread_stop(); /* after the last run.end line */
 	ws_stop();
 	notify_stop();
 }

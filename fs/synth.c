@@ -5,6 +5,7 @@
 #include "../ctl/cowbase.h"
 #include "../ctl/wsnap.h"
 
+#include "../ctl/audit.h"
 #include "../ctl/secrets.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
@@ -37,6 +38,8 @@ static const struct row sandbox_rows[] = {
     {"runs", SFS_K_SB_RUNS, S_IFDIR | 0555},
     {"snapshots", SFS_K_SB_SNAPSHOTS, S_IFDIR | 0755},
     {"ports", SFS_K_SB_PORTS, S_IFDIR | 0555},
+    /* who did what: owner-only, like a run's journal */
+    {"audit", SFS_K_SB_AUDIT, S_IFREG | 0400},
 };
 
 /* A run's cmd, journal, status and wait have no permission bits here: what
@@ -137,6 +140,10 @@ int synth_resolve(fuse_ino_t ino, struct synth *s)
 		synth_release(s);
 		return -ENOENT;
 	}
+	if (s->kind == SFS_K_SB_AUDIT && !(s->run = audit_run(s->sb))) {
+		synth_release(s); /* -o audit=false */
+		return -ENOENT;
+	}
 	bool of_snapshot =
 	    s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_SNAP_INFO || s->kind == SFS_K_SNAP_DIFF;
 	if (of_snapshot || s->kind == SFS_K_PORT) {
@@ -226,6 +233,8 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 		for (size_t i = 0; i < sizeof(sandbox_rows) / sizeof(sandbox_rows[0]); i++) {
 			const struct row *r = &sandbox_rows[i];
 			if (r->kind == SFS_K_SB_JOURNAL && nruns == 0)
+				continue;
+			if (r->kind == SFS_K_SB_AUDIT && !audit_run(d->sb))
 				continue;
 			add(&l, r->name,
 			    r->kind == SFS_K_WS ? 0 : SFS_INO_MAKE(r->kind, d->serial, 0), r->mode);
@@ -472,7 +481,7 @@ int synth_stat(const struct synth *s, struct stat *st)
 		if (strptime(s->sb->created, "%Y-%m-%dT%H:%M:%SZ", &tm))
 			t = timegm(&tm);
 	}
-	if (s->run)
+	if (s->run && s->kind != SFS_K_SB_AUDIT)
 		t = s->run->started;
 	if (s->kind == SFS_K_SNAPSHOT || s->kind == SFS_K_SNAP_INFO || s->kind == SFS_K_SNAP_DIFF) {
 		/* a snapshot directory's times are when it was taken */
@@ -485,6 +494,7 @@ int synth_stat(const struct synth *s, struct stat *st)
 	st->st_atime = st->st_mtime = st->st_ctime = t;
 	switch (s->kind) {
 	case SFS_K_RUN_JOURNAL:
+	case SFS_K_SB_AUDIT:
 		st->st_size = journal_size(s->run);
 		st->st_mtime = time(NULL);
 		break;

@@ -38,6 +38,9 @@ struct journal {
 	int watch;	     /* inotify watch descriptor of the follower, or -1 */
 	int64_t watch_until; /* keep the watch until then with no reader */
 
+	/* A file the daemon itself appends to (SANDBOX/audit): no provider
+	 * behind it, "running" until its sandbox goes (journal_attach_file). */
+	bool plain;
 	/* Journals not on this host are mirrored into run->dir. */
 	bool local;	    /* path is the provider's own file */
 	bool follow;	    /* strategy: follow (else poll) */
@@ -380,7 +383,7 @@ static void stop_follower_locked(struct journal *j, struct jobs *jobs)
 /* Decides, under the lock, what provider work this pass needs. */
 static void plan_locked(struct journal *j, bool idle_pass, int64_t now, struct jobs *jobs)
 {
-	if (j->ended)
+	if (j->ended || j->plain)
 		return;
 	if (j->run->state == SFS_RUN_RUNNING && (j->nwaiters > 0 || idle_pass)) {
 		struct job *job = push_job(jobs, j, JOB_REFRESH);
@@ -734,7 +737,7 @@ void journal_end_sandbox(struct sfs_sandbox *sb, bool record)
 				cap = ncap;
 			}
 		}
-		if (record && nfinals < cap)
+		if (record && nfinals < cap && !j->plain)
 			finals[nfinals++] = (struct final){j->run, j->run->state, j->run->code};
 	}
 	pthread_mutex_unlock(&eng.mu);
@@ -791,6 +794,60 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 	pthread_mutex_unlock(&eng.mu);
 	journal_poke();
 	return 0;
+}
+
+int journal_attach_file(struct sfs_sandbox *sb, struct sfs_run *run, const char *path,
+			struct sfs_err *err)
+{
+	struct journal *j = calloc(1, sizeof(*j));
+	if (!j)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	j->sb = sb;
+	j->run = run;
+	j->watch = -1;
+	j->mirror_fd = j->follow_fd = -1;
+	j->plain = j->local = true;
+	j->vis_size = -1;
+	j->redact = false; /* its writer redacts each line */
+	snprintf(j->path, sizeof(j->path), "%s", path);
+	pthread_mutex_lock(&eng.mu);
+	run->state = SFS_RUN_RUNNING;
+	run->journal = j;
+	j->size = stat_size(j);
+	j->next = eng.journals;
+	eng.journals = j;
+	pthread_mutex_unlock(&eng.mu);
+	return 0;
+}
+
+int journal_file_rotate(struct sfs_run *run, const char *to)
+{
+	struct ready_list l = {0};
+	int r = 0;
+	pthread_mutex_lock(&eng.mu);
+	struct journal *j = find_locked(run);
+	/* renamed under the lock: no reader sizes the old file and reads the
+	 * new one in between */
+	if (j && rename(j->path, to) < 0)
+		r = -errno;
+	if (j && !r) {
+		j->size = 0;
+		j->size = stat_size(j);
+		/* a reader past the new end would wait for bytes that are never
+		 * coming at its offset: it gets end-of-file, as a reader of a
+		 * truncated file does (tail -f then starts from the top) */
+		for (struct journal_waiter *w = j->waiters, *next; w; w = next) {
+			next = w->next;
+			if (w->kind == JOURNAL_WAIT_BYTES && w->off >= j->size) {
+				unlink_waiter(j, w);
+				push_ready(&l, w, JOURNAL_EOF);
+			}
+		}
+	}
+	pthread_mutex_unlock(&eng.mu);
+	deliver_all(&l);
+	free(l.v);
+	return j ? r : -ENOENT;
 }
 
 void journal_detach_sandbox(struct sfs_sandbox *sb)

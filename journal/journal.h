@@ -43,9 +43,14 @@ struct journal_waiter {
 	bool armed, interrupted;
 };
 
+/* deliver's err for a reader answered end-of-file although the run goes on
+ * (journal_file_rotate). */
+#define JOURNAL_EOF 1
+
 struct journal_hooks {
 	/* Reply to a parked request: err is 0 (bytes or end available: read
-	 * them now), -EINTR (interrupted) or another negative errno. */
+	 * them now), JOURNAL_EOF (answer end-of-file), -EINTR (interrupted) or
+	 * another negative errno. */
 	void (*deliver)(struct journal_waiter *w, int err);
 	/* A run was seen to end (once per run per daemon life). */
 	void (*run_ended)(struct sfs_sandbox *sb, struct sfs_run *run);
@@ -67,6 +72,15 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
  * so a restarted daemon shows the same without asking the provider.
  */
 void journal_end_sandbox(struct sfs_sandbox *sb, bool record);
+/* Follows a file the daemon appends to itself (SANDBOX/audit) like a
+ * journal: run is the caller's, kept "running" until sb is destroyed or
+ * detached; no provider is asked anything about it. */
+int journal_attach_file(struct sfs_sandbox *sb, struct sfs_run *run, const char *path,
+			struct sfs_err *err);
+/* Renames the file of journal_attach_file to `to` (rotation: its writer
+ * starts a new one): sizes start again at 0, and readers parked at the old
+ * end get end-of-file, as a reader of a truncated file does.  0 or -errno. */
+int journal_file_rotate(struct sfs_run *run, const char *to);
 /* Stops tracking every run of sb and answers its parked requests with -ENOENT. */
 void journal_detach_sandbox(struct sfs_sandbox *sb);
 

@@ -81,6 +81,18 @@ const struct sfs_opt sfs_core_options[] = {
      .min = 0.01,
      .max = 3600,
      .help = "seconds between retries of a remote write-back that failed"},
+    {.key = "audit",
+     .type = SFS_OPT_BOOL,
+     .def = "true",
+     .help = "keep SANDBOX/audit: a line per ctl command, run start and end, and change made "
+	     "through workspace/ (STATE/sandboxes/KEY/audit)"},
+    {.key = "audit.max_size",
+     .type = SFS_OPT_DOUBLE,
+     .def = "4194304",
+     .min = 4096,
+     .max = 1e12,
+     .help = "bytes at which a sandbox's audit file becomes audit.1 (the older audit.1 is "
+	     "dropped) and a new one starts"},
     {.key = "journal.poll_interval",
      .type = SFS_OPT_DOUBLE,
      .def = "0.25",

@@ -311,7 +311,8 @@ struct sfs_provider {
  *      a time, held across its write and fsync, never across a provider call
  *   4. sfs_records_mu        records and the list (short)
  *   5. leaves: a provider's private state lock (daytona's dt_state_mu,
- *      docker's dk_mu), the redactor's secrets lock, the HTTP handle pool.
+ *      docker's dk_mu), the redactor's secrets lock, the HTTP handle pool,
+ *      an audit writer's buffer lock (ctl/audit.c).
  * A thread holding a lock never takes one of a lower number; a leaf takes
  * nothing.  Provider calls happen only under op_mutex, never under 3, 4 or 5.
  */

@@ -4,6 +4,7 @@
  * replies.  Nothing here caches or decides; see the cache for that.
  */
 #include "remote.h"
+#include "../audit.h"
 
 #include "../fs.h"
 #include "../ino.h"
@@ -29,7 +30,23 @@ static bool raw_links;
 
 static void reply_err(fuse_req_t req, int r)
 {
+	fs_audit_note_reply(r == -ENOSYS || r == -EOPNOTSUPP ? EOPNOTSUPP : -r);
 	fuse_reply_err(req, r == -ENOSYS || r == -EOPNOTSUPP ? EOPNOTSUPP : -r);
+}
+
+int rws_where(fuse_ino_t ino, struct sfs_sandbox **sb, char *path, size_t len)
+{
+	struct rc_ref ref;
+	int r = SFS_INO_KIND(ino) == SFS_K_RWS ? rc_ref_get(SFS_INO_WS_ID(ino), &ref) : -ENOENT;
+	if (r)
+		return r;
+	char *p = rc_ref_path(&ref);
+	*sb = ref.sb; /* records are never freed while mounted */
+	if (p)
+		snprintf(path, len, "workspace%s%s", *p ? "/" : "", p);
+	rc_ref_put(&ref);
+	free(p);
+	return p ? 0 : -ENOMEM;
 }
 
 /* The cache node behind ino, pinned, with its sandbox; or an error reply
@@ -191,7 +208,7 @@ static void rws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 	/* files belong to whoever runs the daemon */
 	if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != getuid()) ||
 	    ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != getgid())) {
-		fuse_reply_err(req, EPERM);
+		reply_err(req, -EPERM);
 		return;
 	}
 	struct rc_ref ref;
@@ -383,7 +400,7 @@ static void rws_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 		       const char *newname, unsigned int flags)
 {
 	if (flags & ~RENAME_NOREPLACE) {
-		fuse_reply_err(req, EINVAL);
+		reply_err(req, -EINVAL);
 		return;
 	}
 	struct rc_ref dir, newdir;
@@ -398,7 +415,7 @@ static void rws_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse
 
 static void rws_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	fuse_reply_err(req, EPERM); /* no hard links through the file API */
+	reply_err(req, -EPERM); /* no hard links through the file API */
 }
 
 /* ---- directories -------------------------------------------------------- */
@@ -464,7 +481,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	char *buf = malloc(size);
 	if (!buf) {
 		rc_ref_put(&dir);
-		fuse_reply_err(req, ENOMEM);
+		reply_err(req, -ENOMEM);
 		return;
 	}
 	size_t used = 0;
@@ -524,12 +541,12 @@ static void rws_statfs(fuse_req_t req, fuse_ino_t ino)
 static void rws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			 size_t size, int flags)
 {
-	fuse_reply_err(req, ENOTSUP);
+	reply_err(req, -ENOTSUP);
 }
 
 static void rws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	fuse_reply_err(req, ENODATA);
+	reply_err(req, -ENODATA);
 }
 
 static void rws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
@@ -542,25 +559,25 @@ static void rws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void rws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	fuse_reply_err(req, ENODATA);
+	reply_err(req, -ENODATA);
 }
 
 static void rws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 {
-	fuse_reply_err(req, EOPNOTSUPP);
+	reply_err(req, -EOPNOTSUPP);
 }
 
 static void rws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			  struct fuse_file_info *fi)
 {
-	fuse_reply_err(req, EOPNOTSUPP);
+	reply_err(req, -EOPNOTSUPP);
 }
 
 static void rws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 				struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 				struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	fuse_reply_err(req, EOPNOTSUPP); /* callers fall back to read + write */
+	reply_err(req, -EOPNOTSUPP); /* callers fall back to read + write */
 }
 
 const struct fuse_lowlevel_ops rws_ops = {

@@ -7,6 +7,7 @@
 #endif
 
 #include "fs/workspace/internal.h"
+#include "fs/audit.h"
 #include "fs/ino.h"
 #include "providers/err.h"
 
@@ -44,6 +45,7 @@ void ws_bug(const char *fmt, ...)
  * EOPNOTSUPP. */
 void ws_reply_err(fuse_req_t req, int err)
 {
+	fs_audit_note_reply(err == ENOSYS ? EOPNOTSUPP : err);
 	fuse_reply_err(req, err == ENOSYS ? EOPNOTSUPP : err);
 }
 
@@ -304,6 +306,7 @@ struct ws_node *ws_get(fuse_req_t req, fuse_ino_t ino)
 	n = ws_find_locked(ino);
 	if (n->gone) {
 		pthread_mutex_unlock(&ws.lock);
+		fs_audit_note_reply(ENOENT);
 		fuse_reply_err(req, ENOENT);
 		return NULL;
 	}

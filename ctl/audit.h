@@ -1,0 +1,63 @@
+/*
+ * SANDBOX/audit (SPEC §13): one line per ctl command, run start and end, and
+ * mutating workspace operation made through the mount:
+ *
+ *   TIME UID OP PATH RESULT [DETAIL]
+ *   2026-11-30T22:14:03.123Z 1000 create src/a.c 0
+ *   2026-11-30T22:14:04.002Z 1000 ctl ctl 0 exec make
+ *   2026-11-30T22:14:04.010Z 1000 run.start runs/3 0 make
+ *   2026-11-30T22:14:09.441Z - run.end runs/3 0 exited 2
+ *
+ * TIME is UTC with milliseconds, UID the caller's ("-": the daemon itself),
+ * PATH relative to the sandbox (workspace paths below workspace/, bytes
+ * other than printable ASCII and UTF-8 shown \xNN, a blank \x20), RESULT 0
+ * or the errno's name.  DETAIL (a command line, a run's status) is
+ * redacted like every log line.
+ *
+ * The cost stays off the caller: a line is formatted and appended to the
+ * sandbox's buffer under a lock held for a memcpy; one thread writes the
+ * buffers to STATE/sandboxes/KEY/audit every 100 ms (or sooner when one
+ * grows past 64 KiB), without fsync.  At `audit.max_size` the file becomes
+ * audit.1 (the one before is dropped) and a new one starts.  The mount's
+ * SANDBOX/audit is read through the journal engine (a plain journal), so a
+ * read at the end waits for more, like a run's journal that never ends.
+ */
+#ifndef SFS_CTL_AUDIT_H
+#define SFS_CTL_AUDIT_H
+
+#include "../providers/provider.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* "-o audit=false" turns the whole thing off: no file, no SANDBOX/audit. */
+bool audit_enabled(void);
+
+/* Gives sb its writer and the plain journal its readers follow (from
+ * reserve and the registry load; a second call does nothing). */
+int audit_start(struct sfs_sandbox *sb);
+/* Writes what is buffered and releases the writer (sandbox_free). */
+void audit_free(struct sfs_sandbox *sb);
+/* The run SANDBOX/audit is read through, or NULL when sb has no audit. */
+struct sfs_run *audit_run(struct sfs_sandbox *sb);
+
+/* The caller of the FUSE request this thread serves (fs/ops.c sets it
+ * before a ctl write or a workspace operation); -1: the daemon itself. */
+void audit_set_caller(uid_t uid);
+uid_t audit_caller(void);
+
+/* Appends one line to sb's audit.  path may be NULL ("-"), detail NULL; err
+ * is 0 or a negative or positive errno. */
+void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int err,
+		const char *detail);
+
+/* in as one word of a line (what PATH gets): blanks, controls and bytes
+ * that are not UTF-8 text as \xNN. */
+void audit_word(const char *in, char *out, size_t len);
+
+/* The writer thread: started after daemonizing, stopped (everything written)
+ * before the records are freed. */
+int audit_thread_start(struct sfs_err *err);
+void audit_thread_stop(void);
+
+#endif

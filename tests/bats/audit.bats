@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# SANDBOX/audit (SPEC §13): a line per ctl command, run start and end and
+# change made through workspace/ (time, caller uid, operation, path,
+# result), append-only in the state directory, rotated by size, readable
+# like a journal.
+
+load helpers
+
+teardown() {
+	cd "$BATS_TEST_TMPDIR"
+	[ -n "${FOLLOW_PID:-}" ] && kill "$FOLLOW_PID" 2>/dev/null
+	sfs_teardown
+	if [ -n "${AO_DIR:-}" ]; then
+		rmdir "$AO_DIR/mnt" 2>/dev/null || true
+		rmdir "$AO_DIR" 2>/dev/null || true
+	fi
+}
+
+# audit_now SANDBOX: what its audit holds now (a nonblocking read ends at
+# the end instead of waiting for more).
+audit_now() {
+	dd if="$MNT/$1/audit" iflag=nonblock bs=64k status=none
+}
+
+# audit_has SANDBOX ERE: waits (the writer flushes every 100 ms) for a line.
+audit_has() {
+	wait_for eval "audit_now $1 | grep -Eq -- '$2'"
+}
+
+T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
+
+@test "ctl commands, runs and workspace changes each leave a line: time, uid, operation, path, result" {
+	# a mount point other users can reach (the bats tmpdir is private)
+	AO_DIR=$(mktemp -d /tmp/sfs-audit-ao.XXXXXX)
+	chmod 755 "$AO_DIR"
+	MNT="$AO_DIR/mnt"
+	sfs_mount -o allow_other
+	echo "new demo" >"$MNT/ctl"
+	ws="$MNT/demo/workspace"
+	echo hi >"$ws/a.txt"
+	mkdir "$ws/d"
+	mv "$ws/a.txt" "$ws/d/b c.txt"
+	chmod 600 "$ws/d/b c.txt"
+	: >"$ws/d/b c.txt"
+	ln -s target "$ws/link"
+	rm "$ws/link"
+	run rmdir "$ws/d"
+	[ "$status" -ne 0 ]
+	echo 'exec exit 3' >"$MNT/demo/ctl"
+	timeout 20 cat "$MNT/demo/runs/1/wait" >/dev/null
+	run ctl_write "$MNT/demo/ctl" "kill 9 NOSUCHSIG"
+	[ "$status" -ne 0 ]
+	run ctl_write "$MNT/demo/ctl" "frobnicate now"
+	[ "$status" -ne 0 ]
+	u=$(id -u)
+	audit_has demo "^$T $u ctl /ctl 0 new demo\$"
+	audit_has demo "^$T $u create workspace/a\.txt 0\$"
+	audit_has demo "^$T $u mkdir workspace/d 0\$"
+	audit_has demo "^$T $u rename workspace/a\.txt 0 -> workspace/d/b\\\\x20c\.txt\$"
+	audit_has demo "^$T $u setattr workspace/d/b\\\\x20c\.txt 0 mode\$"
+	audit_has demo "^$T $u open workspace/d/b\\\\x20c\.txt 0 write trunc\$"
+	audit_has demo "^$T $u symlink workspace/link 0 target\$"
+	audit_has demo "^$T $u unlink workspace/link 0\$"
+	audit_has demo "^$T $u rmdir workspace/d ENOTEMPTY\$"
+	audit_has demo "^$T $u run\.start runs/1 0 exit 3\$"
+	audit_has demo "^$T $u ctl ctl 0 exec exit 3\$"
+	audit_has demo "^$T - run\.end runs/1 0 exited 3\$"
+	audit_has demo "^$T $u ctl ctl EINVAL kill 9 NOSUCHSIG\$"
+	audit_has demo "^$T $u ctl ctl EINVAL frobnicate now\$"
+	# another user's change carries that user's uid
+	chmod 777 "$ws/d"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- sh -c "echo x >'$ws/d/theirs'"
+	audit_has demo "^$T $(id -u nobody) create workspace/d/theirs 0\$"
+	# append-only, in the state directory
+	[ "$(stat -c %a "$STATE"/sandboxes/*/audit)" = 600 ]
+	cmp <(audit_now demo) "$STATE"/sandboxes/*/audit
+	[ "$(stat -c %a "$MNT/demo/audit")" = 400 ]
+}
+
+@test "a read at the end of audit waits for the next line (followed like a journal); a nonblocking one ends" {
+	sfs_mount
+	mkdir "$MNT/demo"
+	cat "$MNT/demo/audit" >"$BATS_TEST_TMPDIR/followed" &
+	FOLLOW_PID=$!
+	sleep 0.3
+	kill -0 "$FOLLOW_PID"
+	touch "$MNT/demo/workspace/later"
+	wait_for grep -q 'create workspace/later 0' "$BATS_TEST_TMPDIR/followed"
+	mkdir "$MNT/demo/workspace/later2"
+	wait_for grep -q 'mkdir workspace/later2 0' "$BATS_TEST_TMPDIR/followed"
+	kill -0 "$FOLLOW_PID"
+	timeout 5 dd if="$MNT/demo/audit" iflag=nonblock status=none | grep -q 'mkdir workspace/later2'
+	# st_size is what a reader gets
+	[ "$(stat -c %s "$MNT/demo/audit")" -eq "$(audit_now demo | wc -c)" ]
+}
+
+@test "secret values never reach audit lines" {
+	export SFS_AUDIT_SECRET="sfs-audit-secret-9d2f61e0"
+	sfs_mount
+	echo "new demo secret.API_TOKEN=env:SFS_AUDIT_SECRET" >"$MNT/ctl"
+	echo "exec echo $SFS_AUDIT_SECRET" >"$MNT/demo/ctl"
+	echo "env PLAIN=$SFS_AUDIT_SECRET" >"$MNT/demo/ctl"
+	touch "$MNT/demo/workspace/$SFS_AUDIT_SECRET"
+	audit_has demo 'create workspace/\[redacted\] 0'
+	audit_has demo 'ctl ctl 0 env PLAIN=\[redacted\]'
+	audit_has demo 'run\.start runs/1 0 echo \[redacted\]'
+	run grep -c "$SFS_AUDIT_SECRET" "$STATE"/sandboxes/*/audit
+	[ "$output" = 0 ]
+	run grep -c "$SFS_AUDIT_SECRET" <(audit_now demo)
+	[ "$output" = 0 ]
+}
+
+@test "at audit.max_size the file becomes audit.1, one old file is kept, and a follower at the end gets end-of-file" {
+	sfs_mount -o audit.max_size=4096
+	mkdir "$MNT/demo"
+	cat "$MNT/demo/audit" >/dev/null &
+	FOLLOW_PID=$!
+	for i in $(seq 1 150); do touch "$MNT/demo/workspace/file-$i"; done
+	# the follower was answered end-of-file when its file was rotated away
+	wait_for eval '! kill -0 $FOLLOW_PID 2>/dev/null'
+	wait "$FOLLOW_PID" # end-of-file: cat exits 0, not with an error
+	wait_for eval 'audit_now demo | grep -q "file-150 0"'
+	dir=$(dirname "$(ls "$STATE"/sandboxes/*/audit)")
+	[ -f "$dir/audit.1" ]
+	[ ! -e "$dir/audit.2" ]
+	[ "$(stat -c %s "$dir/audit.1")" -ge 4096 ]
+	[ "$(stat -c %s "$dir/audit.1")" -lt 20000 ]
+	# nothing lost between the two: the newest lines in audit, older in audit.1
+	grep -q 'file-150 0' "$dir/audit"
+	total=$(cat "$dir/audit" "$dir/audit.1" | grep -c 'create workspace/file-')
+	first=$(cat "$dir/audit.1" "$dir/audit" | grep -o 'file-[0-9]*' | head -1 | cut -d- -f2)
+	[ "$total" -eq $((150 - first + 1)) ]
+}
+
+@test "-o audit=false: no audit file and no lines" {
+	sfs_mount -o audit=false
+	mkdir "$MNT/demo"
+	touch "$MNT/demo/workspace/x"
+	[ ! -e "$MNT/demo/audit" ]
+	run ls "$MNT/demo"
+	[[ "$output" != *audit* ]]
+	sleep 0.3
+	run ls "$STATE"/sandboxes/*/audit
+	[ "$status" -ne 0 ]
+}
+
+@test "audit survives a daemon restart and goes on appending" {
+	sfs_mount
+	mkdir "$MNT/demo"
+	touch "$MNT/demo/workspace/before"
+	audit_has demo 'create workspace/before 0'
+	sfs_unmount
+	sfs_mount
+	touch "$MNT/demo/workspace/after"
+	audit_has demo 'create workspace/after 0'
+	audit_now demo | grep -q 'create workspace/before 0'
+}
