@@ -84,6 +84,8 @@ struct sfh {
 	struct ctl_file ctl; /* ctl files: the line held across writes */
 	uid_t uid;	     /* the opener: release carries no caller (audit) */
 	bool nonblock;	     /* O_NONBLOCK: a journal or audit read at the end is EOF */
+	bool rotations_seen; /* audit: the file generation it reads (journal.h) */
+	unsigned long rotations;
 };
 
 /* Synthetic directory handle: the listing as it was at opendir. */
@@ -567,6 +569,19 @@ static int journal_read_or_park(fuse_req_t req, struct sfh *h, size_t size, off_
 {
 	enum journal_wait_kind kind =
 	    h->kind == SFS_K_RUN_WAIT ? JOURNAL_WAIT_END : JOURNAL_WAIT_BYTES;
+	if (h->kind == SFS_K_SB_AUDIT) {
+		/* a reader of a rotated-away audit ends there, wherever it was */
+		pthread_mutex_lock(&h->mu);
+		unsigned long g = journal_file_generation(h->run);
+		bool stale = h->rotations_seen && h->rotations != g;
+		h->rotations = g;
+		h->rotations_seen = true;
+		pthread_mutex_unlock(&h->mu);
+		if (stale) {
+			fuse_reply_buf(req, NULL, 0);
+			return 0;
+		}
+	}
 	for (int tries = 0; tries < 2; tries++) {
 		if (kind == JOURNAL_WAIT_BYTES) {
 			char *buf = malloc(size ? size : 1);

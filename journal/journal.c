@@ -32,6 +32,7 @@ struct journal {
 	bool redact;
 	off_t visible, vis_size;
 	unsigned long vis_gen;
+	unsigned long rotations; /* plain files: journal_file_rotate */
 	bool end_reported;
 	struct journal_waiter *waiters;
 	int nwaiters;
@@ -240,7 +241,7 @@ static void collect_locked(struct journal *j, struct ready_list *l)
 		next = w->next;
 		if (!w->armed)
 			continue;
-		int err = w->interrupted ? -EINTR : 0;
+		int err = w->interrupted ? -EINTR : w->eof ? JOURNAL_EOF : 0;
 		if (err || waiter_ready(j, w)) {
 			size_t before = l->n;
 			push_ready(l, w, err);
@@ -831,6 +832,7 @@ int journal_file_rotate(struct sfs_run *run, const char *to)
 	if (j && rename(j->path, to) < 0)
 		r = -errno;
 	if (j && !r) {
+		j->rotations++;
 		j->size = 0;
 		j->size = stat_size(j);
 		/* a reader past the new end would wait for bytes that are never
@@ -838,16 +840,32 @@ int journal_file_rotate(struct sfs_run *run, const char *to)
 		 * truncated file does (tail -f then starts from the top) */
 		for (struct journal_waiter *w = j->waiters, *next; w; w = next) {
 			next = w->next;
-			if (w->kind == JOURNAL_WAIT_BYTES && w->off >= j->size) {
-				unlink_waiter(j, w);
-				push_ready(&l, w, JOURNAL_EOF);
+			if (w->kind != JOURNAL_WAIT_BYTES)
+				continue;
+			if (!w->armed) { /* answered once armed (collect_locked) */
+				w->eof = true;
+				continue;
 			}
+			size_t before = l.n;
+			push_ready(&l, w, JOURNAL_EOF);
+			if (l.n > before)
+				unlink_waiter(j, w);
+			else
+				w->eof = true;
 		}
 	}
 	pthread_mutex_unlock(&eng.mu);
 	deliver_all(&l);
 	free(l.v);
 	return j ? r : -ENOENT;
+}
+
+unsigned long journal_file_generation(struct sfs_run *run)
+{
+	pthread_mutex_lock(&eng.mu);
+	unsigned long g = run->journal ? run->journal->rotations : 0;
+	pthread_mutex_unlock(&eng.mu);
+	return g;
 }
 
 void journal_detach_sandbox(struct sfs_sandbox *sb)

@@ -41,6 +41,7 @@ struct journal_waiter {
 	size_t size;
 	enum journal_wait_kind kind;
 	bool armed, interrupted;
+	bool eof; /* its file was rotated away: answer end-of-file once armed */
 };
 
 /* deliver's err for a reader answered end-of-file although the run goes on
@@ -81,6 +82,9 @@ int journal_attach_file(struct sfs_sandbox *sb, struct sfs_run *run, const char 
  * starts a new one): sizes start again at 0, and readers parked at the old
  * end get end-of-file, as a reader of a truncated file does.  0 or -errno. */
 int journal_file_rotate(struct sfs_run *run, const char *to);
+/* How many times that file was rotated: a reader that began on an older
+ * one gets end-of-file instead of reading the new one at its old offset. */
+unsigned long journal_file_generation(struct sfs_run *run);
 /* Stops tracking every run of sb and answers its parked requests with -ENOENT. */
 void journal_detach_sandbox(struct sfs_sandbox *sb);
 
