@@ -62,6 +62,8 @@ int source_check(const struct sfs_provider *p, const struct sfs_kvlist *opts, st
 	const char *depth = sfs_kv_get(opts, "depth");
 	if (!src && (ref || depth))
 		return sfs_errf(err, -EINVAL, "new: %s= needs source=", ref ? "ref" : "depth");
+	if (src && sfs_kv_get(opts, "base"))
+		return sfs_errf(err, -EINVAL, "new: source= and base= exclude each other");
 	for (size_t i = 0; i < opts->n; i++) {
 		if (strcmp(opts->v[i].key, "setup") != 0)
 			continue;

@@ -262,6 +262,7 @@ base=$BATS_TEST_TMPDIR|contains the state directory
 base=$BASE hide=!keep|negation
 base=$BASE hide=a,,b|an empty pattern
 base=$BASE dir=$BASE|exclude each other
+base=$BASE source=$BASE|source= and base= exclude each other
 hide=.env|hide= needs base=
 EOF2
 	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
