@@ -183,7 +183,7 @@ int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commi
 	cache_path(sb, cache, sizeof(cache));
 	struct snap_restore_stats st = {0};
 	sfs_sb_set_progress(sb, "restore");
-	r = snap_restore(commit, fd, cache, &st, err);
+	r = snap_restore(commit, fd, cache, &st, NULL, NULL, err);
 	sfs_sb_set_progress(sb, NULL);
 	close(fd);
 	if (r)

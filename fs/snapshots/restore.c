@@ -22,8 +22,16 @@ struct rst {
 	struct scache *cache;
 	struct pmap modes;
 	struct snap_restore_stats st;
+	snap_change_fn changed;
+	void *ctx;
 	struct sfs_err *err;
 };
+
+static void note(struct rst *s, char what, const char *rel)
+{
+	if (s->changed)
+		s->changed(s->ctx, what, rel);
+}
 
 static int fail(struct rst *s, int e, const char *what, const char *rel)
 {
@@ -129,6 +137,7 @@ static int restore_link(struct rst *s, int dirfd, const char *name, const char *
 	if (symlinkat(target, dirfd, name) < 0)
 		return fail(s, errno, "symlink", rel);
 	s->st.written++;
+	note(s, 'w', rel);
 	return 0;
 }
 
@@ -153,12 +162,14 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 		if (!exists &&
 		    (mkdirat(dirfd, name, perm) < 0 || fchmodat(dirfd, name, perm, 0) < 0))
 			return fail(s, errno, "mkdir", rel);
-		if (!exists)
+		if (!exists) {
 			s->st.written++;
-		else if ((st.st_mode & 07777) != perm) {
+			note(s, 'w', rel);
+		} else if ((st.st_mode & 07777) != perm) {
 			if (fchmodat(dirfd, name, perm, 0) < 0)
 				return fail(s, errno, "chmod", rel);
 			s->st.modes++;
+			note(s, 'm', rel);
 		}
 		git_tree *sub = NULL;
 		int rc = git_tree_lookup(&sub, s->repo, git_tree_entry_id(e));
@@ -177,7 +188,10 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 		if ((st.st_mode & 07777) == perm)
 			return 0;
 		s->st.modes++;
-		return fchmodat(dirfd, name, perm, 0) < 0 ? fail(s, errno, "chmod", rel) : 0;
+		if (fchmodat(dirfd, name, perm, 0) < 0)
+			return fail(s, errno, "chmod", rel);
+		note(s, 'm', rel);
+		return 0;
 	}
 	if (exists && S_ISDIR(st.st_mode)) {
 		int r = rm_at(dirfd, name);
@@ -185,7 +199,10 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 			return fail(s, -r, "remove", rel);
 	}
 	s->st.written++;
-	return write_file(s, dirfd, name, rel, git_tree_entry_id(e), perm);
+	int r = write_file(s, dirfd, name, rel, git_tree_entry_id(e), perm);
+	if (!r)
+		note(s, 'w', rel);
+	return r;
 }
 
 static char *join(const char *rel, const char *name)
@@ -216,11 +233,15 @@ static int restore_tree(struct rst *s, int dirfd, const git_tree *t, const char 
 		struct stat st;
 		if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) == 0 && !rec_filemode(&st))
 			continue;
-		r = rm_at(dirfd, n);
+		char *p = join(rel, n);
+		r = p ? rm_at(dirfd, n) : -ENOMEM;
 		if (r)
-			r = fail(s, -r, "remove", n);
+			r = fail(s, -r, "remove", p ? p : n);
 		else
 			s->st.removed++;
+		if (!r)
+			note(s, 'r', p);
+		free(p);
 	}
 	closedir(d);
 	for (size_t i = 0; !r && i < git_tree_entrycount(t); i++) {
@@ -233,9 +254,9 @@ static int restore_tree(struct rst *s, int dirfd, const git_tree *t, const char 
 }
 
 int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_restore_stats *st,
-		 struct sfs_err *err)
+		 snap_change_fn changed, void *ctx, struct sfs_err *err)
 {
-	struct rst s = {.err = err};
+	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
 	struct scache sc;
 	scache_load(&sc, cache);
 	s.cache = &sc;

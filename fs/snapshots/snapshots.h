@@ -97,8 +97,11 @@ struct snap_restore_stats {
  * and mode already match are not touched (inode and mtime stay); others are
  * written (temp file + rename), modes fixed, extra entries removed.  `.git`
  * entries and special files (never recorded) are left alone. */
+/* Told each change restore made, in order (a directory before what it
+ * holds): 'w' written or made, 'r' removed (a whole tree), 'm' mode. */
+typedef void (*snap_change_fn)(void *ctx, char what, const char *rel);
 int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_restore_stats *st,
-		 struct sfs_err *err);
+		 snap_change_fn changed, void *ctx, struct sfs_err *err);
 
 /* Browsing a snapshot's tree (snapshots/ID/tree/). */
 struct snap_node {

@@ -144,6 +144,13 @@ static void test_stat_cache(void)
 	sfs_rm_rf(state);
 }
 
+static void on_change(void *ctx, char what, const char *rel)
+{
+	char *ev = ctx;
+	size_t n = strlen(ev);
+	snprintf(ev + n, 1024 - n, "%s%c %s|", n ? "" : "|", what, rel);
+}
+
 static void test_diff_restore(void)
 {
 	setup();
@@ -173,7 +180,14 @@ static void test_diff_restore(void)
 	CHECK(d.buf && !strstr(d.buf, "sub/b.txt\n+"));
 	sfs_buf_free(&d);
 	struct snap_restore_stats rs;
-	CHECK_INT(snap_restore(commit, fd, cache, &rs, &err), 0);
+	char events[1024] = "";
+	CHECK_INT(snap_restore(commit, fd, cache, &rs, on_change, events, &err), 0);
+	CHECK(strstr(events, "|w a.txt|"));
+	CHECK(strstr(events, "|r new.txt|"));
+	CHECK(strstr(events, "|m run.sh|"));
+	CHECK(strstr(events, "|m private|"));
+	CHECK(strstr(events, "|w link|"));
+	CHECK(!strstr(events, "sub/b.txt"));
 	CHECK_STREQ(err.msg, "");
 	char *a = slurp("a.txt");
 	CHECK_STREQ(a, "one\ntwo\nthree\n");
