@@ -527,8 +527,8 @@ static int do_workspace_snapshot(struct sfs_sandbox *sb, const char *label, stru
 		return r;
 	if (!wsnap_possible(sb))
 		return sfs_errf(err, -EOPNOTSUPP,
-				"snapshot: provider %s has no workspace on this host for a "
-				"workspace snapshot",
+				"snapshot: provider %s has no file access for a workspace "
+				"snapshot",
 				sb->provider->name);
 	char *id = NULL;
 	pthread_mutex_lock(&sb->op_mutex);
@@ -592,6 +592,10 @@ static int do_restore(struct sfs_sandbox *sb, struct ctl_cmd *c, struct sfs_buf 
 			r = wsnap_restore_into(sb, c->args[0], commit, o, err);
 		pthread_mutex_unlock(&sb->op_mutex);
 		free(commit);
+		/* a host workspace's watcher sees the writes; a remote one's
+		 * cache must be told */
+		if (!r && tree_workspace_is_remote(sb) && tree_sandbox_reset_hook)
+			tree_sandbox_reset_hook(sb);
 		return r;
 	}
 	if (wsnap_is_layer(sb, c->args[0]))

@@ -519,7 +519,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	if (!r) {
 		r = source_populate(sb, opts, err);
 		/* "what changed since it started": snapshots/base (SPEC §10) */
-		if (!r && sfs_kv_get(opts, "source") && wsnap_possible(sb))
+		if (!r && sfs_kv_get(opts, "source") && wsnap_on_host(sb))
 			r = wsnap_take(sb, "base", NULL, err);
 		/* a copy-on-write base knows its changes: nothing to hash */
 		else if (!r && sfs_kv_get(opts, "base") && wsnap_changed_paths_hook)
@@ -544,7 +544,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		tree_save(NULL);
 	} else {
 		/* a prepared tree to fork and restore from (SPEC §9) */
-		if (sfs_kv_get(opts, "setup") && wsnap_possible(sb))
+		if (sfs_kv_get(opts, "setup") && wsnap_on_host(sb))
 			r = wsnap_take(sb, "setup", NULL, err);
 		if (!r)
 			r = commit_created(sb, err);

@@ -3,6 +3,7 @@
  * object store of fs/snapshots (which knows nothing of sandboxes).
  */
 #include "wsnap.h"
+#include "wsnap_internal.h"
 #include "ctl.h"
 #include "sandbox.h"
 #include "tree.h"
@@ -23,6 +24,11 @@ int (*wsnap_changed_paths_hook)(struct sfs_sandbox *sb, const char *id, int *bas
 
 bool wsnap_possible(const struct sfs_sandbox *sb)
 {
+	return wsnap_on_host(sb) || wsnap_remote(sb);
+}
+
+bool wsnap_on_host(const struct sfs_sandbox *sb)
+{
 	return sb->provider->caps[SFS_CAP_FS] && sb->provider->ops->workspace_root_fd;
 }
 
@@ -38,13 +44,16 @@ static void cache_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 	snprintf(buf, len, "%s/snapshots.statcache", sb->statedir);
 }
 
+/* The workspace's root on this host: the workspace itself, or the mirror
+ * of a remote one brought up to date (the caller holds sb->op_mutex). */
 static int root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
 	if (!wsnap_possible(sb))
 		return sfs_errf(err, -EOPNOTSUPP,
-				"provider %s has no workspace on this host for workspace "
-				"snapshots",
+				"provider %s has no file access for workspace snapshots",
 				sb->provider->name);
+	if (wsnap_remote(sb))
+		return wsnap_remote_pull(sb, fd, err);
 	return sb->provider->ops->workspace_root_fd(sb, fd, err);
 }
 
@@ -175,17 +184,22 @@ void wsnap_forget(struct sfs_sandbox *sb, const char *id)
 int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commit,
 		       struct sfs_buf *out, struct sfs_err *err)
 {
-	int fd = -1;
-	int r = root_fd(sb, &fd, err);
-	if (r)
-		return r;
 	char cache[4200];
 	cache_path(sb, cache, sizeof(cache));
 	struct snap_restore_stats st = {0};
-	sfs_sb_set_progress(sb, "restore");
-	r = snap_restore(commit, fd, cache, &st, NULL, NULL, err);
-	sfs_sb_set_progress(sb, NULL);
-	close(fd);
+	int r;
+	if (wsnap_remote(sb)) {
+		r = wsnap_remote_restore(sb, commit, cache, &st, err);
+	} else {
+		int fd = -1;
+		r = root_fd(sb, &fd, err);
+		if (r)
+			return r;
+		sfs_sb_set_progress(sb, "restore");
+		r = snap_restore(commit, fd, cache, &st, NULL, NULL, err);
+		sfs_sb_set_progress(sb, NULL);
+		close(fd);
+	}
 	if (r)
 		return r;
 	size_t running = 0;
@@ -280,17 +294,21 @@ int wsnap_diff_text(struct sfs_sandbox *sb, uint32_t serial, struct sfs_buf *out
 			: sfs_errf(&err, -EOPNOTSUPP, "no changed-paths hook for a layer snapshot");
 	if (r)
 		goto out;
+	/* a remote workspace's mirror has one user at a time: the op holder */
+	bool remote = wsnap_remote(sb);
+	if (remote)
+		pthread_mutex_lock(&sb->op_mutex);
 	r = root_fd(sb, &fd, &err);
-	if (r)
-		goto out;
 	char cache[4200];
 	cache_path(sb, cache, sizeof(cache));
-	if (basefd >= 0)
+	if (!r && basefd >= 0)
 		r = snap_diff_paths(basefd, fd, (const char *const *)paths, n, out, &err);
-	else if (commit)
+	else if (!r && commit)
 		r = snap_diff(commit, fd, cache, out, &err);
-	else
+	else if (!r)
 		r = sfs_errf(&err, -EOPNOTSUPP, "a native snapshot has no diff");
+	if (remote)
+		pthread_mutex_unlock(&sb->op_mutex);
 out:
 	if (r && err.msg[0]) {
 		char name[64];

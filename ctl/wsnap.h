@@ -11,8 +11,12 @@
 #include "../providers/provider.h"
 #include "../providers/strbuf.h"
 
-/* Whether sb's workspace can be snapshotted here (fs, and on this host). */
+/* Whether sb's workspace can be snapshotted: on this host, or through
+ * remote file calls into a mirror on this host (ctl/wsnap_remote.c). */
 bool wsnap_possible(const struct sfs_sandbox *sb);
+/* Whether it is on this host (the implicit base and setup snapshots are
+ * taken only there: a remote one would be fetched whole first). */
+bool wsnap_on_host(const struct sfs_sandbox *sb);
 /* What `status` says: "native", "workspace" or "none". */
 const char *wsnap_status_kind(const struct sfs_sandbox *sb);
 
