@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Round trips and wall time of everyday commands on a remote (Daytona)
-# workspace of 1000 files, against the local emulator with injected latency.
+# Round trips and wall time of everyday commands on a remote workspace of
+# 1000 files, against a provider's local emulator with injected latency.
 #
-#   bench/remote_daytona.sh [LATENCY_MS]      # default 20
+#   bench/remote.sh [PROVIDER] [LATENCY_MS]      # default daytona, 20
 #
-# Prints one line per step: provider calls made for workspace/ (the daemon's
-# remote_calls counter), all HTTP requests the emulator saw (journal polls
-# included), and wall time.  SFS_BIN picks the binary (default build/sandboxfs).
+# PROVIDER is any with a conformance adapter (tests/bats/providers/NAME.bash:
+# daytona, vercel, sprites …), which says how its emulator starts and how
+# sandboxfs is pointed at it.  Prints one line per step: provider calls made
+# for workspace/ (the daemon's remote_calls counter), all HTTP requests the
+# emulator saw (journal polls included), and wall time.  SFS_BIN picks the
+# binary (default build/sandboxfs).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SFS_BIN:-$ROOT/build/sandboxfs}
-LAT=${1:-20}
+PROVIDER=${1:-daytona}
+LAT=${2:-20}
+SFS_ROOT=$ROOT
+ADAPTER=$ROOT/tests/bats/providers/$PROVIDER.bash
+[ -f "$ADAPTER" ] || { echo "bench/remote.sh: no adapter $ADAPTER" >&2; exit 2; }
+# shellcheck source=/dev/null
+. "$ADAPTER"
 TMP=$(mktemp -d /tmp/sfs-bench-XXXXXX)
 MNT=$TMP/mnt STATE=$TMP/state
-mkdir -p "$MNT" "$STATE"
+mkdir -p "$MNT" "$STATE" "$TMP/emu"
 EMU_PID= SFS_PID=
 
 cleanup() {
@@ -26,13 +35,14 @@ cleanup() {
 trap cleanup EXIT
 
 KEY=bench-key-$$
-python3 "$ROOT/tests/emulators/daytona/daytona_emulator.py" --root "$TMP/emu" --api-key "$KEY" \
+# shellcheck disable=SC2046 # the adapter's flags are words
+python3 "$P_EMULATOR" --root "$TMP/emu" $(p_emu_secret_args "$KEY") \
 	--port-file "$TMP/port" --latency-ms "$LAT" >"$TMP/emu.out" 2>&1 &
 EMU_PID=$!
 for _ in $(seq 1 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 PORT=$(cat "$TMP/port")
-DAYTONA_API_KEY=$KEY DAYTONA_API_URL=http://127.0.0.1:$PORT/api \
-	"$BIN" -f --state "$STATE" "$MNT" 2>"$TMP/daemon.log" &
+p_emu_env "http://127.0.0.1:$PORT" "$KEY"
+"$BIN" -f --state "$STATE" "$MNT" 2>"$TMP/daemon.log" &
 SFS_PID=$!
 for _ in $(seq 1 100); do [ -e "$MNT/ctl" ] && break; sleep 0.05; done
 
@@ -40,7 +50,7 @@ ctl() { exec 7<>"$1"; printf '%s\n' "$2" >&7; cat <&7; exec 7>&-; }
 calls() { awk '$1 == "remote_calls" { print $2 }' "$MNT/b/status"; }
 requests() { curl -s "http://127.0.0.1:$PORT/_emu/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
 
-ctl "$MNT/ctl" "new b provider=daytona" >/dev/null
+ctl "$MNT/ctl" "new b provider=$PROVIDER" >/dev/null
 W=$MNT/b/workspace
 n=$(ctl "$MNT/b/ctl" 'exec mkdir -p src && for i in $(seq 1 1000); do echo "line $i" > src/f$i.txt; done && git init -q . && git add -A && git -c user.email=b@x -c user.name=b commit -qm init && echo ok')
 cat "$MNT/b/runs/$n/wait" >/dev/null
@@ -64,7 +74,7 @@ vim_save() {
 		-c '%s/line 1$/line one/' -c wq "$W/src/f1.txt"
 }
 
-echo "sandboxfs remote workspace bench: 1000 files, ${LAT} ms injected latency per request"
+echo "sandboxfs remote workspace bench ($PROVIDER): 1000 files, ${LAT} ms injected latency per request"
 step "ls -l src (cold)" ls -l "$W/src"
 step "ls -l src (warm)" ls -l "$W/src"
 sleep 1.2
