@@ -113,6 +113,12 @@ print(b({"alg": "RS256", "typ": "JWT"}) + "." + b({"owner_id": sys.argv[1], "pro
 	[[ "$output" == *"error: vercel: POST /v2/sandboxes: HTTP 400: Unknown runtime cobol"* ]] ||
 		[ "$CONF_MODE" = real ]
 	[ ! -e "$MNT/e1" ]
+	# the API's message carries what it was sent: a secret in it is redacted
+	run conf_new e5 "runtime=$CONF_SECRET"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: vercel: POST /v2/sandboxes: HTTP 400: Unknown runtime "* ]] ||
+		[ "$CONF_MODE" = real ]
+	[[ "$output" != *"$CONF_SECRET"* ]]
 	run conf_new e2 image=ubuntu runtime=node24
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"image= and runtime= exclude each other"* ]]
