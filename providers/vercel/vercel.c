@@ -517,6 +517,7 @@ static const struct sfs_provider_ops vercel_ops = {
     .fs_stat = vc_fs_stat,
     .fs_list = vc_fs_list,
     .fs_read = vc_fs_read,
+    .fs_read_many = vc_fs_read_many,
     .fs_write = vc_fs_write,
     .fs_put_tree = vc_fs_put_tree,
     .fs_mkdir = vc_fs_mkdir,
