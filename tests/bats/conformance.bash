@@ -538,6 +538,27 @@ conf_test_ls_round_trips() {
 	[ "$(conf_calls n1)" -eq "$f" ]
 }
 
+# The small files beside an opened one come in the call that fetched it
+# (fs/cache/prefetch.c over the provider's fs_read_many); adapters whose
+# provider has a bulk read set P_BULK_READ=true.
+conf_test_bulk_siblings() {
+	[ "${P_BULK_READ:-}" = true ] || skip "$PROVIDER: no bulk read (fs_read_many)"
+	conf_new b1 >/dev/null
+	W=$(ws b1)
+	conf_run b1 'mkdir -p d && for i in $(seq 1 40); do echo "v1 d $i" > d/f$i; done; ln -s f1 d/link; mkdir d/sub' >/dev/null
+	ls "$W/d" >/dev/null
+	c0=$(conf_calls b1)
+	[ "$(cat "$W/d/f1")" = "v1 d 1" ]
+	c1=$(conf_calls b1)
+	[ "$c1" -eq $((c0 + 1)) ]
+	for i in $(seq 2 40); do
+		[ "$(cat "$W/d/f$i")" = "v1 d $i" ]
+	done
+	# the 39 others came with the first: no call of their own
+	[ "$(conf_calls b1)" -eq "$c1" ]
+	[ "$(readlink "$W/d/link")" = f1 ]
+}
+
 # ---- secrets and restarts -----------------------------------------------------------
 
 conf_test_secret_grep() {

@@ -22,20 +22,8 @@ mkfiles() {
 	dt_run b1 "mkdir -p $1 && for i in \$(seq 1 $2); do echo \"v1 $1 \$i\" > $1/f\$i; done" >/dev/null
 }
 
-@test "bulk: the small files beside an opened one come in the same call, each with its own contents" {
-	mkfiles d 40
-	ls "$W/d" >/dev/null
-	c0=$(conf_calls b1)
-	[ "$(cat "$W/d/f1")" = "v1 d 1" ]
-	c1=$(conf_calls b1)
-	[ "$c1" -eq $((c0 + 1)) ]
-	for i in $(seq 2 40); do
-		[ "$(cat "$W/d/f$i")" = "v1 d $i" ]
-	done
-	# the 39 others came with the first: no call of their own
-	[ "$(conf_calls b1)" -eq "$c1" ]
-	grep -q 'POST /toolbox/.*/files/bulk-download' "$EMU_DIR/requests.log"
-}
+# (the small files beside an opened one coming in its call: the conformance
+# suite's conf_test_bulk_siblings, run by daytona.bats and vercel.bats)
 
 @test "bulk: a file a run changed after the prefetch is read again, never from the prefetched copy" {
 	mkfiles e 10

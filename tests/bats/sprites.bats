@@ -45,6 +45,7 @@ conf_provider sprites
 
 # ---- round trips
 @test "sprites: ls -l of a 1000-file directory costs at most 2 round trips warm" { conf_test_ls_round_trips; }
+@test "sprites: the small files beside an opened one come in the same call as it" { conf_test_bulk_siblings; }
 
 # ---- secrets, restarts, lifecycle
 @test "sprites: the token never appears in anything sandboxfs writes" { conf_test_secret_grep; }

@@ -38,6 +38,8 @@ networkPolicy false
 durableFilesystem true
 fork true'
 P_JOURNAL=poll
+# fs_read_many: small siblings of an opened file come in its call
+P_BULK_READ=true
 # an option that passes, and one with a bad value and the start of what new answers
 P_GOOD_OPTS=autostop=30
 P_BAD_VALUE=autostop=soon
