@@ -706,6 +706,28 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	return 0;
 }
 
+/* RUNDIR/cmd written (temp + rename) and left open in *fd, not yet
+ * flushed: the caller fsyncs it once the run has started. */
+static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *err)
+{
+	char path[4300], tmp[4320];
+	snprintf(path, sizeof(path), "%s/cmd", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.cmd.tmp", dir);
+	*fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (*fd < 0)
+		return sfs_errf(err, -errno, "%s: %s", tmp, strerror(errno));
+	size_t len = strlen(cmd);
+	ssize_t w = len ? write(*fd, cmd, len) : 0;
+	if (w != (ssize_t)len || rename(tmp, path) < 0) {
+		int e = w < 0 || w == (ssize_t)len ? errno : EIO;
+		close(*fd);
+		*fd = -1;
+		unlink(tmp);
+		return sfs_errf(err, -e, "%s: %s", path, strerror(e));
+	}
+	return 0;
+}
+
 /* setup: a setup= command of a sandbox still creating (ctl/source.c). */
 static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		    struct sfs_err *err)
@@ -743,14 +765,21 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		pthread_mutex_unlock(&sb->op_mutex);
 		return r;
 	}
-	char path[4300];
-	snprintf(path, sizeof(path), "%s/cmd", run->dir);
-	r = sfs_write_file_atomic(path, cmd, strlen(cmd), err);
+	int cmd_fd = -1;
+	r = write_cmd(run->dir, cmd, &cmd_fd, err);
 	if (r)
 		goto fail_dir;
 	r = sb->provider->ops->run_start(sb, run, err);
-	if (r)
+	if (r) {
+		close(cmd_fd);
 		goto fail_dir; /* nothing started: the number may be used again */
+	}
+	/* on disk before the write returns, but while the run already goes: a
+	 * short run ends during the flush instead of after it */
+	if (fsync(cmd_fd) < 0)
+		sfs_log(SFS_LOG_WARN, "%s: run %d: fsync of its cmd: %s", sb->name, run->n,
+			strerror(errno));
+	close(cmd_fd);
 	pthread_mutex_lock(&sfs_records_mu);
 	r = sandbox_add_run_locked(sb, run);
 	pthread_mutex_unlock(&sfs_records_mu);
