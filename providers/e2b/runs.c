@@ -53,26 +53,52 @@ static long saved_pid(struct sfs_run *run)
 	return pid;
 }
 
+/* The run's environment (sb->env and secrets) as Start's `envs`: kept out of
+ * the wrapper's argv, which ps in the sandbox shows. */
+static int run_envs(struct sfs_sandbox *sb, json_t **out, struct sfs_err *err)
+{
+	struct sfs_kvlist env;
+	int r = sfs_sb_run_env(sb, &env, err);
+	if (r)
+		return r;
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < env.n; i++)
+		if (json_object_set_new(o, env.v[i].key, json_string(env.v[i].val)))
+			json_decref(o), o = NULL;
+	sfs_kv_free(&env);
+	if (!o)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	*out = o;
+	return 0;
+}
+
 int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof(dir));
+	json_t *envs = NULL;
+	int r = run_envs(sb, &envs, err);
+	if (r)
+		return r;
 	struct sfs_sh_run wrap = {.dir = dir,
 				  .workspace = sb->workspace ? sb->workspace : "/",
 				  .cmd = run->cmd,
-				  .env = &sb->env,
 				  .keep_stdin = true}; /* envd's stdin pipe: SendInput */
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_wrapper(&c, &wrap, err);
-	if (r)
+	r = sfs_sh_wrapper(&c, &wrap, err);
+	if (r) {
+		json_decref(envs);
 		return r;
+	}
 	json_t *args = json_array();
 	for (size_t i = 1; args && i < c.argc; i++)
 		if (json_array_append_new(args, json_string(c.argv[i])))
 			json_decref(args), args = NULL;
-	json_t *body = args ? json_pack("{s:{s:s, s:o, s:{}}, s:b}", "process", "cmd", c.argv[0],
-					"args", args, "envs", "stdin", 1)
+	json_t *body = args ? json_pack("{s:{s:s, s:o, s:o}, s:b}", "process", "cmd", c.argv[0],
+					"args", args, "envs", envs, "stdin", 1)
 			    : NULL;
+	if (!args)
+		json_decref(envs);
 	sfs_sh_cmd_free(&c);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");

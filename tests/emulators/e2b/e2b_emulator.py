@@ -16,11 +16,12 @@ of the sandbox (SIGSTOP) and resume continues them, as a memory snapshot
 would.
 
     e2b_emulator.py [--port N] [--root DIR] [--api-key KEY] [--latency-ms N]
-                    [--fail-rate P] [--drop-rate P] [--log FILE] [--port-file FILE]
+                    [--fail-rate P] [--drop-rate P] [--slow-rate P] [--log FILE]
+                    [--port-file FILE]
 
 Fault switches can be changed while running:
-    POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,"hang":bool,
-                       "fail_paths":"substring","status":503,"retry_after":N}
+    POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,"slow_rate":..,
+                       "hang":bool,"fail_paths":"substring","status":503,"retry_after":N}
 GET /_emu/stats gives request counts, sandboxes and live processes.  Both
 need no auth and are not E2B.
 """
@@ -48,8 +49,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.RLock()
 SANDBOXES = {}   # id -> dict
 SNAPSHOTS = {}   # snapshotID -> {"dir", "names", "sandboxID", "createdAt"}
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "hang": False,
-          "fail_paths": "", "status": 503, "retry_after": 0}
+FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
+          "hang": False, "fail_paths": "", "status": 503, "retry_after": 0}
 STATS = {"requests": 0, "by_route": {}}
 CFG = {}
 ENVD_VERSION = "0.6.4"
@@ -321,6 +322,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
+        if targeted and len(data) > 1 and random.random() < FAULTS["slow_rate"]:
+            # a body that stalls halfway
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            time.sleep(1.0)
+            data = data[len(data) // 2:]
         self.wfile.write(data)
         self.wfile.flush()
 
@@ -677,13 +685,15 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=int(env("E2B_EMU_LATENCY_MS", "0")))
     ap.add_argument("--fail-rate", type=float, default=float(env("E2B_EMU_FAIL_RATE", "0")))
     ap.add_argument("--drop-rate", type=float, default=float(env("E2B_EMU_DROP_RATE", "0")))
+    ap.add_argument("--slow-rate", type=float, default=float(env("E2B_EMU_SLOW_RATE", "0")))
     ap.add_argument("--log", default=env("E2B_EMU_LOG"))
     ap.add_argument("--port-file", default=env("E2B_EMU_PORT_FILE"))
     a = ap.parse_args()
     root = a.root or tempfile.mkdtemp(prefix="e2b-emu-")
     os.makedirs(root, exist_ok=True)
     CFG.update(root=os.path.realpath(root), api_key=a.api_key, log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate)
+    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
+                  slow_rate=a.slow_rate)
     srv = Server(("127.0.0.1", a.port), Handler)
     CFG["port"] = srv.server_address[1]
     if a.port_file:
