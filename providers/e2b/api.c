@@ -453,25 +453,29 @@ static int c_end(int code, bool exited, const char *status, void *arg)
 	return 0;
 }
 
-/* The Start request for argv, run in the user's home by default. */
-static json_t *start_body(const struct sfs_sh_cmd *cmd, bool stdin_open)
+json_t *e2b_start_body(const struct sfs_sh_cmd *cmd, json_t *envs, bool stdin_open)
 {
 	json_t *args = json_array();
 	for (size_t i = 1; args && i < cmd->argc; i++)
 		if (json_array_append_new(args, json_string(cmd->argv[i]))) {
 			json_decref(args);
-			return NULL;
+			args = NULL;
 		}
-	if (!args)
+	if (!envs)
+		envs = json_object();
+	if (!args || !envs) {
+		json_decref(args);
+		json_decref(envs);
 		return NULL;
-	return json_pack("{s:{s:s, s:o, s:{}}, s:b}", "process", "cmd", cmd->argv[0], "args", args,
-			 "envs", "stdin", stdin_open);
+	}
+	return json_pack("{s:{s:s, s:o, s:o}, s:b}", "process", "cmd", cmd->argv[0], "args", args,
+			 "envs", envs, "stdin", stdin_open);
 }
 
 int e2b_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *cmd, long tmo, int *exit,
 		 char **out, size_t *out_len, struct sfs_err *err)
 {
-	json_t *body = start_body(cmd, false);
+	json_t *body = e2b_start_body(cmd, NULL, false);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	struct collect c = {.code = -1};

@@ -346,6 +346,9 @@ static const struct sfs_provider_ops e2b_ops = {
     .run_start = e2b_run_start,
     .run_refresh = e2b_run_refresh,
     .journal_read = e2b_journal_read,
+    .journal_follow = e2b_journal_follow,
+    .journal_unfollow = e2b_journal_unfollow,
+    .run_kill = e2b_run_kill,
     .fs_stat = e2b_fs_stat,
     .fs_list = e2b_fs_list,
     .fs_read = e2b_fs_read,
@@ -377,9 +380,11 @@ const struct sfs_provider sfs_provider_e2b = {
     .name = "e2b",
     /* Each true is proven by a test in tests/bats/e2b.bats against the
      * emulator (docs/deviations.md says which only the emulator proves).
-     * killableProcesses: false until a follower through Connect is in
-     * place (SPEC §6: killable means follow); journals are polled and
-     * `cancel` destroys the sandbox.  networkPolicy: not mapped. */
+     * killableProcesses: the kit's kill script signals the run's process
+     * group (envd's SendSignal reaches only the wrapper envd started); the
+     * conformance kill test sees every process of the sandbox gone, and
+     * journals are followed (tail -f through Start, stopped by unfollow).
+     * networkPolicy: E2B's network options are not mapped. */
     .caps =
 	{
 	    [SFS_CAP_FS] = true,
@@ -388,7 +393,7 @@ const struct sfs_provider sfs_provider_e2b = {
 	    [SFS_CAP_PORTS] = true,
 	    [SFS_CAP_BACKGROUND] = true,
 	    [SFS_CAP_WRITABLE_STDIN] = true,
-	    [SFS_CAP_KILLABLE] = false,
+	    [SFS_CAP_KILLABLE] = true,
 	    [SFS_CAP_SNAPSHOTS] = true,
 	    [SFS_CAP_NETWORK_POLICY] = false,
 	    [SFS_CAP_DURABLE_FS] = true,

@@ -53,6 +53,11 @@ struct e2b_events {
 int e2b_stream(struct sfs_sandbox *sb, const char *method, json_t *body, long timeout_ms,
 	       const struct e2b_events *ev, struct sfs_err *err);
 
+/* The Start request for a shell kit command (argv), run in the user's home:
+ * envs (taken over; NULL: none) its environment, stdin_open whether envd
+ * keeps a pipe to its stdin.  NULL on ENOMEM. */
+struct sfs_sh_cmd;
+json_t *e2b_start_body(const struct sfs_sh_cmd *cmd, json_t *envs, bool stdin_open);
 /* Runs a shell kit command to its end: *exit its status, *out (may be NULL)
  * its stdout (*out_len its length: it may hold any bytes). */
 struct sfs_sh_cmd;
@@ -108,6 +113,14 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 int e2b_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
 		    struct sfs_err *err);
 int e2b_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+/* The run's directory in the sandbox (relative: below ${TMPDIR:-/tmp}). */
+void e2b_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
+
+/* ---- follow.c ------------------------------------------------------------- */
+
+int e2b_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
+		       void **follower, struct sfs_err *err);
+void e2b_journal_unfollow(struct sfs_sandbox *sb, void *follower);
 
 /* options.c: the -o e2b.KEY rows. */
 extern const struct sfs_opt sfs_e2b_options[];

@@ -22,7 +22,7 @@
 
 #define READ_MAX (512 * 1024)
 
-static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+void e2b_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
 {
 	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
 }
@@ -75,7 +75,7 @@ static int run_envs(struct sfs_sandbox *sb, json_t **out, struct sfs_err *err)
 int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	e2b_run_dir(sb, run, dir, sizeof(dir));
 	json_t *envs = NULL;
 	int r = run_envs(sb, &envs, err);
 	if (r)
@@ -90,15 +90,7 @@ int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 		json_decref(envs);
 		return r;
 	}
-	json_t *args = json_array();
-	for (size_t i = 1; args && i < c.argc; i++)
-		if (json_array_append_new(args, json_string(c.argv[i])))
-			json_decref(args), args = NULL;
-	json_t *body = args ? json_pack("{s:{s:s, s:o, s:o}, s:b}", "process", "cmd", c.argv[0],
-					"args", args, "envs", envs, "stdin", 1)
-			    : NULL;
-	if (!args)
-		json_decref(envs);
+	json_t *body = e2b_start_body(&c, envs, true);
 	sfs_sh_cmd_free(&c);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -122,7 +114,7 @@ int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	e2b_run_dir(sb, run, dir, sizeof(dir));
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_status(&c, dir, err);
 	if (r)
@@ -177,7 +169,7 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 	/* envd's SendSignal reaches the process it started, the wrapper, not
 	 * the command's own process group: the kit's kill signals the group */
 	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	e2b_run_dir(sb, run, dir, sizeof(dir));
 	double g = sfs_config_get_double("e2b.kill_grace", 2.0);
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
@@ -187,8 +179,12 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 	char *out = NULL;
 	r = e2b_exec_cmd(sb, &c, (long)(g * 1000) + poll_timeout_ms(), &code, &out, NULL, err);
 	sfs_sh_cmd_free(&c);
-	if (!r)
+	if (!r) {
+		size_t k = strlen(out); /* the answer is one word and a newline */
+		while (k && (out[k - 1] == '\n' || out[k - 1] == ' '))
+			out[--k] = '\0';
 		r = sfs_sh_kill_answer(out, run->n, err);
+	}
 	free(out);
 	return r;
 }

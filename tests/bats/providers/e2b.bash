@@ -36,12 +36,12 @@ env true
 ports true
 backgroundProcesses true
 writableStdin true
-killableProcesses false
+killableProcesses true
 snapshots true
 networkPolicy false
 durableFilesystem true
 fork true'
-P_JOURNAL=poll
+P_JOURNAL=follow
 P_GOOD_OPTS="timeout=600 metadata.team=sfs"
 P_BAD_VALUE=timeout=soon
 P_BAD_VALUE_MSG="timeout=soon: expected seconds"

@@ -21,8 +21,12 @@ would.
 
 Fault switches can be changed while running:
     POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,"slow_rate":..,
-                       "hang":bool,"fail_paths":"substring","status":503,"retry_after":N}
-GET /_emu/stats gives request counts, sandboxes and live processes.  Both
+                       "hang":bool,"fail_paths":"substring","status":503,"retry_after":N,
+                       "fail_count":N}
+("fail_count": the next N requests matching fail_paths fail for certain.)
+GET /_emu/stats gives request counts, sandboxes, snapshots and processes
+(every live process carrying a sandbox's HOME, so a process group that a
+kill missed still counts).  Both
 need no auth and are not E2B.
 """
 
@@ -50,7 +54,7 @@ LOCK = threading.RLock()
 SANDBOXES = {}   # id -> dict
 SNAPSHOTS = {}   # snapshotID -> {"dir", "names", "sandboxID", "createdAt"}
 FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-          "hang": False, "fail_paths": "", "status": 503, "retry_after": 0}
+          "hang": False, "fail_paths": "", "status": 503, "retry_after": 0, "fail_count": 0}
 STATS = {"requests": 0, "by_route": {}}
 CFG = {}
 ENVD_VERSION = "0.6.4"
@@ -138,16 +142,30 @@ def signal_groups(sb, sig):
             pass
 
 
-def descendants_signal(sb, sig):
-    """Every process carrying this sandbox's HOME (setsid'd groups too)."""
-    mark = ("HOME=" + sb["home"]).encode()
+def sandbox_pids(sb):
+    """Every process carrying this sandbox's HOME: what envd started and
+    whatever those started, setsid'd process groups too."""
+    mark = b"\0HOME=" + sb["home"].encode() + b"\0"
+    pids = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
             with open("/proc/%s/environ" % d, "rb") as f:
-                if mark + b"\0" in f.read() + b"\0":
-                    os.kill(int(d), sig)
+                env = b"\0" + f.read() + b"\0"
+            with open("/proc/%s/stat" % d, "rb") as f:
+                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            continue
+        if mark in env and not zombie:
+            pids.append(int(d))
+    return pids
+
+
+def descendants_signal(sb, sig):
+    for pid in sandbox_pids(sb):
+        try:
+            os.kill(pid, sig)
         except OSError:
             pass
 
@@ -368,7 +386,12 @@ class Handler(BaseHTTPRequestHandler):
         if targeted and random.random() < FAULTS["drop_rate"]:
             log_line("  -> dropped")
             return self._drop()
-        if targeted and random.random() < FAULTS["fail_rate"]:
+        counted = False
+        if targeted and FAULTS["fail_count"] > 0:
+            with LOCK:
+                counted = FAULTS["fail_count"] > 0
+                FAULTS["fail_count"] -= 1 if counted else 0
+        if targeted and (counted or random.random() < FAULTS["fail_rate"]):
             status = int(FAULTS["status"])
             log_line("  -> injected %d" % status)
             hdr = {"Retry-After": str(FAULTS["retry_after"])} if FAULTS["retry_after"] else None
@@ -417,7 +440,8 @@ class Handler(BaseHTTPRequestHandler):
             with LOCK:
                 running = [s for s in SANDBOXES.values() if s["state"] != "killed"]
                 return self._send(200, dict(STATS, sandboxes=len(running),
-                                            processes=sum(len(live(s)) for s in running),
+                                            processes=sum(len(sandbox_pids(s))
+                                                          for s in running),
                                             snapshots=len(SNAPSHOTS)))
         return self._api_error(404, "no such emulator route")
 
