@@ -191,3 +191,19 @@ two" ]
 		wait_for test "$(emu_stat processes)" = 0
 	fi
 }
+
+@test "e2b: a secret reaches runs through Start's envs, never a process's argv or E2B's sandbox record" {
+	emu_require
+	value="e2b-secret-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	sfs_unmount
+	SFS_E2B_SECRET="$value" sfs_mount --log-level 3
+	conf_new sec secret.API_TOKEN=env:SFS_E2B_SECRET >/dev/null
+	n=$(ctl_write "$MNT/sec/ctl" 'exec printf %s "$API_TOKEN" | md5sum; ps -eo args | grep -c "[e]2b-secret-" || true')
+	[ "$(cat "$MNT/sec/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/sec/runs/$n/journal")" = "$(printf %s "$value" | md5sum)
+0" ]
+	# the create's envVars and metadata carry the plain env only
+	id=$(awk '$1=="id"{print $2}' "$MNT/sec/status")
+	run ! grep -rqF "$value" <(curl -s "$E2B_API_URL/sandboxes/$id" -H "X-API-Key: $CONF_SECRET")
+	run ! grep -rqF "$value" "$STATE" "$EMU_DIR/requests.log"
+}
