@@ -44,6 +44,7 @@ conf_provider e2b
 
 # ---- round trips
 @test "e2b: ls -l of a 1000-file directory costs at most 2 round trips warm" { conf_test_ls_round_trips; }
+@test "e2b: the small files beside an opened one come in the same call as it" { conf_test_bulk_siblings; }
 
 # ---- secrets, restarts, lifecycle
 @test "e2b: the API key never appears in anything sandboxfs writes" { conf_test_secret_grep; }
