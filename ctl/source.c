@@ -7,6 +7,7 @@
 #include "source.h"
 #include "ctl.h"
 #include "tree.h"
+#include "wsnap.h"
 
 #include "../journal/journal.h"
 #include "../providers/git/git.h"
@@ -155,7 +156,6 @@ static int upload_tree(struct sfs_sandbox *sb, const char *mirror, const char *s
 		r = sfs_errf(err, -errno, "new: source=: %s: %s", tarp, strerror(errno));
 	if (!r)
 		r = sfs_tar_write_dir(tree, fd, err);
-	sfs_rm_rf(tree);
 	struct stat st;
 	if (!r && (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0))
 		r = sfs_errf(err, -errno, "new: source=: %s: %s", tarp, strerror(errno));
@@ -165,6 +165,18 @@ static int upload_tree(struct sfs_sandbox *sb, const char *mirror, const char *s
 		sfs_sb_set_progress(sb, text);
 		r = sb->provider->ops->fs_put_tree(sb, fd, st.st_size, err);
 	}
+	/* a remote workspace's snapshots/base from the checkout itself, not
+	 * fetched back (one on this host, docker's, is taken from the
+	 * workspace by tree_create) */
+	bool base = !r && wsnap_possible(sb) && !wsnap_on_host(sb);
+	int tfd = base ? open(tree, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+	if (base && tfd < 0)
+		r = sfs_errf(err, -errno, "new: source=: %s: %s", tree, strerror(errno));
+	if (tfd >= 0) {
+		r = wsnap_take_tree(sb, "base", tfd, err);
+		close(tfd);
+	}
+	sfs_rm_rf(tree);
 	if (fd >= 0)
 		close(fd);
 	unlink(tarp);

@@ -85,12 +85,15 @@ static int pick_id(struct sfs_sandbox *sb, const char *label, char **id, struct 
 	return *id ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
 }
 
-int wsnap_take(struct sfs_sandbox *sb, const char *label, char **idp, struct sfs_err *err)
+/* treefd >= 0: the tree to record instead of the workspace (a remote
+ * sandbox's source checkout, still on this host), without the stat cache. */
+static int take(struct sfs_sandbox *sb, const char *label, int treefd, char **idp,
+		struct sfs_err *err)
 {
 	char *id = NULL;
 	int r = pick_id(sb, label, &id, err);
-	int fd = -1;
-	if (!r)
+	int fd = treefd;
+	if (!r && treefd < 0)
 		r = root_fd(sb, &fd, err);
 	char commit[41], cache[4200];
 	struct snap_stats st;
@@ -98,10 +101,11 @@ int wsnap_take(struct sfs_sandbox *sb, const char *label, char **idp, struct sfs
 	cache_path(sb, cache, sizeof(cache));
 	if (!r) {
 		sfs_sb_set_progress(sb, "snapshot");
-		r = snap_take(fd, cache, sb->key, id, label, now, commit, &st, err);
+		r = snap_take(fd, treefd < 0 ? cache : NULL, sb->key, id, label, now, commit, &st,
+			      err);
 		sfs_sb_set_progress(sb, NULL);
 	}
-	if (fd >= 0)
+	if (fd >= 0 && treefd < 0)
 		close(fd);
 	char *lab = label ? strdup(label) : NULL, *com = r ? NULL : strdup(commit);
 	if (!r && (!com || (label && !lab)))
@@ -131,6 +135,16 @@ int wsnap_take(struct sfs_sandbox *sb, const char *label, char **idp, struct sfs
 	if (idp)
 		*idp = strdup(id);
 	return 0;
+}
+
+int wsnap_take(struct sfs_sandbox *sb, const char *label, char **idp, struct sfs_err *err)
+{
+	return take(sb, label, -1, idp, err);
+}
+
+int wsnap_take_tree(struct sfs_sandbox *sb, const char *label, int treefd, struct sfs_err *err)
+{
+	return take(sb, label, treefd, NULL, err);
 }
 
 int wsnap_add_layer(struct sfs_sandbox *sb, const char *id, struct sfs_err *err)

@@ -29,6 +29,10 @@ int wsnap_take(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_
 int wsnap_add_layer(struct sfs_sandbox *sb, const char *id, struct sfs_err *err);
 /* Whether sb's snapshot id is a layer snapshot. */
 bool wsnap_is_layer(struct sfs_sandbox *sb, const char *id);
+/* The same of a host tree that is the workspace's contents (a remote
+ * sandbox's source checkout before it went up): `base` without fetching
+ * back what was just uploaded.  The caller holds sb->op_mutex. */
+int wsnap_take_tree(struct sfs_sandbox *sb, const char *label, int treefd, struct sfs_err *err);
 /* Makes the workspace equal to the snapshot with this commit; a one-line
  * summary goes to out.  The caller holds sb->op_mutex. */
 int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commit,

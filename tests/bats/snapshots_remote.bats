@@ -52,3 +52,24 @@ teardown() {
 	[ ! -e "$W/n.txt" ]
 	[ -z "$(cat "$MNT/r/snapshots/w/diff")" ]
 }
+
+@test "daytona: source= gives snapshot base from the checkout; its diff shows what changed in the sandbox and git apply takes it" {
+	R="$BATS_TEST_TMPDIR/repo"
+	git -c init.defaultBranch=main init -q "$R"
+	printf 'l1\nl2\nl3\n' >"$R/a.txt"
+	git -C "$R" add -A
+	git -C "$R" -c user.email=t@example.org -c user.name=t commit -qm one
+	run conf_new r "source=$R"
+	[ "$status" -eq 0 ]
+	grep -qx 'kind workspace' "$MNT/r/snapshots/base/info"
+	[ "$(cat "$MNT/r/snapshots/base/tree/a.txt")" = "$(printf 'l1\nl2\nl3')" ]
+	[ -z "$(cat "$MNT/r/snapshots/base/diff")" ]
+	conf_run r "sed -i s/l2/L2/ a.txt && echo new >n.txt" >/dev/null
+	cat "$MNT/r/snapshots/base/diff" >"$BATS_TEST_TMPDIR/patch"
+	grep -qx '+L2' "$BATS_TEST_TMPDIR/patch"
+	grep -qx '+new' "$BATS_TEST_TMPDIR/patch"
+	git clone -q "$R" "$BATS_TEST_TMPDIR/clone"
+	git -C "$BATS_TEST_TMPDIR/clone" apply "$BATS_TEST_TMPDIR/patch"
+	[ "$(cat "$BATS_TEST_TMPDIR/clone/a.txt")" = "$(printf 'l1\nL2\nl3')" ]
+	[ "$(cat "$BATS_TEST_TMPDIR/clone/n.txt")" = new ]
+}
