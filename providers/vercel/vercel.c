@@ -290,7 +290,7 @@ static int vc_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, stru
 		r = get_running(sb, name, true, err);
 		json_decref(body);
 		if (!r)
-			r = sfs_sb_publish(sb, NULL, "vercel", NULL, err);
+			r = sfs_sb_publish(sb, NULL, "default", NULL, err);
 		return r;
 	}
 	const char *img = sfs_kv_get(opts, "image");
