@@ -137,32 +137,37 @@ static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t 
 static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&R.mu);
-	bool fresh = rc_dir_fresh_locked(d, rc_now());
+	/* one listing of a directory at a time: lookups from several threads
+	 * (git's preload-index) wait for the one in flight instead of each
+	 * asking the provider; one that did not come back fresh is fetched
+	 * again by the next */
+	bool fresh;
+	while (!(fresh = rc_dir_fresh_locked(d, rc_now())) && d->listing)
+		pthread_cond_wait(&R.list_cv, &R.mu);
 	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;
-	char *path = strdup(d->path);
+	char *path = fresh ? NULL : strdup(d->path);
+	d->listing = path != NULL;
 	pthread_mutex_unlock(&R.mu);
-	if (fresh) {
-		free(path);
+	if (fresh)
 		return 0;
-	}
 	if (!path)
 		return -ENOMEM;
 	struct sfs_rdirent *v = NULL;
 	size_t n = 0;
 	int r = RC_CALL(d->rs, sb, "list", path, fs_list, path, &v, &n);
 	free(path);
-	if (r) {
-		sfs_rdirents_free(v, n);
-		return r;
-	}
-	struct rent *ents = take_entries(v, n);
+	struct rent *ents = r ? NULL : take_entries(v, n);
 	sfs_rdirents_free(v, n);
-	if (!ents)
-		return -ENOMEM;
+	if (!r && !ents)
+		r = -ENOMEM;
 	pthread_mutex_lock(&R.mu);
-	install_listing_locked(d, ents, n, d->rs->gen == gen && d->rs->wctr == wctr, rc_now());
+	if (!r)
+		install_listing_locked(d, ents, n, d->rs->gen == gen && d->rs->wctr == wctr,
+				       rc_now());
+	d->listing = false;
+	pthread_cond_broadcast(&R.list_cv);
 	pthread_mutex_unlock(&R.mu);
-	return 0;
+	return r;
 }
 
 /* ---- attributes --------------------------------------------------------- */

@@ -54,6 +54,7 @@ struct rc_node {
 	size_t nents;
 	bool dir_ok, listed;
 	unsigned stat_lookups; /* R.mu: lookups in it answered by a stat */
+	bool listing;	       /* R.mu: a listing of it is being fetched */
 	double dir_until;
 	uint64_t dir_gen;
 
@@ -76,7 +77,8 @@ struct rc_file {
 
 struct rc_state {
 	pthread_mutex_t mu;
-	pthread_cond_t cv; /* wakes the retry thread */
+	pthread_cond_t cv;	/* wakes the retry thread */
+	pthread_cond_t list_cv; /* a listing in flight ended */
 	struct rc_node *by_id[RC_NBUCKETS], *by_path[RC_NBUCKETS];
 	struct rsb *sbs;
 	uint64_t next_id;

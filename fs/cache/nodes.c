@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
-struct rc_state R = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+struct rc_state R = {.mu = PTHREAD_MUTEX_INITIALIZER,
+		     .cv = PTHREAD_COND_INITIALIZER,
+		     .list_cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- small helpers ------------------------------------------------------ */
 

@@ -35,6 +35,7 @@ static struct {
 	pthread_mutex_t mu; /* the retry thread calls in too */
 	struct ffile f[NFILES];
 	int stats, lists, reads, writes;
+	int list_delay_ms; /* a slow listing, for concurrent lookups */
 	bool fail_writes;
 	int64_t clock; /* mtimes: every change moves it */
 } FP = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -115,6 +116,11 @@ static int fake_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdiren
 {
 	pthread_mutex_lock(&FP.mu);
 	FP.lists++;
+	int delay = FP.list_delay_ms;
+	pthread_mutex_unlock(&FP.mu);
+	if (delay)
+		usleep((useconds_t)delay * 1000);
+	pthread_mutex_lock(&FP.mu);
 	*ents = calloc(NFILES, sizeof(**ents));
 	*n = 0;
 	for (int i = 0; *ents && i < NFILES; i++) {
@@ -189,7 +195,7 @@ static void fresh(double ttl)
 {
 	pthread_mutex_lock(&FP.mu);
 	memset(FP.f, 0, sizeof(FP.f));
-	FP.stats = FP.lists = FP.reads = FP.writes = 0;
+	FP.stats = FP.lists = FP.reads = FP.writes = FP.list_delay_ms = 0;
 	FP.fail_writes = false;
 	pthread_mutex_unlock(&FP.mu);
 	stale_calls = 0;
@@ -296,6 +302,58 @@ static int threads_of_self(void)
 }
 
 /* ---- the cases ---------------------------------------------------------- */
+
+struct looker {
+	struct rc_ref *dir;
+	char name[16];
+	int size;
+};
+
+static void *look(void *arg)
+{
+	struct looker *l = arg;
+	l->size = lookup_size(l->dir, l->name);
+	return NULL;
+}
+
+/* A directory's first lookup is one stat; from its second, one listing
+ * answers every name, and lookups from many threads at once share the
+ * listing in flight instead of each fetching one. */
+static void test_listing_at_second_lookup_shared(void)
+{
+	fresh(30);
+	for (int i = 0; i < 8; i++) {
+		char name[16], text[16];
+		snprintf(name, sizeof(name), "f%d", i);
+		snprintf(text, sizeof(text), "%*d", i + 1, i);
+		fp_put(name, text);
+	}
+	struct rc_ref root;
+	take_root(&root);
+	int stats = fp_calls(&FP.stats); /* the root's own */
+	CHECK_INT(lookup_size(&root, "f0"), 1);
+	CHECK_INT(fp_calls(&FP.stats), stats + 1);
+	CHECK_INT(fp_calls(&FP.lists), 0);
+	pthread_mutex_lock(&FP.mu);
+	FP.list_delay_ms = 200;
+	pthread_mutex_unlock(&FP.mu);
+	struct looker l[8];
+	pthread_t t[8];
+	for (int i = 0; i < 8; i++) {
+		l[i].dir = &root;
+		snprintf(l[i].name, sizeof(l[i].name), i < 7 ? "f%d" : "none", i + 1);
+		CHECK_INT(pthread_create(&t[i], NULL, look, &l[i]), 0);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 7; i++)
+		CHECK_INT(l[i].size, i + 2);
+	CHECK_INT(l[7].size, -ENOENT); /* a missing name, from the listing too */
+	CHECK_INT(fp_calls(&FP.lists), 1);
+	CHECK_INT(fp_calls(&FP.stats), stats + 1);
+	rc_ref_put(&root);
+	done();
+}
 
 static void test_ttl_expiry(void)
 {
@@ -534,7 +592,8 @@ static void test_unsaved_data_survives_a_restart(void)
 	done();
 }
 
-CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_invalidated_when_a_run_starts_or_ends),
-	   CHECK_CASE(test_close_to_open), CHECK_CASE(test_write_back_on_flush_fsync_and_close),
+CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_listing_at_second_lookup_shared),
+	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends), CHECK_CASE(test_close_to_open),
+	   CHECK_CASE(test_write_back_on_flush_fsync_and_close),
 	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
 	   CHECK_CASE(test_unsaved_data_survives_a_restart))
