@@ -153,17 +153,7 @@ static int write_unsynced(const char *path, const void *data, size_t len)
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	const char *p = data;
-	int r = 0;
-	while (!r && len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno != EINTR)
-			r = -errno;
-		else if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-		}
-	}
+	int r = st_write_all(fd, data, len);
 	if (close(fd) < 0 && !r)
 		r = -errno;
 	if (!r && rename(tmp, path) < 0)

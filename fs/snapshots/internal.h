@@ -14,6 +14,8 @@ int st_open(git_repository **repo, struct sfs_err *err);
 /* err from libgit2's last error: "WHAT: message", -EIO (-ENOENT when
  * libgit2 says not found). */
 int st_error(struct sfs_err *err, int rc, const char *what);
+/* Writes all of p to fd: 0 or -errno. */
+int st_write_all(int fd, const void *p, size_t len);
 /* The git mode's implied permission bits: 0644, 0755 (files), 0755 (dirs). */
 mode_t st_implied_perm(git_filemode_t m);
 /* Which store this is (device and inode of its objects directory; 0 when

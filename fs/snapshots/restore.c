@@ -8,6 +8,8 @@
  */
 #include "internal.h"
 
+#include "../../providers/util.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -84,24 +86,21 @@ static int write_file(struct rst *s, int dirfd, const char *name, const char *re
 	int rc = git_odb_read(&o, s->odb, oid);
 	if (rc < 0)
 		return st_error(s->err, rc, "restore: reading a blob");
-	char tmp[64];
-	snprintf(tmp, sizeof(tmp), ".sandboxfs-restore-%d", (int)getpid());
-	unlinkat(dirfd, tmp, 0);
-	int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int r = fd < 0 ? fail(s, errno, "create", rel) : 0;
-	const char *p = git_odb_object_data(o);
-	size_t left = git_odb_object_size(o);
-	while (!r && left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			r = fail(s, errno, "write", rel);
-		else {
-			p += n;
-			left -= (size_t)n;
-		}
+	/* a fresh name (O_EXCL): never one of the workspace's own files */
+	char tmp[64], hex[17];
+	int fd = -1;
+	for (int tries = 0; fd < 0 && tries < 8; tries++) {
+		if (sfs_random_hex(hex, 16) < 0)
+			snprintf(hex, sizeof(hex), "%d-%d", (int)getpid(), tries);
+		snprintf(tmp, sizeof(tmp), ".sandboxfs-restore-%s", hex);
+		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			break;
 	}
+	int r = fd < 0 ? fail(s, errno, "create", rel) : 0;
+	int w = r ? 0 : st_write_all(fd, git_odb_object_data(o), git_odb_object_size(o));
+	if (w)
+		r = fail(s, -w, "write", rel);
 	if (!r && fchmod(fd, perm) < 0)
 		r = fail(s, errno, "chmod", rel);
 	if (fd >= 0 && close(fd) < 0 && !r)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char store_path[4200];
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -28,6 +29,21 @@ int st_error(struct sfs_err *err, int rc, const char *what)
 	const git_error *e = git_error_last();
 	return sfs_errf(err, rc == GIT_ENOTFOUND ? -ENOENT : -EIO, "%s: %s", what,
 			e && e->message ? e->message : "libgit2 failed");
+}
+
+int st_write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t n = write(fd, c, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		c += n;
+		len -= (size_t)n;
+	}
+	return 0;
 }
 
 mode_t st_implied_perm(git_filemode_t m)
