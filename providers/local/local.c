@@ -698,8 +698,18 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	const char *dir = local_dir(src, buf, NULL);
 	if (!dir)
 		return sfs_errf(err, -ENOENT, "local: source has no workspace");
-	struct sfs_kvlist none = {0};
-	int r = local_create(dst, &none, err);
+	/* the fork is isolated as its source is, with the same network */
+	struct local_iso iso;
+	get_iso(src, &iso);
+	struct sfs_kvlist opts = {0};
+	int r = sfs_kv_set(&opts, "isolation", iso.bwrap ? "bwrap" : "none");
+	if (!r && iso.bwrap)
+		r = sfs_kv_set(&opts, "network", iso.network);
+	if (!r)
+		r = local_create(dst, &opts, err);
+	else
+		sfs_errf(err, r, "out of memory");
+	sfs_kv_free(&opts);
 	if (r)
 		return r;
 	char srcdot[4200];
@@ -710,14 +720,26 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 		return sfs_errf(err, -EIO, "local: the new sandbox has no workspace");
 	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, dstdir, NULL};
 	r = run_cmd(argv, err);
-	if (r)
+	if (r) {
+		struct local_iso made;
+		get_iso(dst, &made);
+		sfs_local_iso_end(dst, &made, NULL);
 		sfs_rm_rf(dstdir);
+	}
 	return r;
 }
 
 static int local_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs_err *err)
 {
-	/* Local runs share the host's network: the port is already reachable. */
+	/* Local runs share the host's network: the port is already reachable;
+	 * an isolated sandbox's own network namespace is not */
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	if (iso.bwrap && strcmp(iso.network, "host") != 0)
+		return sfs_errf(err, -EOPNOTSUPP,
+				"local: expose: the sandbox has a network of its own (network=%s); "
+				"only network=host shares its ports with the host",
+				iso.network);
 	if (asprintf(url, "http://127.0.0.1:%d", port) < 0)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	return 0;

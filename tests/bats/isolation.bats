@@ -400,3 +400,21 @@ net_teardown_servers() {
 	run bash -c "echo 'policy network allow:good.test' >'$MNT/dn/ctl'"
 	[[ "$output" == *"Operation not supported"* ]]
 }
+
+@test "isolation=bwrap: a fork is isolated like its source; expose needs network=host" {
+	new_iso box "network=none"
+	run run_in box "echo kept >f"
+	ctl_write "$MNT/box/ctl" "fork copy"
+	grep -qx 'isolation bwrap' "$MNT/copy/status"
+	grep -qx 'network none' "$MNT/copy/status"
+	run run_in copy 'cat f; grep CapEff /proc/self/status; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
+	[ "$status" -eq 0 ]
+	[[ "$output" == *kept* ]]
+	[[ "$output" == *"0000000000000000"* ]]
+	[ "$(echo "$output" | tail -n1)" = lo ]
+	run bash -c "echo 'expose 8080' >'$MNT/box/ctl'"
+	[[ "$output" == *"Operation not supported"* ]]
+	new_iso open "network=host"
+	ctl_write "$MNT/open/ctl" "expose 8080"
+	[ "$(cat "$MNT/open/ports/8080")" = "http://127.0.0.1:8080" ]
+}
