@@ -148,9 +148,12 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		} else if (op == SFS_WS_BINARY && len && d[0] == 3) {
 			break; /* it ended already: nothing to attach to */
 		} else if (op <= 0) {
-			if (op == 0)
-				r = sfs_errf(err, -ETIMEDOUT, "sprites: no session_info for run %d",
-					     run->n);
+			if (op == 0) /* upgraded, so started: only stdin needs the session */
+				sfs_log(
+				    SFS_LOG_WARN,
+				    "sprites: run %d: no session_info came; its stdin cannot be "
+				    "written",
+				    run->n);
 			else if (op == -ECONNRESET)
 				r = 0; /* ended: the wrapper recorded its status */
 			else

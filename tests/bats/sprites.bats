@@ -184,3 +184,20 @@ two" ]
 		[ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$EMU_DIR/requests.log")" -lt 8300 ]
 	fi
 }
+
+@test "sprites: an exec that names no session still runs; only its stdin is refused, with the reason" {
+	emu_require
+	sfs_unmount
+	sfs_mount --log-level 3 -o sprites.poll_timeout=1
+	conf_new ns >/dev/null
+	emu_faults '{"no_session_info": true}'
+	n=$(ctl_write "$MNT/ns/ctl" 'exec echo ran; cat')
+	emu_faults '{"no_session_info": false}'
+	wait_for grep -q ran "$MNT/ns/runs/$n/journal"
+	grep -q "run $n: no session_info came" "$BATS_TEST_TMPDIR/daemon.log"
+	run ctl_write "$MNT/ns/runs/$n/ctl" eof
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"has no session to write to"* ]]
+	ctl_write "$MNT/ns/ctl" "kill $n" >/dev/null
+	[ "$(cat "$MNT/ns/runs/$n/wait")" = "killed TERM" ]
+}

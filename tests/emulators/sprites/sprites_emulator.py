@@ -17,7 +17,8 @@ Flags also read env vars (SPRITES_EMU_PORT, ..._TOKEN, ...).  The chosen port
 is printed and written to --port-file.  Fault switches, changeable while
 running (no auth; not Sprites):
     POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,
-                       "slow_rate":..,"hang":bool,"fail_paths":"substring"}
+                       "slow_rate":..,"hang":bool,"fail_paths":"substring",
+                       "no_session_info":bool (exec sends no session_info)}
     GET  /_emu/stats  {"requests", "sandboxes" (sprites), "sessions" (live exec
                        sessions), "processes" (live processes started for any
                        sprite, setsid'd ones included), "by_route"}
@@ -62,7 +63,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.RLock()
 SPRITES = {}   # name -> dict
 FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0, "hang": False,
-          "fail_paths": ""}
+          "fail_paths": "", "no_session_info": False}
 STATS = {"requests": 0, "by_route": {}}
 CFG = {}
 NEXT_SESSION = [1]
@@ -573,7 +574,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
         self.close_connection = True
         conn = WsConn(self.rfile, self.connection)
-        conn.send(0x1, json.dumps({"type": "session_info", "session_id": sess.id}).encode())
+        if not FAULTS["no_session_info"]:
+            conn.send(0x1, json.dumps({"type": "session_info", "session_id": sess.id}).encode())
         sess.attach(conn)
         if sid is None:
             sess.start()
