@@ -37,6 +37,7 @@ fill() {
 # modes DIR: every path with its type and mode, sorted
 modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort); }
 
+# bats test_tags=core
 @test "snapshot, change, restore: the tree is equal byte for byte, modes included" {
 	mkdir "$MNT/s"
 	W="$MNT/s/workspace"
@@ -78,6 +79,7 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	grep -qx 'snapshots workspace' "$MNT/s/status"
 }
 
+# bats test_tags=core
 @test "snapshots/ID: info, a read-only tree/ served from the store" {
 	mkdir "$MNT/s"
 	W="$MNT/s/workspace"
@@ -121,6 +123,7 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	[ "$(find "$T" -type f | wc -l)" -eq 5 ]
 }
 
+# bats test_tags=core
 @test "snapshots/ID/diff is git's diff of the workspace against it, and git apply takes it" {
 	mkdir "$MNT/s"
 	W="$MNT/s/workspace"
