@@ -352,6 +352,7 @@ static const struct sfs_provider_ops e2b_ops = {
     .fs_stat = e2b_fs_stat,
     .fs_list = e2b_fs_list,
     .fs_read = e2b_fs_read,
+    .fs_read_many = e2b_fs_read_many,
     .fs_write = e2b_fs_write,
     .fs_put_tree = e2b_fs_put_tree,
     .fs_mkdir = e2b_fs_mkdir,

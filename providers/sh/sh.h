@@ -146,6 +146,18 @@ struct sfs_run;
 int sfs_sh_status_apply(const char *out, struct sfs_run *run, const char *what,
 			struct sfs_err *err);
 
+/* ---- bulk reads (bulk.c) -------------------------------------------------- */
+
+/* tar -cf - of those of paths (relative to root) that are regular files, to
+ * stdout; exit 2 when root cannot be entered. */
+int sfs_sh_bulk_read(struct sfs_sh_cmd *c, const char *root, const char *const *paths, size_t n,
+		     struct sfs_err *err);
+/* Each regular file of the bulk read's output (len 0: none could be read)
+ * to on_file, its path as asked; 0, on_file's error, or the tar reader's. */
+int sfs_sh_bulk_each(const void *tar, size_t len,
+		     int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		     void *arg, struct sfs_err *err);
+
 /* mkdir -p path. */
 int sfs_sh_mkdir(struct sfs_sh_cmd *c, const char *path, struct sfs_err *err);
 

@@ -333,59 +333,15 @@ int vc_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 
 /* ---- bulk download: one tar of many files in one waited command ---------- */
 
-struct bulk {
-	int (*on_file)(const char *path, const void *data, size_t len, void *arg);
-	void *arg;
-	struct sfs_buf data; /* the current entry's bytes */
-};
-
-static int bulk_entry(void *ctx, const struct sfs_tar_entry *e)
-{
-	struct bulk *b = ctx;
-	sfs_buf_reset(&b->data);
-	return e->type == '0' ? 0 : SFS_TAR_SKIP;
-}
-
-static int bulk_data(void *ctx, const struct sfs_tar_entry *e, const void *p, size_t n)
-{
-	(void)e;
-	return sfs_buf_add(&((struct bulk *)ctx)->data, p, n) ? -ENOMEM : 0;
-}
-
-static int bulk_end(void *ctx, const struct sfs_tar_entry *e)
-{
-	struct bulk *b = ctx;
-	/* the names are the relative paths as asked (tar -C WORKSPACE) */
-	int r = b->on_file(e->name, b->data.buf ? b->data.buf : "", b->data.len, b->arg);
-	return r ? r : 0;
-}
-
-static const struct sfs_tar_ops bulk_ops = {
-    .entry = bulk_entry, .data = bulk_data, .end = bulk_end};
-
-/* tar of the files that can be read (a missing one is left out) */
-static const char bulk_script[] = "cd -- \"$1\" || exit 2; shift; "
-				  "for f; do [ -f \"$f\" ] && [ ! -L \"$f\" ] && set -- \"$@\" "
-				  "\"$f\"; shift; done; "
-				  "[ $# -eq 0 ] && exit 0; tar -cf - -- \"$@\" 2>/dev/null; exit 0";
-
 int vc_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
 		    void *arg, struct sfs_err *err)
 {
-	const char **args = calloc(n + 2, sizeof(*args));
 	char *ws = vc_abs_path(sb, "");
-	if (!args || !ws) {
-		free(args);
-		free(ws);
+	if (!ws)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	args[0] = ws;
-	for (size_t i = 0; i < n; i++)
-		args[i + 1] = paths[i];
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_script(&c, bulk_script, "sandboxfs-bulk", args, err);
-	free(args);
+	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
 	free(ws);
 	if (r)
 		return r;
@@ -397,13 +353,8 @@ int vc_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 	if (!r && code)
 		r = sfs_errf(err, sfs_sh_fs_errno(code), "vercel: bulk read of %zu files: exit %d",
 			     n, code);
-	if (!r && len) {
-		struct bulk b = {.on_file = on_file, .arg = arg};
-		r = sfs_tar_walk(out, len, &bulk_ops, &b, err);
-		if (r > 0)
-			r = 0;
-		sfs_buf_free(&b.data);
-	}
+	if (!r)
+		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
 	free(out);
 	return r;
 }

@@ -42,6 +42,8 @@ networkPolicy false
 durableFilesystem true
 fork true'
 P_JOURNAL=follow
+# fs_read_many: the kit's bulk read (one tar through Start)
+P_BULK_READ=true
 P_GOOD_OPTS="timeout=600 metadata.team=sfs"
 P_BAD_VALUE=timeout=soon
 P_BAD_VALUE_MSG="timeout=soon: expected seconds"
