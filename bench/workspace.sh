@@ -6,7 +6,11 @@
 # for ROUNDS rounds, printing per-phase medians, the ratios sfs/native and
 # sfs/pt_ll, and the daemons' CPU time per phase.  Run as root.
 #
-#   bench/workspace.sh [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-- SANDBOXFS_OPTIONS...]
+#   bench/workspace.sh [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-- SANDBOXFS_OPTIONS...]
+#
+# -c 'OPTIONS' adds a target sfs_b: a second sandboxfs mount with OPTIONS
+# added (say '-o audit=false'), run in the same rounds right after sfs so
+# both see the same machine load; the report adds its column and sfs/sfs_b.
 #
 # Phases (sizes fixed): create 2000 files of 4 KiB in 20 dirs; walk+lstat;
 # read all; write 256 MiB with fsync; read it back (warm); 300 editor saves
@@ -17,6 +21,7 @@
 set -euo pipefail
 
 ROUNDS=5
+COMPARE=
 WORK=
 SFS_BIN="$(cd "$(dirname "$0")/.." && pwd)/build/sandboxfs"
 while [ $# -gt 0 ]; do
@@ -24,8 +29,9 @@ while [ $# -gt 0 ]; do
 	-r) ROUNDS=$2; shift 2 ;;
 	-d) WORK=$2; shift 2 ;;
 	-b) SFS_BIN=$2; shift 2 ;;
+	-c) COMPARE=$2; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-- SANDBOXFS_OPTIONS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-- SANDBOXFS_OPTIONS...]" >&2; exit 2 ;;
 	esac
 done
 SFS_OPTS=("$@")
@@ -54,7 +60,7 @@ FSB="$WORK/bin/fsbench"
 PIDS=()
 cleanup() {
 	cd /
-	for m in "$WORK/pt_ll.mnt" "$WORK/sfs.mnt"; do
+	for m in "$WORK/pt_ll.mnt" "$WORK/sfs.mnt" "$WORK/sfs_b.mnt"; do
 		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
 	done
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -88,6 +94,18 @@ mkdir "$WORK/sfs.mnt/bench"
 declare -A DIR=([native]="$WORK/native" [pt_ll]="$WORK/pt_ll.mnt" [sfs]="$WORK/sfs.mnt/bench/workspace")
 declare -A PID=([native]=0 [pt_ll]=$PT_PID [sfs]=$SFS_PID)
 TARGETS=(native pt_ll sfs)
+if [ -n "$COMPARE" ]; then
+	mkdir -p "$WORK/sfs_b.state" "$WORK/sfs_b.mnt"
+	# shellcheck disable=SC2086 # COMPARE is a list of options
+	"$SFS_BIN" -f --state "$WORK/sfs_b.state" "${SFS_OPTS[@]}" $COMPARE "$WORK/sfs_b.mnt" 2>"$WORK/sfs_b.log" &
+	SFSB_PID=$!
+	PIDS+=("$SFSB_PID")
+	wait_mount "$WORK/sfs_b.mnt"
+	mkdir "$WORK/sfs_b.mnt/bench"
+	DIR[sfs_b]="$WORK/sfs_b.mnt/bench/workspace"
+	PID[sfs_b]=$SFSB_PID
+	TARGETS+=(sfs_b)
+fi
 
 # ---- the 5200-file repository (generated once, cloned onto each target) ---
 SEED="$WORK/seed"
@@ -187,10 +205,15 @@ for t, p, r, s, c in rows:
     if p not in phases: phases.append(p)
 med = lambda v: st.median(v) if v else float('nan')
 print(f"medians of {sys.argv[2]} rounds (seconds unless noted; cpu = daemon utime+stime, s)")
-print(f"{'phase':<15}{'native':>10}{'pt_ll':>10}{'sfs':>10}{'sfs/nat':>9}{'sfs/pt':>8}{'cpu pt':>8}{'cpu sfs':>8}")
+has_b = any(t == 'sfs_b' for t, _ in secs)
+extra = f"{'sfs_b':>10}{'sfs/b':>8}{'cpu b':>8}" if has_b else ''
+print(f"{'phase':<15}{'native':>10}{'pt_ll':>10}{'sfs':>10}{'sfs/nat':>9}{'sfs/pt':>8}{'cpu pt':>8}{'cpu sfs':>8}" + extra)
 for p in phases:
     n, pt, s = (med(secs[(t, p)]) for t in ('native', 'pt_ll', 'sfs'))
-    unit = '' if not p.endswith('_us') else ''
-    print(f"{p:<15}{n:>10.4f}{pt:>10.4f}{s:>10.4f}{s/n if n else 0:>9.2f}{s/pt if pt else 0:>8.2f}"
-          f"{med(cpu[('pt_ll', p)]):>8.2f}{med(cpu[('sfs', p)]):>8.2f}")
+    line = (f"{p:<15}{n:>10.4f}{pt:>10.4f}{s:>10.4f}{s/n if n else 0:>9.2f}{s/pt if pt else 0:>8.2f}"
+            f"{med(cpu[('pt_ll', p)]):>8.2f}{med(cpu[('sfs', p)]):>8.2f}")
+    if has_b:
+        b = med(secs[('sfs_b', p)])
+        line += f"{b:>10.4f}{s/b if b else 0:>8.2f}{med(cpu[('sfs_b', p)]):>8.2f}"
+    print(line)
 EOF

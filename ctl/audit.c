@@ -204,7 +204,9 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 	struct tm tm;
 	gmtime_r(&ts.tv_sec, &tm);
 	char t[64], who[16];
-	strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* not strftime: glibc's may look at the time zone on every call */
+	snprintf(t, sizeof(t), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	uid_t uid = caller;
 	if (uid == (uid_t)-1)
 		snprintf(who, sizeof(who), "-");
@@ -231,8 +233,9 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 	}
 	if (!r)
 		r = sfs_buf_adds(&line, "\n");
-	/* secrets never reach the file */
-	char *red = r ? NULL : sfs_redact_dup(line.buf);
+	/* secrets never reach the file: a command line or status gets the whole
+	 * redactor, a workspace path (the hot path) the search for values */
+	char *red = r ? NULL : detail ? sfs_redact_dup(line.buf) : sfs_redact_values_dup(line.buf);
 	const char *text = red;
 	if (text) {
 		size_t len = strlen(text);

@@ -46,13 +46,8 @@ static struct sfs_sandbox *where(fuse_ino_t ino, const char *name, char *path, s
 void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *op)
 {
-	a->sb = NULL;
-	a->detail[0] = '\0';
+	*a = (struct fs_audit){.on = on, .ino = ino, .name = name, .op = op};
 	if (!on)
-		return;
-	a->op = op;
-	a->sb = where(ino, name, a->path, sizeof(a->path), &a->put);
-	if (!a->sb)
 		return;
 	audit_set_caller(fuse_req_ctx(req)->uid);
 	replied = 0;
@@ -61,31 +56,35 @@ void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const ch
 
 void fs_audit_to(struct fs_audit *a, fuse_ino_t ino, const char *name)
 {
-	if (!a->sb)
-		return;
-	char p[4200];
-	bool put;
-	struct sfs_sandbox *sb = where(ino, name, p, sizeof(p), &put);
-	char w[4200];
-	audit_word(sb ? p : "?", w, sizeof(w));
-	snprintf(a->detail, sizeof(a->detail), "-> %s", w);
-	if (put)
-		tree_put(sb);
+	a->to_ino = ino;
+	a->to_name = name;
 }
 
 void fs_audit_detail(struct fs_audit *a, const char *text)
 {
-	if (a->sb)
-		snprintf(a->detail, sizeof(a->detail), "%s", text);
+	a->detail = text;
 }
 
 void fs_audit_end(struct fs_audit *a)
 {
-	if (!a->sb)
+	if (!a->on)
 		return;
 	armed = false;
-	audit_line(a->sb, a->op, a->path, replied, a->detail[0] ? a->detail : NULL);
-	if (a->put)
-		tree_put(a->sb);
-	a->sb = NULL;
+	char path[4200], to[4200], w[4200], detail[4300];
+	bool put, put_to = false;
+	struct sfs_sandbox *sb = where(a->ino, a->name, path, sizeof(path), &put);
+	if (!sb)
+		return; /* its sandbox is gone, or the layer forgot the node */
+	const char *d = a->detail;
+	if (a->to_name) {
+		struct sfs_sandbox *tsb = where(a->to_ino, a->to_name, to, sizeof(to), &put_to);
+		audit_word(tsb ? to : "?", w, sizeof(w));
+		snprintf(detail, sizeof(detail), "-> %s", w);
+		d = detail;
+		if (put_to)
+			tree_put(tsb);
+	}
+	audit_line(sb, a->op, path, replied, d);
+	if (put)
+		tree_put(sb);
 }

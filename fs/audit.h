@@ -1,10 +1,13 @@
 /*
  * The FUSE side of SANDBOX/audit (ctl/audit.h): fs/ops.c brackets each
- * mutating workspace operation with fs_audit_begin/fs_audit_end, which find
- * the sandbox and the path below it before the layer runs and write the line
- * with the result the layer replied (the layers report their error replies
- * through fs_audit_note_reply; no error reply means success).  Replies are
- * made on the calling thread, so the result is a thread-local.
+ * mutating workspace operation with fs_audit_begin/fs_audit_end.  The
+ * sandbox and the path are found in fs_audit_end, after the layer replied,
+ * so the caller does not wait for them (the directory of a name, or a node
+ * just changed, is still known to the layer then: the kernel forgets a node
+ * only when it evicts the inode, never while a request on it is going).  The result is what the
+ * layer replied: the layers report their error replies through fs_audit_note_reply, no error reply
+ * means success; replies are made on the calling thread, so it is a
+ * thread-local.
  */
 #ifndef SFS_FS_AUDIT_H
 #define SFS_FS_AUDIT_H
@@ -16,11 +19,13 @@
 struct sfs_sandbox;
 
 struct fs_audit {
-	struct sfs_sandbox *sb; /* NULL: nothing to write */
-	bool put;		/* sb was taken with tree_get_serial */
+	bool on;
+	fuse_ino_t ino; /* the node, or the directory of name */
+	const char *name;
 	const char *op;
-	char path[4200];
-	char detail[4300];
+	fuse_ino_t to_ino; /* fs_audit_to: the destination's directory and name */
+	const char *to_name;
+	const char *detail;
 };
 
 /* Reads the -o audit switch once (before the first request). */
@@ -28,7 +33,8 @@ void fs_audit_init(void);
 /* op on ino (or on NAME in the directory ino, when name is not NULL). */
 void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *op);
-/* The line's detail: "-> PATH" (rename, link) or free text. */
+/* The line's detail: "-> PATH" (rename, link) or free text (kept as a
+ * pointer: it must live until fs_audit_end). */
 void fs_audit_to(struct fs_audit *a, fuse_ino_t ino, const char *name);
 void fs_audit_detail(struct fs_audit *a, const char *text);
 void fs_audit_end(struct fs_audit *a);
