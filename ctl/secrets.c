@@ -207,6 +207,17 @@ void secrets_load(struct sfs_sandbox *sb)
 	}
 }
 
+/* sb's references and values trade places with *refs and *vals. */
+static void swap_locked(struct sfs_sandbox *sb, struct sfs_kvlist *refs, struct sfs_kvlist *vals)
+{
+	struct sfs_kvlist t = sb->secrets;
+	sb->secrets = *refs;
+	*refs = t;
+	t = sb->secret_vals;
+	sb->secret_vals = *vals;
+	*vals = t;
+}
+
 int secrets_set(struct sfs_sandbox *sb, const struct sfs_kvlist *changes, struct sfs_err *err)
 {
 	int r = sfs_provider_require(sb->provider, SFS_CAP_ENV, err);
@@ -234,25 +245,14 @@ int secrets_set(struct sfs_sandbox *sb, const struct sfs_kvlist *changes, struct
 			r = sfs_errf(err, -ENOMEM, "out of memory");
 		}
 	}
-	if (!r) {
-		struct sfs_kvlist t = sb->secrets;
-		sb->secrets = refs;
-		refs = t;
-		t = sb->secret_vals;
-		sb->secret_vals = all;
-		all = t;
-	}
+	if (!r)
+		swap_locked(sb, &refs, &all);
 	pthread_mutex_unlock(&sfs_records_mu);
 	if (!r) {
 		r = tree_save_held(NULL, err);
 		if (r) { /* undo: the registry does not have it */
 			pthread_mutex_lock(&sfs_records_mu);
-			struct sfs_kvlist t = sb->secrets;
-			sb->secrets = refs;
-			refs = t;
-			t = sb->secret_vals;
-			sb->secret_vals = all;
-			all = t;
+			swap_locked(sb, &refs, &all);
 			pthread_mutex_unlock(&sfs_records_mu);
 		}
 	}

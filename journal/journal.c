@@ -753,18 +753,27 @@ void journal_end_sandbox(struct sfs_sandbox *sb, bool record)
 	journal_poke();
 }
 
-int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+/* A journal of run, tracked by nobody yet. */
+static struct journal *journal_new(struct sfs_sandbox *sb, struct sfs_run *run)
 {
 	struct journal *j = calloc(1, sizeof(*j));
 	if (!j)
-		return sfs_errf(err, -ENOMEM, "out of memory");
+		return NULL;
 	j->sb = sb;
 	j->run = run;
 	j->watch = -1;
 	j->mirror_fd = j->follow_fd = -1;
+	j->vis_size = -1;
+	return j;
+}
+
+int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	struct journal *j = journal_new(sb, run);
+	if (!j)
+		return sfs_errf(err, -ENOMEM, "out of memory");
 	j->follow = strcmp(sfs_provider_journal_mode(sb->provider), "follow") == 0;
 	j->redact = sb->redact_journal; /* set at create, never changed */
-	j->vis_size = -1;
 	const struct sfs_provider_ops *ops = sb->provider->ops;
 	j->local = ops->journal_local_path &&
 		   ops->journal_local_path(sb, run, j->path, sizeof(j->path)) == 0;
@@ -800,15 +809,10 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 int journal_attach_file(struct sfs_sandbox *sb, struct sfs_run *run, const char *path,
 			struct sfs_err *err)
 {
-	struct journal *j = calloc(1, sizeof(*j));
+	struct journal *j = journal_new(sb, run);
 	if (!j)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	j->sb = sb;
-	j->run = run;
-	j->watch = -1;
-	j->mirror_fd = j->follow_fd = -1;
 	j->plain = j->local = true;
-	j->vis_size = -1;
 	j->redact = false; /* its writer redacts each line */
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	pthread_mutex_lock(&eng.mu);

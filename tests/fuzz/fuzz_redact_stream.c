@@ -8,6 +8,7 @@
  * value left in it.
  */
 #include "providers/redact.h"
+#include "../unit/redact_piece.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,29 +16,6 @@
 #include <string.h>
 
 #define MAXV 4
-
-static size_t piece(const char *const *v, size_t nv, const char *s, size_t have, bool ended,
-		    size_t off, size_t size, char *out)
-{
-	size_t vis = ended ? have : have - sfs_redact_stream_holdback(v, nv, s, have);
-	if (off >= vis)
-		return 0;
-	size_t want = size < vis - off ? size : vis - off;
-	size_t l = sfs_redact_stream_longest(v, nv), reach = l > 1 ? l - 1 : 0;
-	size_t from = off > reach ? off - reach : 0;
-	size_t span = off - from + want + reach;
-	if (from + span > have)
-		span = have - from;
-	char *win = malloc(span ? span : 1);
-	if (!win)
-		abort();
-	memcpy(win, s + from, span);
-	if (sfs_redact_stream_mask(v, nv, win, span))
-		abort();
-	memcpy(out, win + (off - from), want);
-	free(win);
-	return want;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -69,9 +47,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (have < n)
 			have += 1 + r % (n - have);
 		bool ended = have == n && (r & 1);
-		got += piece(v, nv, s, have, ended, got, 1 + r % 7, seen + got);
-		if (have == n && step > 4 * n + 8)
-			got += piece(v, nv, s, n, true, got, n, seen + got);
+		size_t k = redact_piece(v, nv, s, have, ended, got, 1 + r % 7, seen + got);
+		if (k == (size_t)-1)
+			abort();
+		got += k;
+		if (have == n && step > 4 * n + 8) {
+			k = redact_piece(v, nv, s, n, true, got, n, seen + got);
+			if (k == (size_t)-1)
+				abort();
+			got += k;
+		}
 	}
 	if (memcmp(seen, whole, n) != 0)
 		abort(); /* a piece is not the whole stream's mask there */

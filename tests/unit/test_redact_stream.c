@@ -2,6 +2,7 @@
  * and the tail held back while the stream grows. */
 #include "check.h"
 #include "providers/redact.h"
+#include "redact_piece.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -47,28 +48,6 @@ static void test_holdback(void)
 	CHECK_INT((int)sfs_redact_stream_longest(v, 2), 11);
 }
 
-/* A reader's read of [off, off+size) of the first `have` bytes of the stream
- * while it grows: what journal/journal.c does (visible, then a window). */
-static size_t piece(const char *const *vals, size_t nv, const char *stream, size_t have, bool ended,
-		    size_t off, size_t size, char *out)
-{
-	size_t vis = ended ? have : have - sfs_redact_stream_holdback(vals, nv, stream, have);
-	if (off >= vis)
-		return 0;
-	size_t want = size < vis - off ? size : vis - off;
-	size_t l = sfs_redact_stream_longest(vals, nv), reach = l > 1 ? l - 1 : 0;
-	size_t from = off > reach ? off - reach : 0;
-	size_t span = off - from + want + reach;
-	if (from + span > have)
-		span = have - from;
-	char *win = malloc(span);
-	memcpy(win, stream + from, span);
-	CHECK(sfs_redact_stream_mask(vals, nv, win, span) == 0);
-	memcpy(out, win + (off - from), want);
-	free(win);
-	return want;
-}
-
 /* Random streams over a small alphabet, values that overlap themselves and
  * each other, read in random pieces while they grow: every piece is the
  * whole stream's mask at those offsets, and no value is ever shown. */
@@ -93,10 +72,10 @@ static void test_pieces_match_whole(void)
 			if (have < n && rand() % 2)
 				have += 1 + (size_t)rand() % (n - have);
 			bool ended = have == n && rand() % 3 == 0;
-			size_t k = piece(vals, nv, stream, have, ended, got,
-					 1 + (size_t)(rand() % 5), seen + got);
+			size_t k = redact_piece(vals, nv, stream, have, ended, got,
+						1 + (size_t)(rand() % 5), seen + got);
 			if (k == 0 && have == n)
-				k = piece(vals, nv, stream, n, true, got, 5, seen + got);
+				k = redact_piece(vals, nv, stream, n, true, got, 5, seen + got);
 			got += k;
 		}
 		seen[n] = '\0';
@@ -111,7 +90,7 @@ static void test_pieces_match_whole(void)
 		/* a reader that seeks back gets the same bytes */
 		size_t off = n ? (size_t)rand() % n : 0;
 		char again[81];
-		size_t k = piece(vals, nv, stream, n, true, off, n - off, again);
+		size_t k = redact_piece(vals, nv, stream, n, true, off, n - off, again);
 		CHECK(k == n - off && memcmp(again, whole + off, k) == 0);
 	}
 }
