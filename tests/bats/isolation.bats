@@ -180,7 +180,7 @@ PY
 	[[ "$output" == 0 ]]
 }
 
-@test "isolation=bwrap: kill ends every process of the sandbox, also one that left the run's group" {
+@test "isolation=bwrap: kill and cancel end every process of the sandbox, also one that left the run's group" {
 	new_iso box
 	n=$(ctl_write "$MNT/box/ctl" "exec setsid sleep 300 & sleep 300")
 	wait_for test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2
@@ -191,6 +191,12 @@ PY
 	# the next run gets a fresh namespace, with nothing of the old one
 	run run_in box "ps -eo args | grep -c '^sleep 300' || true"
 	[ "$output" = 0 ]
+	# cancel does the same
+	n=$(ctl_write "$MNT/box/ctl" "exec setsid sleep 300 & sleep 300")
+	wait_for test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2
+	ctl_write "$MNT/box/ctl" "cancel $n"
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+	[ -z "$(sfs_run_pids "$STATE")" ]
 }
 
 @test "isolation=bwrap: takeover after a daemon restart joins the same namespace" {
