@@ -183,8 +183,11 @@ int secrets_from_opts(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		free_values(&vals);
 		return r;
 	}
+	/* the sandbox is already listed (reserved): status may be reading it */
+	pthread_mutex_lock(&sfs_records_mu);
 	sb->secrets = refs;
 	sb->secret_vals = vals;
+	pthread_mutex_unlock(&sfs_records_mu);
 	return 0;
 }
 

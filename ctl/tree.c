@@ -500,7 +500,9 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		unreserve(sb);
 		return r;
 	}
+	pthread_mutex_lock(&sfs_records_mu); /* status reads it meanwhile */
 	sb->redact_journal = red && !strcmp(red, "journal");
+	pthread_mutex_unlock(&sfs_records_mu);
 	struct sfs_kvlist popts = {0}; /* the provider's options: source= etc. are ours */
 	for (size_t i = 0; i < opts->n && !r; i++)
 		if (strncmp(opts->v[i].key, "env.", 4) == 0)
