@@ -424,7 +424,7 @@ static int vc_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 	if (r)
 		return r;
 	char path[512];
-	json_t *body = json_pack("{s:s}", "name", dst->name), *o = NULL;
+	json_t *body = json_pack("{s:s, s:b}", "name", dst->name, "persistent", 1), *o = NULL;
 	r = body ? sandbox_path(src->id, "/fork", path, sizeof(path), err)
 		 : sfs_errf(err, -ENOMEM, "out of memory");
 	if (!r)

@@ -171,3 +171,15 @@ print(b({"alg": "RS256", "typ": "JWT"}) + "." + b({"owner_id": sys.argv[1], "pro
 	conf_new n2 network=allow:example.com,pypi.org >/dev/null
 	[ "$(vc_emu_get n2 | python3 -c 'import json,sys; print(",".join(json.load(sys.stdin)["sandbox"]["networkPolicy"]["allowedDomains"]))')" = example.com,pypi.org ]
 }
+
+@test "vercel: a run goes on while the daemon is down; the next daemon reads its whole journal and its end" {
+	conf_new rd >/dev/null
+	n=$(ctl_write "$MNT/rd/ctl" 'exec echo before; sleep 3; echo after; exit 4')
+	wait_for grep -q before "$MNT/rd/runs/$n/journal"
+	sfs_unmount
+	sleep 4 # the run ends while no daemon is there
+	sfs_mount --log-level 3
+	[ "$(timeout 20 cat "$MNT/rd/runs/$n/wait")" = "exited 4" ]
+	[ "$(cat "$MNT/rd/runs/$n/journal")" = "before
+after" ]
+}
