@@ -3,6 +3,8 @@
 # verb; the value reaches runs as NAME and nothing sandboxfs writes shows it.
 
 load helpers
+load docker_helpers
+load daytona_helpers
 
 # Values long enough to be unmistakable; the env one comes from the
 # daemon's own environment.
@@ -19,6 +21,8 @@ setup() {
 teardown() {
 	cd "$BATS_TEST_TMPDIR"
 	sfs_teardown
+	docker_cleanup
+	emu_stop
 }
 
 # wait_run SANDBOX N: waits until run N ended.
@@ -184,6 +188,32 @@ again $mask end"
 	echo 'exec echo "$API_TOKEN"' >"$MNT/demo/ctl"
 	wait_run demo 1
 	[ "$(cat "$MNT/demo/runs/1/journal")" = "$ENV_VALUE" ]
+}
+
+@test "docker: a secret reaches runs through the exec API, never the container's config, and redact=journal hides it" {
+	docker_require
+	echo "new dk provider=docker image=$SFS_DOCKER_IMAGE secret.API_TOKEN=env:SFS_TEST_SECRET redact=journal" >"$MNT/ctl"
+	echo 'exec printf "%s\n" "$API_TOKEN" | md5sum' >"$MNT/dk/ctl"
+	wait_run dk 1
+	[ "$(cat "$MNT/dk/runs/1/journal")" = "$(printf '%s\n' "$ENV_VALUE" | md5sum)" ]
+	id=$(awk '$1=="id"{print $2}' "$MNT/dk/status")
+	run docker inspect "$id"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"$ENV_VALUE"* ]]
+	echo 'exec echo "tok $API_TOKEN end"' >"$MNT/dk/ctl"
+	wait_run dk 2
+	[[ "$(cat "$MNT/dk/runs/2/journal")" == "tok [redacted]"*" end" ]]
+	no_value_anywhere "$ENV_VALUE"
+}
+
+@test "daytona: a secret reaches runs (as the journal wrapper's arguments) and nothing sandboxfs writes" {
+	sfs_unmount
+	dt_setup
+	dt_new dt "secret.API_TOKEN=env:SFS_TEST_SECRET"
+	out=$(dt_run dt 'printf "%s\n" "$API_TOKEN" | md5sum')
+	[ "$out" = "$(printf '%s\n' "$ENV_VALUE" | md5sum)" ]
+	grep -qx 'secrets API_TOKEN' "$MNT/dt/status"
+	no_value_anywhere "$ENV_VALUE"
 }
 
 tree_runs() {
