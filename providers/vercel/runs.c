@@ -36,13 +36,18 @@ int vc_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	int r = vc_session_path(sb, "/cmd", path, sizeof(path), err);
 	if (r)
 		return r;
-	/* the environment rides along as arguments of the wrapper */
+	/* the environment (secrets too) rides along as arguments of the wrapper */
+	struct sfs_kvlist env;
+	r = sfs_sb_run_env(sb, &env, err);
+	if (r)
+		return r;
 	struct sfs_sh_run wrap = {.dir = dir,
 				  .workspace = sb->workspace ? sb->workspace : "/",
 				  .cmd = run->cmd,
-				  .env = &sb->env};
+				  .env = &env};
 	struct sfs_sh_cmd c;
 	r = sfs_sh_wrapper(&c, &wrap, err);
+	sfs_kv_free(&env);
 	if (r)
 		return r;
 	json_t *args = json_array(), *body = NULL;

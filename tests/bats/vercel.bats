@@ -183,3 +183,19 @@ print(b({"alg": "RS256", "typ": "JWT"}) + "." + b({"owner_id": sys.argv[1], "pro
 	[ "$(cat "$MNT/rd/runs/$n/journal")" = "before
 after" ]
 }
+
+@test "vercel: secret.NAME=env:VAR reaches the runs, and only the runs" {
+	sfs_unmount
+	export SFS_VC_SECRET=vc-secret-value-42
+	sfs_mount --log-level 3
+	conf_new s1 secret.TOK=env:SFS_VC_SECRET >/dev/null
+	# (the command spells the value apart, so only a leak writes it whole)
+	[ "$(conf_run s1 'test "$TOK" = "vc-secret-value-""42" && echo seen')" = seen ]
+	run ! grep -rqF vc-secret-value-42 "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
+	if [ "$CONF_MODE" = emulator ]; then
+		# not baked into the sandbox's own environment
+		vc_emu_get s1 >"$BATS_TEST_TMPDIR/sb.json"
+		run ! grep -qF vc-secret-value-42 "$BATS_TEST_TMPDIR/sb.json"
+		grep -q '"name": "s1"' "$BATS_TEST_TMPDIR/sb.json"
+	fi
+}
