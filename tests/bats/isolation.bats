@@ -30,6 +30,16 @@ iso_kill_holders() {
 			grep -qs -e bwrap -e sleep "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
 		done
 	done
+	# and any holder whose log is in this state dir (one the file no
+	# longer names: replaced, or made by a daemon that died before writing it)
+	for f in /proc/[0-9]*/fd/1; do
+		case "$(readlink "$f" 2>/dev/null)" in
+		"$st"/sandboxes/*/holder.log*)
+			p=${f#/proc/}
+			kill -9 "${p%%/*}" 2>/dev/null
+			;;
+		esac
+	done
 	return 0
 }
 
@@ -275,10 +285,20 @@ net_setup() {
 }
 
 net_teardown_servers() {
-	local p
+	local p f
 	if [ -f "$BATS_TEST_TMPDIR/servers.pids" ]; then
 		while read -r p; do kill "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/servers.pids"
 	fi
+	# and by where they serve from, should a pid have been another's
+	for f in /proc/[0-9]*/cwd; do
+		case "$(readlink "$f" 2>/dev/null)" in
+		"$BATS_TEST_TMPDIR"/www-*)
+			p=${f#/proc/}
+			kill "${p%%/*}" 2>/dev/null || true
+			;;
+		esac
+	done
+	return 0
 }
 
 @test "network=none: loopback only; a server on the host's loopback is not reached (host mode reaches it)" {
