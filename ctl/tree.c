@@ -545,8 +545,9 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		sfs_sb_set_state(sb, SFS_SB_ERROR);
 		tree_save(NULL);
 	} else {
-		/* a prepared tree to fork and restore from (SPEC §9) */
-		if (sfs_kv_get(opts, "setup") && wsnap_on_host(sb))
+		/* a prepared tree to fork and restore from (SPEC §9); a remote
+		 * workspace goes through its host mirror (fetched whole once) */
+		if (sfs_kv_get(opts, "setup") && wsnap_possible(sb))
 			r = wsnap_take(sb, "setup", NULL, err);
 		if (!r)
 			r = commit_created(sb, err);

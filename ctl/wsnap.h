@@ -14,8 +14,8 @@
 /* Whether sb's workspace can be snapshotted: on this host, or through
  * remote file calls into a mirror on this host (ctl/wsnap_remote.c). */
 bool wsnap_possible(const struct sfs_sandbox *sb);
-/* Whether it is on this host (the implicit base and setup snapshots are
- * taken only there: a remote one would be fetched whole first). */
+/* Whether it is on this host (the implicit base snapshot of a source= is
+ * taken from the checkout otherwise: a remote one would be fetched whole). */
 bool wsnap_on_host(const struct sfs_sandbox *sb);
 /* What `status` says: "native", "workspace" or "none". */
 const char *wsnap_status_kind(const struct sfs_sandbox *sb);

@@ -73,3 +73,39 @@ teardown() {
 	[ "$(cat "$BATS_TEST_TMPDIR/clone/a.txt")" = "$(printf 'l1\nL2\nl3')" ]
 	[ "$(cat "$BATS_TEST_TMPDIR/clone/n.txt")" = new ]
 }
+
+@test "daytona: a successful setup= takes snapshot setup of the prepared tree; restore setup brings it back" {
+	R="$BATS_TEST_TMPDIR/repo"
+	git -c init.defaultBranch=main init -q "$R"
+	echo one >"$R/a.txt"
+	git -C "$R" add -A
+	git -C "$R" -c user.email=t@example.org -c user.name=t commit -qm one
+	run conf_new r "source=$R" "setup='echo built >out.txt'"
+	[ "$status" -eq 0 ]
+	grep -qx 'kind workspace' "$MNT/r/snapshots/setup/info"
+	grep -qx 'label setup' "$MNT/r/snapshots/setup/info"
+	[ "$(cat "$MNT/r/snapshots/setup/tree/out.txt")" = built ]
+	[ "$(cat "$MNT/r/snapshots/setup/tree/a.txt")" = one ]
+	# base is the checkout before setup: out.txt is what setup added
+	[ ! -e "$MNT/r/snapshots/base/tree/out.txt" ]
+	grep -qx '+built' "$MNT/r/snapshots/base/diff"
+	[ -z "$(cat "$MNT/r/snapshots/setup/diff")" ]
+	conf_run r "echo broken >out.txt && rm a.txt" >/dev/null
+	run ctl_write "$MNT/r/ctl" "restore setup"
+	[ "$status" -eq 0 ]
+	[ "$(conf_run r "cat out.txt a.txt")" = "$(printf 'built\none')" ]
+}
+
+@test "daytona: no setup= takes no setup snapshot; a failed setup takes none either" {
+	R="$BATS_TEST_TMPDIR/repo"
+	git -c init.defaultBranch=main init -q "$R"
+	echo one >"$R/a.txt"
+	git -C "$R" add -A
+	git -C "$R" -c user.email=t@example.org -c user.name=t commit -qm one
+	run conf_new r "source=$R"
+	[ "$status" -eq 0 ]
+	[ ! -e "$MNT/r/snapshots/setup" ]
+	run conf_new f "source=$R" "setup='exit 3'"
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/f/snapshots/setup" ]
+}
