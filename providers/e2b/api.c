@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,20 @@ static int need_key(const char **key, struct sfs_err *err)
 	return 0;
 }
 
+/* asprintf that leaves *out NULL when it fails (asprintf leaves it
+ * undefined), so a cleanup may free it. */
+static bool fmt(char **out, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static bool fmt(char **out, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	int n = vasprintf(out, f, ap);
+	va_end(ap);
+	if (n < 0)
+		*out = NULL;
+	return n >= 0;
+}
+
 int e2b_api(const char *method, const char *path, json_t *body, json_t **out, long *status,
 	    struct sfs_err *err)
 {
@@ -140,8 +155,7 @@ int e2b_api(const char *method, const char *path, json_t *body, json_t **out, lo
 	if (r)
 		return r;
 	char *base = api_base(), *url = NULL, *hkey = NULL;
-	if (!base || asprintf(&url, "%s%s", base, path) < 0 ||
-	    asprintf(&hkey, "X-API-Key: %s", key) < 0) {
+	if (!base || !fmt(&url, "%s%s", base, path) || !fmt(&hkey, "X-API-Key: %s", key)) {
 		free(base);
 		free(url);
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -193,18 +207,16 @@ static int envd_target(struct sfs_sandbox *sb, const char *path, struct envd_tar
 	int k = 0;
 	bool ok = true;
 	if (!base)
-		ok = asprintf(&base, "https://%d-%s.%s", E2B_ENVD_PORT, id,
-			      dom		  ? dom
-			      : envdom && *envdom ? envdom
-						  : E2B_DEFAULT_DOMAIN) >= 0;
-	else if (!base)
-		ok = false;
-	ok = ok && asprintf(&t->url, "%s%s", base, path) >= 0;
-	ok = ok && asprintf(&t->h[k++], "E2b-Sandbox-Id: %s", id) >= 0;
-	ok = ok && asprintf(&t->h[k++], "E2b-Sandbox-Port: %d", E2B_ENVD_PORT) >= 0;
+		ok = fmt(&base, "https://%d-%s.%s", E2B_ENVD_PORT, id,
+			 dom		     ? dom
+			 : envdom && *envdom ? envdom
+					     : E2B_DEFAULT_DOMAIN);
+	ok = ok && fmt(&t->url, "%s%s", base, path);
+	ok = ok && fmt(&t->h[k++], "E2b-Sandbox-Id: %s", id);
+	ok = ok && fmt(&t->h[k++], "E2b-Sandbox-Port: %d", E2B_ENVD_PORT);
 	ok = ok && (t->h[k++] = strdup("Connect-Protocol-Version: 1"));
 	if (ok && tok)
-		ok = asprintf(&t->h[k++], "X-Access-Token: %s", tok) >= 0;
+		ok = fmt(&t->h[k++], "X-Access-Token: %s", tok);
 	free(id);
 	free(dom);
 	free(tok);

@@ -324,6 +324,8 @@ static int e2b_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs_e
 			 : envdom && *envdom ? envdom
 					     : E2B_DEFAULT_DOMAIN);
 	json_decref(st);
+	if (n < 0)
+		*url = NULL;
 	return n < 0 ? sfs_errf(err, -ENOMEM, "out of memory") : 0;
 }
 
