@@ -120,6 +120,14 @@ static char *slurp(const char *rel)
 	return buf;
 }
 
+/* Whether rel holds a whole line yet (a shell's `echo >f` creates f before
+ * it writes: existing is not enough). */
+static bool has_line(const char *rel)
+{
+	const char *s = slurp(rel);
+	return s && strchr(s, '\n');
+}
+
 static bool exists(const char *rel)
 {
 	char p[512];
@@ -264,7 +272,7 @@ static void test_group_kill(void)
 	CHECK_INT(sfs_sh_wrapper(&c, &r, NULL), 0);
 	pid_t wrapper = spawn_in_sandbox(c.argv);
 	sfs_sh_cmd_free(&c);
-	for (int i = 0; i < 500 && !(exists("grandchild") && exists("runs/4/pid")); i++)
+	for (int i = 0; i < 500 && !(has_line("grandchild") && has_line("runs/4/pid")); i++)
 		usleep(10000);
 	char *g = slurp("grandchild");
 	pid_t gpid = g ? atoi(g) : 0;
