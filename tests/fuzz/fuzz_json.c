@@ -2,11 +2,13 @@
  * libFuzzer harness: what sandboxfs decodes from a provider's answers and
  * from its own registry.  The first byte picks the decoder; the rest is the
  * body as it would arrive: daytona's FileInfo objects, docker's path-stat
- * header (base64 of JSON), docker's sandbox spec (registry), and the error
- * text extracted from an HTTP error body.
+ * header (base64 of JSON), docker's sandbox spec (registry), the error
+ * text extracted from an HTTP error body, and e2b's EntryInfo (proto3 JSON:
+ * int64 size as a string).
  */
 #include "providers/daytona/daytona.h"
 #include "providers/docker/docker.h"
+#include "providers/e2b/e2b.h"
 #include "providers/http/http.h"
 
 #include <stdint.h>
@@ -29,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *body = (const char *)data + 1;
 	size_t n = size - 1;
 	struct sfs_err err = {0};
-	switch (data[0] % 4) {
+	switch (data[0] % 5) {
 	case 0: {
 		json_t *j = json_loadb(body, n, JSON_DECODE_ANY, NULL);
 		if (!j)
@@ -65,6 +67,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    !memchr(spec.workdir, '\0', sizeof(spec.workdir)) ||
 			    !memchr(spec.network, '\0', sizeof(spec.network)))
 				abort();
+		}
+		json_decref(j);
+		break;
+	}
+	case 4: {
+		json_t *j = json_loadb(body, n, JSON_DECODE_ANY, NULL);
+		if (!j)
+			return 0;
+		struct sfs_rstat st;
+		if (e2b_entry_from_json(j, &st) == 0) {
+			check_rstat(&st);
+			free(st.link);
 		}
 		json_decref(j);
 		break;
