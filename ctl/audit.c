@@ -121,8 +121,10 @@ static void flush_held(struct sfs_audit *a)
 	if (a->fd < 0)
 		a->fd = open(a->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (a->fd < 0) {
-		sfs_log(SFS_LOG_WARN, "audit: %s: %s (%zu bytes lost)", a->path, strerror(errno),
-			b.len);
+		/* ENOENT: the sandbox was destroyed (or forgotten) and its state
+		 * directory removed after its last lines were buffered */
+		sfs_log(errno == ENOENT ? SFS_LOG_DEBUG : SFS_LOG_WARN,
+			"audit: %s: %s (%zu bytes lost)", a->path, strerror(errno), b.len);
 		sfs_buf_free(&b);
 		return;
 	}
