@@ -56,9 +56,16 @@ uid_t audit_caller(void)
 	return caller;
 }
 
+/* sb's writer: set once by audit_start, possibly while the record is
+ * already listed, so read atomically. */
+static struct sfs_audit *writer(struct sfs_sandbox *sb)
+{
+	return __atomic_load_n(&sb->audit, __ATOMIC_ACQUIRE);
+}
+
 int audit_start(struct sfs_sandbox *sb)
 {
-	if (sb->audit || !audit_enabled())
+	if (writer(sb) || !audit_enabled())
 		return 0;
 	struct sfs_audit *a = calloc(1, sizeof(*a));
 	if (!a)
@@ -78,7 +85,8 @@ int audit_start(struct sfs_sandbox *sb)
 		free(a);
 		return r;
 	}
-	sb->audit = a;
+	/* published whole: readers of a listed record look without a lock */
+	__atomic_store_n(&sb->audit, a, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&aw.list_mu);
 	a->next = aw.writers;
 	aw.writers = a;
@@ -88,7 +96,8 @@ int audit_start(struct sfs_sandbox *sb)
 
 struct sfs_run *audit_run(struct sfs_sandbox *sb)
 {
-	return sb->audit ? &sb->audit->run : NULL;
+	struct sfs_audit *a = writer(sb);
+	return a ? &a->run : NULL;
 }
 
 /* At audit.max_size the file becomes audit.1 (the older one goes) and a new
@@ -147,7 +156,7 @@ static void flush_held(struct sfs_audit *a)
 
 void audit_free(struct sfs_sandbox *sb)
 {
-	struct sfs_audit *a = sb->audit;
+	struct sfs_audit *a = writer(sb);
 	if (!a)
 		return;
 	pthread_mutex_lock(&aw.list_mu);
@@ -198,7 +207,7 @@ void audit_word(const char *in, char *out, size_t len)
 void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int err,
 		const char *detail)
 {
-	struct sfs_audit *a = sb ? sb->audit : NULL;
+	struct sfs_audit *a = sb ? writer(sb) : NULL;
 	if (!a)
 		return;
 	struct timespec ts;
