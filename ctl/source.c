@@ -82,6 +82,7 @@ int source_check(const struct sfs_provider *p, const struct sfs_kvlist *opts, st
 	redact_url_password(src);
 	/* the token is hidden from the first source= on, whatever fails next */
 	(void)sfs_http_credential(SFS_GIT_TOKEN_ENV, "git.token");
+	(void)sfs_http_credential(SFS_GIT_SSH_PASSPHRASE_ENV, "git.ssh_passphrase");
 	int r = sfs_git_url_classify(src, err);
 	if (r < 0)
 		return r;

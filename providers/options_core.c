@@ -116,6 +116,26 @@ const struct sfs_opt sfs_core_options[] = {
      .arg = "TOKEN",
      .help = "password for https git sources (new … source=); $SANDBOXFS_GIT_TOKEN wins; never "
 	     "written anywhere, redacted everywhere"},
+    {.key = "git.ssh_key",
+     .type = SFS_OPT_STRING,
+     .arg = "FILE",
+     .help = "private key for ssh git sources (FILE.pub beside it is used when present); "
+	     "without it the ssh agent ($SSH_AUTH_SOCK) is asked"},
+    {.key = "git.ssh_passphrase",
+     .type = SFS_OPT_STRING,
+     .arg = "PASSPHRASE",
+     .help = "passphrase of git.ssh_key; $SANDBOXFS_GIT_SSH_PASSPHRASE wins; redacted everywhere"},
+    {.key = "git.known_hosts",
+     .type = SFS_OPT_STRING,
+     .arg = "FILE",
+     .help = "OpenSSH known_hosts file that ssh git sources' host keys must be listed in "
+	     "(default: ~/.ssh/known_hosts of the daemon's user); an unknown or changed key is "
+	     "refused"},
+    {.key = "git.ca_file",
+     .type = SFS_OPT_STRING,
+     .arg = "FILE",
+     .help = "PEM certificates that https git sources must chain to, instead of the system's "
+	     "(default: $SSL_CERT_FILE, else the system's list)"},
     {.key = "cow.mode",
      .type = SFS_OPT_ENUM,
      .def = "auto",

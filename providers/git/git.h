@@ -23,6 +23,9 @@
 /* Where an https source's token comes from (else the config's git.token);
  * never handed on to a run. */
 #define SFS_GIT_TOKEN_ENV "SANDBOXFS_GIT_TOKEN"
+/* Where the passphrase of git.ssh_key comes from (else git.ssh_passphrase);
+ * never handed on to a run either. */
+#define SFS_GIT_SSH_PASSPHRASE_ENV "SANDBOXFS_GIT_SSH_PASSPHRASE"
 
 enum sfs_git_url_kind {
 	SFS_GIT_URL_HTTPS,
@@ -39,6 +42,9 @@ enum sfs_git_url_kind {
 int sfs_git_url_classify(const char *src, struct sfs_err *err);
 /* "file", "https", … for messages. */
 const char *sfs_git_url_kind_name(enum sfs_git_url_kind k);
+
+/* The port an ssh URL names (ssh://[user@]host:PORT/…), else 22. */
+int sfs_git_url_port(const char *url);
 
 /* Checks a ref= value against git's ref-name rules (git-check-ref-format)
  * plus: not starting with '-'.  0 or -EINVAL with a message. */

@@ -30,6 +30,8 @@ static int init_result;
 static void init_libgit2(void)
 {
 	init_result = git_libgit2_init() < 0 ? -EIO : 0;
+	if (!init_result)
+		gk_ca_init();
 }
 
 int gk_init(struct sfs_err *err)
@@ -80,26 +82,6 @@ static int transfer_cb(const git_indexer_progress *st, void *payload)
 	return 0;
 }
 
-/* Credentials: ssh keys from the agent; for http(s) the token from
- * $SANDBOXFS_GIT_TOKEN or the config's git.token (registered with the
- * redactor by sfs_http_credential), never written anywhere. */
-static int cred_cb(git_credential **out, const char *url, const char *user, unsigned int allowed,
-		   void *payload)
-{
-	struct gk_progress *p = payload;
-	if (p->cred_tries++ >= 2)
-		return GIT_EAUTH; /* refused twice: do not loop */
-	if (allowed & GIT_CREDENTIAL_SSH_KEY)
-		return git_credential_ssh_key_from_agent(out, user ? user : "git");
-	if (allowed & GIT_CREDENTIAL_USERPASS_PLAINTEXT) {
-		const char *token = sfs_http_credential(SFS_GIT_TOKEN_ENV, "git.token");
-		if (token)
-			return git_credential_userpass_plaintext_new(
-			    out, user && *user ? user : "x-access-token", token);
-	}
-	return GIT_PASSTHROUGH;
-}
-
 /* A local source packs its objects for us first (libgit2's packbuilder),
  * which is most of a local clone's time: shown as clone progress too. */
 static int pack_cb(int stage, uint32_t current, uint32_t total, void *payload)
@@ -114,7 +96,8 @@ void gk_callbacks(git_remote_callbacks *cb, struct gk_progress *p)
 {
 	cb->transfer_progress = transfer_cb;
 	cb->pack_progress = pack_cb;
-	cb->credentials = cred_cb;
+	cb->credentials = gk_cred_cb;
+	cb->certificate_check = gk_cert_cb;
 	cb->payload = p;
 }
 
@@ -135,6 +118,11 @@ static int check_source(const char *url, struct sfs_err *err)
 	int kind = sfs_git_url_classify(url, err);
 	if (kind < 0)
 		return kind;
+	if (kind == SFS_GIT_URL_HTTPS) {
+		int r = gk_ca_check(err);
+		if (r)
+			return r;
+	}
 	if (kind == SFS_GIT_URL_PATH || kind == SFS_GIT_URL_FILE) {
 		const char *path = kind == SFS_GIT_URL_FILE ? url + strlen("file://") : url;
 		struct stat st;
@@ -282,7 +270,7 @@ int sfs_git_mirror_update(const char *statedir, const char *url, sfs_git_progres
 	int lfd = lock_file(lock, err);
 	if (lfd < 0)
 		return lfd;
-	struct gk_progress p = {.fn = progress, .ctx = ctx};
+	struct gk_progress p = {.fn = progress, .ctx = ctx, .url = url};
 	git_repository *repo = NULL;
 	bool created = access(path, F_OK) != 0;
 	const char *at = path;

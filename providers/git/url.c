@@ -82,6 +82,34 @@ int sfs_git_url_classify(const char *src, struct sfs_err *err)
 			src);
 }
 
+int sfs_git_url_port(const char *url)
+{
+	const char *sep = strstr(url, "://");
+	if (!sep)
+		return 22; /* scp-like user@host:path has no port */
+	const char *auth = sep + 3, *slash = strchr(auth, '/');
+	size_t n = slash ? (size_t)(slash - auth) : strlen(auth);
+	const char *at = memchr(auth, '@', n);
+	if (at) {
+		n -= (size_t)(at + 1 - auth);
+		auth = at + 1;
+	}
+	const char *colon = memchr(auth, ':', n);
+	if (auth[0] == '[') { /* [v6addr]:port */
+		const char *close = memchr(auth, ']', n);
+		colon = close && close + 1 < auth + n && close[1] == ':' ? close + 1 : NULL;
+	}
+	if (!colon)
+		return 22;
+	int port = 0;
+	for (const char *c = colon + 1; c < auth + n; c++) {
+		if (*c < '0' || *c > '9' || port > 65535)
+			return 22;
+		port = port * 10 + (*c - '0');
+	}
+	return port > 0 && port <= 65535 ? port : 22;
+}
+
 int sfs_git_ref_check(const char *ref, struct sfs_err *err)
 {
 	const char *why = NULL;

@@ -304,6 +304,7 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struc
 		for (const char *const *c = sfs_providers[i]->credential_env; c && *c; c++)
 			sfs_kv_del(&env, *c);
 	sfs_kv_del(&env, SFS_GIT_TOKEN_ENV); /* git sources' token (providers/git) */
+	sfs_kv_del(&env, SFS_GIT_SSH_PASSPHRASE_ENV);
 	/* a variable the daemon reads a secret from reaches the run only as
 	 * the secret's NAME (we hold op_mutex: sb->secrets is ours to read) */
 	for (size_t i = 0; i < sb->secrets.n; i++)

@@ -22,6 +22,18 @@ static void test_url_kinds(void)
 	CHECK_STREQ(sfs_git_url_kind_name(SFS_GIT_URL_SSH), "ssh");
 }
 
+static void test_url_port(void)
+{
+	CHECK_INT(sfs_git_url_port("ssh://git@127.0.0.1:2222/srv/r.git"), 2222);
+	CHECK_INT(sfs_git_url_port("ssh://127.0.0.1:40001/r"), 40001);
+	CHECK_INT(sfs_git_url_port("ssh://u:pw@[::1]:2200/r"), 2200);
+	CHECK_INT(sfs_git_url_port("ssh://[::1]/r"), 22);
+	CHECK_INT(sfs_git_url_port("ssh://example.org/r"), 22);
+	CHECK_INT(sfs_git_url_port("git@example.org:r.git"), 22);
+	CHECK_INT(sfs_git_url_port("ssh://h:99999/r"), 22);
+	CHECK_INT(sfs_git_url_port("ssh://h:12x/r"), 22);
+}
+
 static void test_url_bad(void)
 {
 	struct sfs_err e = {0};
@@ -103,5 +115,6 @@ static void test_progress_text(void)
 	CHECK_STREQ(b, "clone 37% 1"); /* cut, still a string */
 }
 
-CHECK_MAIN(CHECK_CASE(test_url_kinds), CHECK_CASE(test_url_bad), CHECK_CASE(test_ref_check),
-	   CHECK_CASE(test_ref_candidates), CHECK_CASE(test_progress_text))
+CHECK_MAIN(CHECK_CASE(test_url_kinds), CHECK_CASE(test_url_port), CHECK_CASE(test_url_bad),
+	   CHECK_CASE(test_ref_check), CHECK_CASE(test_ref_candidates),
+	   CHECK_CASE(test_progress_text))
