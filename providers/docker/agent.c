@@ -237,13 +237,15 @@ static int send_line(struct sfs_sandbox *sb, const char *cid, const char *verb, 
 	return r;
 }
 
-/* Creates RUNDIR/name (0600, new): "exec " and c's string form, so the
- * shell that reads the file becomes the command; -errno. */
+/* Creates RUNDIR/name (0600, new): a line that removes the file and execs
+ * c's string form, so the shell that reads it becomes the command; -errno. */
 static int put_script(int rundir, const char *name, const struct sfs_sh_cmd *c)
 {
 	char *line = NULL, *text = NULL;
 	int r = sfs_sh_cmd_string(c, &line, NULL);
-	if (!r && asprintf(&text, "exec %s\n", line) < 0)
+	/* one line: the shell has read all of it before the rm runs, and the
+	 * run's environment (secrets too) is left nowhere on disk */
+	if (!r && asprintf(&text, "rm -f -- \"$0\"; exec %s\n", line) < 0)
 		r = -ENOMEM;
 	free(line);
 	if (r)

@@ -85,6 +85,13 @@ wrapper_exe() {
 	wait_for grep -qx 'followers 0' "$MNT/d1/status"
 }
 
+# by_agent N: run N was started by the agent (its record has no exec id),
+# and the agent left no start file behind
+by_agent() {
+	grep -q '"exec":""' "$STATE"/sandboxes/*/runs/"$1"/docker.json &&
+		! docker exec "$id" sh -c "ls -a /.sandboxfs/runs/$1 | grep -q '^\.start'"
+}
+
 # agent_pid ID: the run agent's pid in container ID, if one is alive
 agent_pid() {
 	docker exec "$1" sh -c 'p=$(cat /.sandboxfs/agent/pid 2>/dev/null) &&
@@ -100,8 +107,8 @@ agent_pid() {
 	[ "$(cat "$MNT/a1/runs/$n/journal")" = "hi from /workspace in /.sandboxfs/runs/$n" ]
 	p1=$(agent_pid "$id")
 	[ -n "$p1" ]
-	# the agent took the run's start file: the run came from it, not from an exec
-	docker exec "$id" test -f "/.sandboxfs/runs/$n/.started"
+	# the run came from the agent, not from an exec
+	by_agent "$n"
 	docker exec "$id" kill "$p1"
 	wait_for test -z "$(agent_pid "$id")"
 	n=$(dk_exec a1 'echo again')
@@ -110,7 +117,7 @@ agent_pid() {
 	p2=$(agent_pid "$id")
 	[ -n "$p2" ]
 	[ "$p2" != "$p1" ]
-	docker exec "$id" test -f "/.sandboxfs/runs/$n/.started"
+	by_agent "$n"
 	# one agent, not one per run
 	[ "$(docker exec "$id" ps -o args | grep -c '[s]fs-agent')" -eq 1 ]
 }
@@ -156,6 +163,22 @@ agent_pid() {
 	[ "$(cat "$MNT/e1/runs/$n/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/e1/runs/$n/journal")" = plain ]
 	[ -z "$(agent_pid "$id")" ]
-	run docker exec "$id" test -e "/.sandboxfs/runs/$n/.started"
+	run by_agent "$n"
 	[ "$status" -ne 0 ]
+	grep -q '"exec":"[0-9a-f]' "$STATE"/sandboxes/*/runs/"$n"/docker.json
+}
+
+@test "docker: a run the agent starts leaves its environment nowhere in the container's files" {
+	docker_setup
+	dk_new v1 >/dev/null
+	id=$(dk_id v1)
+	dk_ctl "$MNT/v1/ctl" "env TOKEN=tok-9f3a1c77e2" >/dev/null
+	n=$(dk_exec v1 'echo "len ${#TOKEN}"')
+	[ "$(cat "$MNT/v1/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/v1/runs/$n/journal")" = "len 14" ]
+	by_agent "$n"
+	# files only: the agent's FIFO would block a reader
+	run docker exec "$id" sh -c 'find /.sandboxfs -type f -exec grep -l tok-9f3a1c77e2 {} +'
+	[ "$status" -eq 1 ] # grep: no match
+	[ -z "$output" ]
 }
