@@ -191,8 +191,26 @@ char *wsnap_commit_of(struct sfs_sandbox *sb, const char *id)
 void wsnap_forget(struct sfs_sandbox *sb, const char *id)
 {
 	struct sfs_err err = {0};
-	if (snap_forget(sb->key, id, &err))
+	int dropped = snap_forget(sb->key, id, &err);
+	if (dropped < 0)
 		sfs_log(SFS_LOG_WARN, "%s: snapshot refs: %s", sb->name, err.msg);
+	if (dropped <= 0)
+		return; /* nothing became unreachable: no sweep */
+	/* the objects only those snapshots used go now (fs/snapshots/gc.c);
+	 * every sandbox's stat cache is STATE/sandboxes/KEY/snapshots.statcache
+	 * (cache_path), and sb->statedir is STATE/sandboxes/KEY */
+	char glob[4300];
+	const char *slash = strrchr(sb->statedir, '/');
+	snprintf(glob, sizeof(glob), "%.*s/*/snapshots.statcache",
+		 slash ? (int)(slash - sb->statedir) : 0, sb->statedir);
+	struct snap_gc_stats st;
+	if (snap_gc(slash ? glob : NULL, &st, &err))
+		sfs_log(SFS_LOG_WARN, "%s: snapshot store gc: %s", sb->name, err.msg);
+	else if (st.removed || st.caches_dropped)
+		sfs_log(SFS_LOG_INFO,
+			"%s: snapshot store gc: %" PRIu64 " objects (%" PRIu64
+			" bytes) removed, %" PRIu64 " kept, %" PRIu64 " stat caches dropped",
+			sb->name, st.removed, st.removed_bytes, st.kept, st.caches_dropped);
 }
 
 int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commit,

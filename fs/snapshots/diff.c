@@ -107,6 +107,7 @@ int snap_diff_paths(int oldfd, int newfd, const char *const *paths, size_t n, st
 		    struct sfs_err *err)
 {
 	struct rec r = {.err = err};
+	st_writers_shared(); /* its sparse trees are in no snapshot */
 	int ret = st_open(&r.repo, err);
 	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
 	if (rc < 0)
@@ -134,6 +135,7 @@ int snap_diff_paths(int oldfd, int newfd, const char *const *paths, size_t n, st
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);
+	st_writers_unlock();
 	return ret;
 }
 
@@ -176,6 +178,7 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 {
 	struct rec r = {.err = err};
 	struct scache sc;
+	st_writers_shared(); /* it writes blobs and trees, and the cache */
 	scache_load(&sc, cache);
 	struct paths changed = {0};
 	int ret = st_open(&r.repo, err);
@@ -222,5 +225,6 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);
+	st_writers_unlock();
 	return ret;
 }

@@ -21,6 +21,11 @@ mode_t st_implied_perm(git_filemode_t m);
 /* Which store this is (device and inode of its objects directory; 0 when
  * there is none yet): a stat cache made for another store is not used. */
 uint64_t st_identity(void);
+/* The writer lock (gc.c): every function that writes objects or a stat
+ * cache holds it shared; snap_gc holds it exclusive while it sweeps. */
+void st_writers_shared(void);
+void st_writers_exclusive(void);
+void st_writers_unlock(void);
 
 /* ---- cache.c: the stat cache ---- */
 struct sc_entry {

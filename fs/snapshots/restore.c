@@ -257,6 +257,7 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 {
 	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
 	struct scache sc;
+	st_writers_shared(); /* the cache it rewrites names blobs */
 	scache_load(&sc, cache);
 	s.cache = &sc;
 	int ret = st_open(&s.repo, err);
@@ -283,5 +284,6 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 	scache_free(&sc);
 	git_odb_free(s.odb);
 	git_repository_free(s.repo);
+	st_writers_unlock();
 	return ret;
 }

@@ -71,8 +71,16 @@ void snap_store_shutdown(void);
 int snap_take(int rootfd, const char *cache, const char *key, const char *id, const char *label,
 	      int64_t when, char commit[41], struct snap_stats *st, struct sfs_err *err);
 /* Drops refs/sandboxfs/KEY/ID (no error when absent); id NULL drops all of
- * KEY's. */
+ * KEY's.  How many refs went (>= 0), or -errno. */
 int snap_forget(const char *key, const char *id, struct sfs_err *err);
+/* Deletes the store's objects that no ref reaches (after refs were
+ * dropped), and the stat caches matching cache_glob (may be NULL) that
+ * name one of them.  Waits for writers in progress; -EIO on a store that
+ * cannot be read (nothing is deleted then). */
+struct snap_gc_stats {
+	uint64_t kept, removed, removed_bytes, caches_dropped;
+};
+int snap_gc(const char *cache_glob, struct snap_gc_stats *st, struct sfs_err *err);
 /* Reads a snapshot commit's trailers. */
 int snap_info_read(const char *commit, struct snap_info *info, struct sfs_err *err);
 

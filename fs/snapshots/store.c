@@ -16,6 +16,22 @@
 #include <unistd.h>
 
 static char store_path[4200];
+static pthread_rwlock_t writers = PTHREAD_RWLOCK_INITIALIZER;
+
+void st_writers_shared(void)
+{
+	pthread_rwlock_rdlock(&writers);
+}
+
+void st_writers_exclusive(void)
+{
+	pthread_rwlock_wrlock(&writers);
+}
+
+void st_writers_unlock(void)
+{
+	pthread_rwlock_unlock(&writers);
+}
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_result;
 
@@ -101,8 +117,14 @@ int st_open(git_repository **repo, struct sfs_err *err)
 		int r = sfs_mkdir_p(parent, 0700);
 		if (r)
 			return sfs_errf(err, r, "snapshot: %s: %s", parent, strerror(-r));
-		/* two first snapshots at once: init of an existing repo is fine */
-		rc = git_repository_init(repo, store_path, 1);
+		/* two first snapshots at once: one makes it (two inits at once
+		 * collide on config.lock), the other opens what it made */
+		static pthread_mutex_t init_mu = PTHREAD_MUTEX_INITIALIZER;
+		pthread_mutex_lock(&init_mu);
+		rc = git_repository_open_bare(repo, store_path);
+		if (rc == GIT_ENOTFOUND)
+			rc = git_repository_init(repo, store_path, 1);
+		pthread_mutex_unlock(&init_mu);
 	}
 	return rc < 0 ? st_error(err, rc, "snapshot: the object store") : 0;
 }
@@ -117,6 +139,7 @@ int snap_take(int rootfd, const char *cache, const char *key, const char *id, co
 {
 	struct rec r = {.err = err};
 	struct scache sc;
+	st_writers_shared(); /* no sweep until the commit has its ref */
 	scache_load(&sc, cache);
 	r.cache = &sc;
 	int ret = st_open(&r.repo, err);
@@ -171,6 +194,7 @@ int snap_take(int rootfd, const char *cache, const char *key, const char *id, co
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);
+	st_writers_unlock();
 	return ret;
 }
 
@@ -185,14 +209,19 @@ int snap_forget(const char *key, const char *id, struct sfs_err *err)
 	snprintf(glob, sizeof(glob), "%s", ref);
 	git_reference_iterator *it = NULL;
 	int rc = id ? 0 : git_reference_iterator_glob_new(&it, repo, glob);
+	int dropped = 0;
 	if (id) {
+		git_oid was;
+		/* removing a missing ref is no error to libgit2: ask first */
+		dropped = git_reference_name_to_id(&was, repo, ref) == 0;
 		rc = git_reference_remove(repo, ref);
 		if (rc == GIT_ENOTFOUND)
 			rc = 0;
 	} else {
 		const char *name;
 		while (rc == 0 && (rc = git_reference_next_name(&name, it)) == 0)
-			rc = git_reference_remove(repo, name);
+			if ((rc = git_reference_remove(repo, name)) == 0)
+				dropped++;
 		if (rc == GIT_ITEROVER)
 			rc = 0;
 	}
@@ -200,7 +229,7 @@ int snap_forget(const char *key, const char *id, struct sfs_err *err)
 	if (rc < 0)
 		r = st_error(err, rc, "snapshot: dropping its ref");
 	git_repository_free(repo);
-	return r;
+	return r ? r : dropped;
 }
 
 static int commit_of(git_repository *repo, const char *hex, git_commit **c)

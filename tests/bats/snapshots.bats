@@ -246,6 +246,51 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	[ -z "$(git --git-dir="$STATE/git/store" for-each-ref refs/sandboxfs)" ]
 }
 
+# objects_size: bytes under the store's objects directory
+objects_size() { du -sb "$STATE/git/store/objects" | cut -f1; }
+
+@test "deleting snapshots frees the objects only they held; other snapshots still restore byte for byte" {
+	store="$STATE/git/store"
+	mkdir "$MNT/keep"
+	fill "$MNT/keep/workspace"
+	head -c 300000 /dev/urandom >"$MNT/keep/workspace/kept.bin"
+	mkdir "$MNT/big"
+	head -c 8000000 /dev/urandom >"$MNT/big/workspace/big.bin"
+	cp "$MNT/keep/workspace/kept.bin" "$MNT/big/workspace/shared.bin"
+	sleep 1.1 # older than the snapshots' second: their stat caches vouch for the files
+	ctl_write "$MNT/keep/ctl" "snapshot k"
+	cp -a "$(ws keep)" "$BATS_TEST_TMPDIR/want"
+	size0=$(objects_size)
+	ctl_write "$MNT/big/ctl" "snapshot one"
+	ctl_write "$MNT/big/ctl" "snapshot two"
+	[ "$(objects_size)" -gt $((size0 + 7000000)) ]
+	# one snapshot gone: the other still holds the file
+	rmdir "$MNT/big/snapshots/one"
+	[ "$(objects_size)" -gt $((size0 + 7000000)) ]
+	cmp "$MNT/big/snapshots/two/tree/big.bin" "$MNT/big/workspace/big.bin"
+	# the last one gone: its objects go, though the sandbox lives (its stat
+	# cache vouched for them: dropped, so the next snapshot reads the file)
+	[ "$(find "$STATE/sandboxes" -name snapshots.statcache | wc -l)" -eq 2 ]
+	rmdir "$MNT/big/snapshots/two"
+	[ "$(objects_size)" -lt $((size0 + 100000)) ]
+	[ "$(find "$STATE/sandboxes" -name snapshots.statcache | wc -l)" -eq 1 ]
+	ctl_write "$MNT/big/ctl" "snapshot three"
+	cmp "$MNT/big/snapshots/three/tree/big.bin" "$MNT/big/workspace/big.bin"
+	git --git-dir="$store" fsck --no-dangling --no-progress
+	# the sandbox gone: the store is back to what it was
+	rmdir "$MNT/big"
+	[ "$(objects_size)" -lt $((size0 + 100000)) ]
+	# every object a ref reaches is there, and keep's snapshot restores whole
+	git --git-dir="$store" fsck --no-dangling --no-progress
+	[ "$(git --git-dir="$store" count-objects | cut -d' ' -f1)" -gt 0 ]
+	cmp "$MNT/keep/snapshots/k/tree/kept.bin" "$BATS_TEST_TMPDIR/want/kept.bin"
+	find "$MNT/keep/workspace" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+	echo junk >"$MNT/keep/workspace/junk"
+	ctl_write "$MNT/keep/ctl" "restore k" >/dev/null
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/want" "$(ws keep)"
+	[ "$(modes "$BATS_TEST_TMPDIR/want")" = "$(modes "$(ws keep)")" ]
+}
+
 @test "source= gives snapshot base (its diff applies to the source), setup= gives snapshot setup" {
 	R="$BATS_TEST_TMPDIR/repo"
 	gitc init -q "$R"

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,9 +287,10 @@ static void test_forget(void)
 	char ref[512];
 	snprintf(ref, sizeof(ref), "%s/git/store/refs/sandboxfs/k9/a", state);
 	CHECK_INT(access(ref, F_OK), 0);
-	CHECK_INT(snap_forget("k9", "a", NULL), 0);
+	CHECK_INT(snap_forget("k9", "a", NULL), 1);
+	CHECK_INT(snap_forget("k9", "a", NULL), 0); /* gone already */
 	CHECK(access(ref, F_OK) != 0);
-	CHECK_INT(snap_forget("k9", NULL, NULL), 0);
+	CHECK_INT(snap_forget("k9", NULL, NULL), 1);
 	snprintf(ref, sizeof(ref), "%s/git/store/refs/sandboxfs/k9/b", state);
 	CHECK(access(ref, F_OK) != 0);
 	close(fd);
@@ -296,6 +298,148 @@ static void test_forget(void)
 	sfs_rm_rf(state);
 }
 
+/* Counts the loose objects of the store. */
+static int loose_objects(void)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd),
+		 "find %s/git/store/objects -type f -path '*/objects/?"
+		 "?/*' | wc -l",
+		 state);
+	FILE *f = popen(cmd, "r");
+	int n = -1;
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = -1;
+		pclose(f);
+	}
+	return n;
+}
+
+/* The file rel of snapshot commit, restored into a fresh directory. */
+static char *restored(const char *commit, const char *rel)
+{
+	char dir[400], rcache[400], p[600], *data = NULL;
+	size_t len;
+	static int n;
+	snprintf(dir, sizeof(dir), "%s/out%d", state, __atomic_add_fetch(&n, 1, __ATOMIC_SEQ_CST));
+	snprintf(rcache, sizeof(rcache), "%s.cache", dir);
+	mkdir(dir, 0755);
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct snap_restore_stats st;
+	struct sfs_err e = {0};
+	int r = snap_restore(commit, fd, rcache, &st, NULL, NULL, &e);
+	if (r)
+		fprintf(stderr, "restore %s: %s\n", commit, e.msg);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	if (r || sfs_read_file(p, &data, &len) != 0)
+		data = NULL;
+	sfs_rm_rf(dir);
+	unlink(rcache);
+	return data;
+}
+
+static void test_gc(void)
+{
+	setup();
+	int fd = rootfd();
+	char keep[41], gone[41];
+	CHECK_INT(snap_take(fd, cache, "k1", "keep", NULL, 1, keep, NULL, NULL), 0);
+	int before = loose_objects();
+	put("unique.txt", "only in the snapshot that goes\n", 0644);
+	sleep(1); /* older than the cache's second: the stat cache notes it */
+	CHECK_INT(snap_take(fd, cache, "k2", "gone", NULL, 1, gone, NULL, NULL), 0);
+	/* a blob, the root tree, a commit: new; the rest is shared */
+	CHECK_INT(loose_objects(), before + 3);
+	struct snap_gc_stats st;
+	CHECK_INT(snap_gc(NULL, &st, NULL), 0);
+	CHECK_INT((int)st.removed, 0); /* every object is reachable */
+	CHECK_INT(snap_forget("k2", NULL, NULL), 1);
+	/* a stat cache naming the unique blob is dropped; one that does not, kept */
+	char other[400];
+	snprintf(other, sizeof(other), "%s/other.statcache", state);
+	CHECK_INT(rename(cache, other), 0);
+	char pattern[400];
+	snprintf(pattern, sizeof(pattern), "%s/*.statcache", state);
+	CHECK_INT(snap_gc(pattern, &st, NULL), 0);
+	CHECK_INT((int)st.removed, 3);
+	CHECK_INT(loose_objects(), before);
+	CHECK(st.removed_bytes > 0);
+	CHECK_INT(access(other, F_OK), -1); /* it vouched for unique.txt's blob */
+	char *a = restored(keep, "a.txt");
+	CHECK_STREQ(a ? a : "(none)", "one\ntwo\nthree\n");
+	free(a);
+	CHECK_INT(snap_gc(pattern, &st, NULL), 0);
+	CHECK_INT((int)st.removed, 0);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+/* Snapshots taken while another thread deletes snapshots and sweeps: none
+ * loses an object it names (the writer lock keeps the sweep out of the
+ * window between an object's write and its ref). */
+struct gc_race {
+	int rounds;
+	char commits[40][41];
+};
+
+static void *race_writer(void *arg)
+{
+	struct gc_race *g = arg;
+	char dir[400], wcache[400], p[500], id[16], text[64];
+	snprintf(dir, sizeof(dir), "%s/w", state);
+	snprintf(wcache, sizeof(wcache), "%s/w.statcache", state);
+	mkdir(dir, 0755);
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (int i = 0; i < g->rounds; i++) {
+		snprintf(p, sizeof(p), "%s/f", dir);
+		snprintf(text, sizeof(text), "generation %d\n", i);
+		FILE *f = fopen(p, "w");
+		fputs(text, f);
+		fclose(f);
+		snprintf(id, sizeof(id), "s%d", i);
+		struct sfs_err e = {0};
+		if (snap_take(fd, wcache, "kw", id, NULL, 1, g->commits[i], NULL, &e)) {
+			fprintf(stderr, "snapshot %s: %s\n", id, e.msg);
+			g->commits[i][0] = '\0';
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void test_gc_concurrent(void)
+{
+	setup();
+	int fd = rootfd();
+	struct gc_race g = {.rounds = 40};
+	pthread_t w;
+	CHECK_INT(pthread_create(&w, NULL, race_writer, &g), 0);
+	char c[41];
+	for (int i = 0; i < 40; i++) {
+		char text[64];
+		snprintf(text, sizeof(text), "churn %d\n", i);
+		put("churn.txt", text, 0644);
+		CHECK_INT(snap_take(fd, cache, "kg", "tmp", NULL, 1, c, NULL, NULL), 0);
+		CHECK_INT(snap_forget("kg", NULL, NULL), 1);
+		CHECK_INT(snap_gc(NULL, NULL, NULL), 0);
+	}
+	pthread_join(w, NULL);
+	for (int i = 0; i < g.rounds; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "generation %d\n", i);
+		CHECK(g.commits[i][0] != '\0');
+		char *got = restored(g.commits[i], "f");
+		CHECK_STREQ(got ? got : "(missing)", want);
+		free(got);
+	}
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
 CHECK_MAIN(CHECK_CASE(test_take_info_browse), CHECK_CASE(test_stat_cache),
 	   CHECK_CASE(test_diff_restore), CHECK_CASE(test_diff_dirs), CHECK_CASE(test_diff_paths),
-	   CHECK_CASE(test_forget))
+	   CHECK_CASE(test_forget), CHECK_CASE(test_gc), CHECK_CASE(test_gc_concurrent))
