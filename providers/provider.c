@@ -92,6 +92,32 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n)
 	free(ents);
 }
 
+int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
+			   struct sfs_rdirent **ents, size_t *n)
+{
+	size_t count = json_array_size(arr);
+	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < count; i++) {
+		json_t *e = json_array_get(arr, i);
+		const char *name = json_string_value(json_object_get(e, "name"));
+		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
+		    strchr(name, '/'))
+			continue;
+		int bad = !(v[k].name = strdup(name)) || conv(e, &v[k].st);
+		k++;
+		if (bad) {
+			sfs_rdirents_free(v, k);
+			return -ENOMEM;
+		}
+	}
+	*ents = v;
+	*n = k;
+	return 0;
+}
+
 pthread_mutex_t sfs_records_mu = PTHREAD_MUTEX_INITIALIZER;
 const char *sfs_state_dir;
 const char *sfs_mount_dir;

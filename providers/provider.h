@@ -85,6 +85,11 @@ struct sfs_rdirent {
 };
 
 void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n);
+/* A provider's JSON array of entries as a listing: each element's "name"
+ * (empty, ".", ".." and names holding '/' are left out) with conv's
+ * attributes of it.  0, or -ENOMEM (nothing allocated is left). */
+int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
+			   struct sfs_rdirent **ents, size_t *n);
 
 struct sfs_snapshot {
 	char *id;

@@ -101,60 +101,9 @@ int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 		json_decref(o);
 		return sfs_errf(err, -EPROTO, "daytona: listing %s: not a list", path);
 	}
-	size_t count = json_array_size(o);
-	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
-	if (!v) {
-		json_decref(o);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < count && !r; i++) {
-		json_t *e = json_array_get(o, i);
-		const char *name = json_string_value(json_object_get(e, "name"));
-		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
-		    strchr(name, '/'))
-			continue;
-		if (!(v[k].name = strdup(name)) || dt_file_info_from_json(e, &v[k].st))
-			r = sfs_errf(err, -ENOMEM, "out of memory");
-		k++;
-	}
+	r = sfs_rdirents_from_json(o, dt_file_info_from_json, ents, n);
 	json_decref(o);
-	if (r) {
-		sfs_rdirents_free(v, k);
-		return r;
-	}
-	*ents = v;
-	*n = k;
-	return 0;
-}
-
-struct sink {
-	int fd;
-	off_t pos;
-};
-
-static int to_fd(const void *data, size_t len, void *arg)
-{
-	struct sink *s = arg;
-	const char *p = data;
-	while (len) {
-		ssize_t w = pwrite(s->fd, p, len, s->pos);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-		s->pos += w;
-	}
-	return 0;
-}
-
-static int rewind_fd(void *arg)
-{
-	struct sink *s = arg;
-	s->pos = 0;
-	return ftruncate(s->fd, 0);
+	return r ? sfs_errf(err, r, "out of memory") : 0;
 }
 
 static int status_err(struct sfs_sandbox *sb, const char *what, const char *path,
@@ -175,9 +124,11 @@ int dt_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err 
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	free(p);
-	struct sink s = {.fd = fd};
-	struct sfs_http_req req = {
-	    .method = "GET", .sink = to_fd, .sink_reset = rewind_fd, .sink_arg = &s};
+	struct sfs_http_fd s = {.fd = fd};
+	struct sfs_http_req req = {.method = "GET",
+				   .sink = sfs_http_fd_sink,
+				   .sink_reset = sfs_http_fd_rewind,
+				   .sink_arg = &s};
 	struct sfs_http_resp resp;
 	int r = dt_toolbox_req(sb, q, &req, &resp, err);
 	free(q);

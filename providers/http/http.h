@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../err.h"
 #include "../strbuf.h"
@@ -77,6 +78,16 @@ struct sfs_http_resp {
  */
 int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, struct sfs_err *err);
 void sfs_http_resp_free(struct sfs_http_resp *resp);
+
+/* A 2xx body written into a file from offset 0 (fdsink.c): .sink =
+ * sfs_http_fd_sink, .sink_reset = sfs_http_fd_rewind (truncates it for a
+ * retry), .sink_arg = &(struct sfs_http_fd){.fd = fd}. */
+struct sfs_http_fd {
+	int fd;
+	off_t pos;
+};
+int sfs_http_fd_sink(const void *data, size_t len, void *arg);
+int sfs_http_fd_rewind(void *arg);
 
 /* Like sfs_http_do, then maps a non-2xx status to an errno with the
  * server's message; *out (may be NULL) gets the parsed JSON body or NULL. */

@@ -200,34 +200,11 @@ int sp_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 	return r;
 }
 
-struct to_fd {
-	int fd;
-};
-
-static int write_fd(const void *data, size_t len, void *arg)
-{
-	struct to_fd *t = arg;
-	const char *p = data;
-	while (len) {
-		ssize_t w = write(t->fd, p, len);
-		if (w < 0)
-			return -errno;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-static int rewind_fd(void *arg)
-{
-	struct to_fd *t = arg;
-	return ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) ? -errno : 0;
-}
-
 int sp_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
 {
-	struct to_fd t = {fd};
-	struct sfs_http_req req = {.sink = write_fd, .sink_reset = rewind_fd, .sink_arg = &t};
+	struct sfs_http_fd t = {.fd = fd};
+	struct sfs_http_req req = {
+	    .sink = sfs_http_fd_sink, .sink_reset = sfs_http_fd_rewind, .sink_arg = &t};
 	struct sfs_http_resp resp = {0};
 	int r = fs_call(sb, "GET", "read", path, NULL, &req, &resp, err);
 	if (!r && (resp.status < 200 || resp.status > 299))

@@ -77,35 +77,6 @@ int vc_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	return r;
 }
 
-struct sink {
-	int fd;
-	off_t pos;
-};
-
-static int to_fd(const void *data, size_t len, void *arg)
-{
-	struct sink *s = arg;
-	const char *p = data;
-	while (len) {
-		ssize_t w = pwrite(s->fd, p, len, s->pos);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-		s->pos += w;
-	}
-	return 0;
-}
-
-static int rewind_fd(void *arg)
-{
-	struct sink *s = arg;
-	s->pos = 0;
-	return ftruncate(s->fd, 0);
-}
-
 static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,
 		      struct sfs_err *err)
 {
@@ -126,11 +97,11 @@ int vc_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err 
 	free(abs);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sink s = {.fd = fd};
+	struct sfs_http_fd s = {.fd = fd};
 	struct sfs_http_req req = {.method = "POST",
 				   .json = body,
-				   .sink = to_fd,
-				   .sink_reset = rewind_fd,
+				   .sink = sfs_http_fd_sink,
+				   .sink_reset = sfs_http_fd_rewind,
 				   .sink_arg = &s,
 				   .retry_unsafe = true}; /* a read */
 	struct sfs_http_resp resp;
