@@ -14,6 +14,21 @@
 
 char sfs_self_exe[4096];
 
+int sfs_write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	while (len) {
+		ssize_t w = write(fd, c, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -EIO;
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err)
 {
 	char tmp[4200];

@@ -12,6 +12,8 @@
 int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err);
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
 int sfs_read_file(const char *path, char **out, size_t *len);
+/* Writes all of p to fd (retrying short writes and EINTR); 0 or -EIO. */
+int sfs_write_all(int fd, const void *p, size_t len);
 int sfs_mkdir_p(const char *path, unsigned mode);
 /* Removes a tree without following symlinks. */
 int sfs_rm_rf(const char *path);

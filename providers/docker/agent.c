@@ -107,20 +107,6 @@ static void sleep_ms(double ms)
 	nanosleep(&ts, NULL);
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t w = write(fd, p, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -EIO;
-		p += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The agent's FIFO open for writing, or -errno (-ENXIO: no agent reads). */
 static int open_fifo(struct sfs_sandbox *sb)
 {
@@ -252,7 +238,7 @@ static int put_script(int rundir, const char *name, const struct sfs_sh_cmd *c)
 		return r;
 	unlinkat(rundir, name, 0);
 	int fd = openat(rundir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	r = fd < 0 ? -errno : write_all(fd, text, strlen(text));
+	r = fd < 0 ? -errno : sfs_write_all(fd, text, strlen(text));
 	if (fd >= 0)
 		close(fd);
 	free(text);

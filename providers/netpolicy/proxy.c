@@ -12,6 +12,7 @@
 #include "proxy.h"
 
 #include "../config.h"
+#include "../util.h"
 #include "policy.h"
 #include "request.h"
 
@@ -257,20 +258,6 @@ static int dial(const char *host, int port, char *why, size_t wlen)
 	return -e;
 }
 
-static bool write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return false;
-		p += w;
-		n -= (size_t)w;
-	}
-	return true;
-}
-
 /* Copies bytes both ways until both sides are done (a side's EOF becomes a
  * half-close of the other) or the proxy stops. */
 static void relay(int a, int b)
@@ -291,7 +278,7 @@ static void relay(int a, int b)
 				continue;
 			int from = i ? b : a, to = i ? a : b;
 			ssize_t n = read(from, buf, sizeof(buf));
-			if (n > 0 && write_all(to, buf, (size_t)n))
+			if (n > 0 && sfs_write_all(to, buf, (size_t)n) == 0)
 				continue;
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -364,16 +351,16 @@ static void serve(struct pconn *c)
 	bool ok;
 	if (req.connect) {
 		static const char est[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
-		ok = write_all(c->client, est, sizeof(est) - 1) &&
-		     write_all(up, buf + req.head_len, got - req.head_len);
+		ok = sfs_write_all(c->client, est, sizeof(est) - 1) == 0 &&
+		     sfs_write_all(up, buf + req.head_len, got - req.head_len) == 0;
 	} else {
 		/* origin form upstream: METHOD /path VERSION, then the rest as sent */
 		char line[SFS_PROXY_HEAD_MAX + 64];
 		int n = snprintf(line, sizeof(line), "%s %s%.*s %s\r\n", req.method,
 				 req.path_root ? "/" : "", (int)req.path_len, buf + req.path_off,
 				 req.version);
-		ok = n > 0 && (size_t)n < sizeof(line) && write_all(up, line, (size_t)n) &&
-		     write_all(up, buf + req.line_len, got - req.line_len);
+		ok = n > 0 && (size_t)n < sizeof(line) && sfs_write_all(up, line, (size_t)n) == 0 &&
+		     sfs_write_all(up, buf + req.line_len, got - req.line_len) == 0;
 	}
 	if (ok)
 		relay(c->client, up);
