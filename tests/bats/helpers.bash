@@ -90,6 +90,15 @@ wait_for() {
 	return 1
 }
 
+# blocked_reading PID FILE: PID is inside read(2) (x86_64 syscall 0) on an
+# fd open on FILE (symlinks resolved), i.e. parked, not merely started.
+blocked_reading() {
+	local sc fd
+	read -r sc fd _ <"/proc/$1/syscall" 2>/dev/null || return 1
+	[ "$sc" = 0 ] || return 1
+	[ "$(readlink "/proc/$1/fd/$((fd))")" = "$(readlink -f "$2")" ]
+}
+
 # ctl_write FILE LINE: writes LINE to FILE on one fd and prints what a read of
 # the same fd returns (the result or the error), like `exec 7<>ctl`.
 ctl_write() {
