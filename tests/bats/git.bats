@@ -6,6 +6,7 @@
 
 load helpers
 load docker_helpers
+load git_helpers
 
 setup() {
 	export SANDBOXFS_GIT_TOKEN=tok-$RANDOM-sekrit-$RANDOM
@@ -129,19 +130,8 @@ nothing_left_but() {
 }
 
 @test "source=http:// from git http-backend behind a CGI server on 127.0.0.1" {
-	# http.server runs CGI scripts as nobody when started by root: a world-readable tree
 	HB=$(mktemp -d /tmp/sfs-git-http.XXXXXX)
-	chmod 755 "$HB"
-	mkdir "$HB/cgi-bin" "$HB/srv"
-	git clone -q --bare "$REPO" "$HB/srv/r.git"
-	chmod -R a+rX "$HB"
-	cat >"$HB/cgi-bin/git" <<-EOF
-	#!/bin/sh
-	export GIT_PROJECT_ROOT=$HB/srv GIT_HTTP_EXPORT_ALL=1
-	export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
-	exec git http-backend
-	EOF
-	chmod 755 "$HB/cgi-bin/git"
+	git_cgi_root "$HB" "$REPO"
 	port=$((20000 + RANDOM % 20000))
 	python3 -m http.server --cgi --bind 127.0.0.1 --directory "$HB" "$port" \
 		>"$BATS_TEST_TMPDIR/http.log" 2>&1 3>&- &

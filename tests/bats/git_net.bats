@@ -7,6 +7,7 @@
 # this machine.
 
 load helpers
+load git_helpers
 
 setup() {
 	REPO="$BATS_TEST_TMPDIR/repo"
@@ -30,6 +31,17 @@ teardown() {
 }
 
 ws() { awk '$1=="workspace"{print $2}' "$MNT/$1/status"; }
+
+# cloned NAME URL REF: `new NAME source=URL ref=REF` succeeds, and the
+# workspace is REPO's REF with origin URL
+cloned() {
+	run ctl_write "$MNT/ctl" "new $1 source=$2 ref=$3"
+	[ "$status" -eq 0 ]
+	[ "$output" = "$1" ]
+	w=$(ws "$1")
+	[ "$(git -C "$w" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse "$3")" ]
+	[ "$(git -C "$w" remote get-url origin)" = "$2" ]
+}
 
 # nothing_left: no sandbox, no state dir, no temporary mirror
 nothing_left() {
@@ -82,12 +94,7 @@ serve_ssh() {
 	AGENT_PID=$SSH_AGENT_PID
 	ssh-add -q "$SD/agent_key" 2>/dev/null
 	sfs_mount -o "git.known_hosts=$SD/known_hosts"
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL ref=feature"
-	[ "$status" -eq 0 ]
-	[ "$output" = s ]
-	w=$(ws s)
-	[ "$(git -C "$w" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse feature)" ]
-	[ "$(git -C "$w" remote get-url origin)" = "$SSH_URL" ]
+	cloned s "$SSH_URL" feature
 	[ "$(cat "$w/f.txt")" = feat ]
 	grep -q "Accepted publickey for $(id -un) .* ED25519 $(ssh-keygen -lf "$SD/agent_key.pub" | cut -d' ' -f2)" "$SD/log"
 }
@@ -97,9 +104,7 @@ serve_ssh() {
 	unset SSH_AUTH_SOCK
 	export SANDBOXFS_GIT_SSH_PASSPHRASE=$SSH_PASS
 	sfs_mount -o "git.known_hosts=$SD/known_hosts" -o "git.ssh_key=$SD/file_key"
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL"
-	[ "$status" -eq 0 ]
-	[ "$(git -C "$(ws s)" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse main)" ]
+	cloned s "$SSH_URL" main
 	grep -q "Accepted publickey for $(id -un) .* ED25519 $(ssh-keygen -lf "$SD/file_key.pub" | cut -d' ' -f2)" "$SD/log"
 	# a run never gets the passphrase; it is nowhere in logs or state
 	n=$(ctl_write "$MNT/s/ctl" "exec echo \"[\$SANDBOXFS_GIT_SSH_PASSPHRASE]\"")
@@ -173,15 +178,7 @@ make_ca() {
 serve_https() {
 	make_ca good
 	HB=$(mktemp -d /tmp/sfs-git-https.XXXXXX)
-	mkdir "$HB/cgi-bin" "$HB/srv"
-	git clone -q --bare "$REPO" "$HB/srv/r.git"
-	cat >"$HB/cgi-bin/git" <<-EOF
-	#!/bin/sh
-	export GIT_PROJECT_ROOT=$HB/srv GIT_HTTP_EXPORT_ALL=1
-	export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
-	exec git http-backend
-	EOF
-	chmod 755 "$HB/cgi-bin/git"
+	git_cgi_root "$HB" "$REPO"
 	HTTPS_PORT=$((20000 + RANDOM % 20000))
 	: >"$BATS_TEST_TMPDIR/auth.seen"
 	python3 "$BATS_TEST_DIRNAME/https_git.py" "$HTTPS_PORT" "$HB" "$TLS/good-cert.pem" \
@@ -197,12 +194,7 @@ serve_https() {
 	want="Basic $(printf 'x-access-token:%s' "$SANDBOXFS_GIT_TOKEN" | base64 -w0)"
 	serve_https "$want"
 	sfs_mount -o "git.ca_file=$TLS/good-ca.pem"
-	run ctl_write "$MNT/ctl" "new h source=$HTTPS_URL ref=feature"
-	[ "$status" -eq 0 ]
-	[ "$output" = h ]
-	w=$(ws h)
-	[ "$(git -C "$w" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse feature)" ]
-	[ "$(git -C "$w" remote get-url origin)" = "$HTTPS_URL" ]
+	cloned h "$HTTPS_URL" feature
 	# the smart protocol through the TLS server, authorised by the token
 	grep -q 'info/refs?service=git-upload-pack' "$BATS_TEST_TMPDIR/https.log"
 	grep -q 'POST /cgi-bin/git/r.git/git-upload-pack' "$BATS_TEST_TMPDIR/https.log"
@@ -212,9 +204,7 @@ serve_https() {
 	# SSL_CERT_FILE does the same when git.ca_file is not set
 	sfs_unmount
 	SSL_CERT_FILE="$TLS/good-ca.pem" sfs_mount
-	run ctl_write "$MNT/ctl" "new h2 source=$HTTPS_URL"
-	[ "$status" -eq 0 ]
-	[ "$(git -C "$(ws h2)" rev-parse HEAD)" = "$(git -C "$REPO" rev-parse main)" ]
+	cloned h2 "$HTTPS_URL" main
 }
 
 @test "https:// with a certificate nobody trusted fails new with a clear error and leaves nothing" {

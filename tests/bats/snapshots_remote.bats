@@ -16,6 +16,14 @@ teardown() {
 	conf_teardown
 }
 
+# one_commit_repo DIR: a repository whose main has a.txt ("one")
+one_commit_repo() {
+	git -c init.defaultBranch=main init -q "$1"
+	echo one >"$1/a.txt"
+	git -C "$1" add -A
+	git -C "$1" -c user.email=t@example.org -c user.name=t commit -qm one
+}
+
 @test "daytona: snapshot kind=workspace, its tree/ and diff, and a restore that writes the changes back" {
 	run conf_new r
 	[ "$status" -eq 0 ]
@@ -76,10 +84,7 @@ teardown() {
 
 @test "daytona: a successful setup= takes snapshot setup of the prepared tree; restore setup brings it back" {
 	R="$BATS_TEST_TMPDIR/repo"
-	git -c init.defaultBranch=main init -q "$R"
-	echo one >"$R/a.txt"
-	git -C "$R" add -A
-	git -C "$R" -c user.email=t@example.org -c user.name=t commit -qm one
+	one_commit_repo "$R"
 	run conf_new r "source=$R" "setup='echo built >out.txt'"
 	[ "$status" -eq 0 ]
 	grep -qx 'kind workspace' "$MNT/r/snapshots/setup/info"
@@ -98,10 +103,7 @@ teardown() {
 
 @test "daytona: no setup= takes no setup snapshot; a failed setup takes none either" {
 	R="$BATS_TEST_TMPDIR/repo"
-	git -c init.defaultBranch=main init -q "$R"
-	echo one >"$R/a.txt"
-	git -C "$R" add -A
-	git -C "$R" -c user.email=t@example.org -c user.name=t commit -qm one
+	one_commit_repo "$R"
 	run conf_new r "source=$R"
 	[ "$status" -eq 0 ]
 	[ ! -e "$MNT/r/snapshots/setup" ]
