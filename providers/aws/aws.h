@@ -1,0 +1,81 @@
+/*
+ * The aws provider (issue 16; docs/aws.md): a sandbox is the S3 prefix
+ * s3://BUCKET/PREFIX/NAME/ through the remote workspace layer; runs (ECS
+ * tasks) are not written yet.  This header is the pure part: the
+ * credential/region/endpoint chain from env and the ~/.aws files, and the
+ * signed headers of one request.
+ */
+#ifndef SFS_AWS_H
+#define SFS_AWS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+#include "../err.h"
+#include "../options.h"
+
+#define AWS_DEFAULT_REGION "us-east-1"
+
+extern const struct sfs_opt sfs_aws_options[];
+
+/* ---- config.c: the standard chain, as far as it is env and files ---------- */
+
+struct aws_config {
+	char *access_key, *secret_key, *session_token; /* NULL when none found */
+	char *region;
+	char *profile;
+	/* where the keys came from: "environment", "credentials file PATH [NAME]",
+	 * "config file PATH [profile NAME]"; "" when none */
+	char *creds_source;
+	/* endpoint bases without a trailing '/' (default AWS hosts when not
+	 * overridden) and whether S3 is path-style */
+	char *s3_endpoint, *ecs_endpoint, *logs_endpoint;
+	bool s3_path_style;
+};
+
+/*
+ * Fills c from the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN, AWS_PROFILE, AWS_REGION, AWS_DEFAULT_REGION,
+ * AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_ENDPOINT_URL[_S3|_ECS|
+ * _CLOUDWATCH_LOGS]) and the two files; region_opt (aws.region) and
+ * addressing_opt (aws.s3_addressing: auto|path|virtual) may be NULL.  Missing
+ * keys are not an error here (aws_config_missing names them); a profile
+ * named by AWS_PROFILE that neither file has is -ENOENT.  The secret and
+ * the token are registered with the redactor.
+ */
+int aws_config_load(struct aws_config *c, const char *region_opt, const char *addressing_opt,
+		    struct sfs_err *err);
+void aws_config_free(struct aws_config *c);
+/* "" when c can sign requests, else what is missing, for status and errors. */
+const char *aws_config_missing(const struct aws_config *c);
+
+/* The value of key in [section] of an INI text (~/.aws style: '#'/';'
+ * comments, "k = v", indented lines below an empty "parent =" are
+ * "parent.k"), malloc'd; NULL when absent. */
+char *aws_ini_get(const char *text, const char *section, const char *key);
+
+/* ---- sign.c: the headers of one signed request ----------------------------- */
+
+#define AWS_MAX_HDRS 24
+
+struct aws_signed {
+	char *lines[AWS_MAX_HDRS];	    /* "Name: value", owned */
+	const char *list[AWS_MAX_HDRS + 1]; /* the same, NULL-terminated: sfs_http_req.headers */
+	size_t n;
+};
+
+/*
+ * Signs method + url (absolute, path already percent-encoded as
+ * sfs_sigv4_uri_encode does) for service at time now: adds Host,
+ * X-Amz-Date, X-Amz-Security-Token (when a session token is set, signed),
+ * for S3 X-Amz-Content-Sha256 (payload_hash, or the body's hash when it is
+ * NULL; UNSIGNED-PAYLOAD for a streamed body), then Authorization.  extra
+ * ("Name: value", NULL-terminated, may be NULL) are sent and signed.
+ */
+int aws_sign(const struct aws_config *c, const char *service, const char *method, const char *url,
+	     const char *const *extra, const char *payload_hash, const void *body, size_t len,
+	     time_t now, struct aws_signed *out, struct sfs_err *err);
+void aws_signed_free(struct aws_signed *s);
+
+#endif
