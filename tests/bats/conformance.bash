@@ -505,8 +505,9 @@ conf_test_hang_responsive() {
 	[ "$(cat "$MNT/l1/runs/$n/wait")" = "exited 0" ]
 	elapsed=$((($(date +%s%N) - start) / 1000000))
 	echo "local work took ${elapsed} ms while the remote hung" >&3
-	[ "$elapsed" -lt 3000 ]
-	kill -0 "$stuck" # still waiting on the hung remote
+	# the proof is the order, not a clock: all of that finished while the
+	# remote read is still stuck (the hang lasts until it is lifted)
+	kill -0 "$stuck"
 	emu_faults '{"hang": false}'
 	wait "$stuck"
 }

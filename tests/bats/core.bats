@@ -276,10 +276,9 @@ try_mount() {
 
 @test "backgroundProcesses: exec returns while the run goes on" {
 	mkdir "$MNT/demo"
-	start=$(date +%s%N)
-	run_cmd demo 'sleep 3'
-	elapsed=$((($(date +%s%N) - start) / 1000000))
-	[ "$elapsed" -lt 2000 ]
+	# exec came back, and the run it started has not ended (it would take
+	# 300 s): no clock needed
+	run_cmd demo 'sleep 300'
 	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
 	echo kill >"$MNT/demo/ctl"
 }
