@@ -116,7 +116,8 @@ uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event
 	e->cls = cls;
 	e->when = time(NULL);
 	pthread_mutex_lock(&wx.lock);
-	e->seq = ++wx.next_seq;
+	/* a copy: once the lock is let go the watcher may consume and free e */
+	uint64_t seq = e->seq = ++wx.next_seq;
 	size_t slot = ws_expect_slot(e->parent, name);
 	/* Appended, so the oldest matching expectation is consumed first. */
 	struct ws_expect **pp = &wx.buckets[slot];
@@ -126,7 +127,7 @@ uint64_t ws_expect(const struct ws_node *parent, const char *name, enum ws_event
 	*pp = e;
 	wx.count++;
 	pthread_mutex_unlock(&wx.lock);
-	return e->seq;
+	return seq;
 }
 
 static void ws_pending_push(fuse_ino_t parent, const char *name, off_t off, off_t len)

@@ -29,6 +29,7 @@ audit_has() {
 
 T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 
+# bats test_tags=core
 @test "ctl commands, runs and workspace changes each leave a line: time, uid, operation, path, result" {
 	# a mount point other users can reach (the bats tmpdir is private)
 	AO_DIR=$(mktemp -d /tmp/sfs-audit-ao.XXXXXX)
@@ -77,6 +78,7 @@ T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 	[ "$(stat -c %a "$MNT/demo/audit")" = 400 ]
 }
 
+# bats test_tags=core
 @test "a read at the end of audit waits for the next line (followed like a journal); a nonblocking one ends" {
 	sfs_mount
 	mkdir "$MNT/demo"
@@ -94,6 +96,7 @@ T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 	[ "$(stat -c %s "$MNT/demo/audit")" -eq "$(audit_now demo | wc -c)" ]
 }
 
+# bats test_tags=core
 @test "secret values never reach audit lines" {
 	export SFS_AUDIT_SECRET="sfs-audit-secret-9d2f61e0"
 	sfs_mount
@@ -154,4 +157,30 @@ T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 	touch "$MNT/demo/workspace/after"
 	audit_has demo 'create workspace/after 0'
 	audit_now demo | grep -q 'create workspace/before 0'
+}
+
+# bats test_tags=tsan
+@test "audit under concurrent changes, ctl commands, rotations and followers (no TSan report)" {
+	export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$BATS_TEST_TMPDIR/tsan:halt_on_error=0"
+	sfs_mount -o audit.max_size=8192
+	mkdir "$MNT/demo"
+	cat "$MNT/demo/audit" >/dev/null &
+	f1=$!
+	local pids=() w
+	for w in 1 2 3; do
+		(for i in $(seq 1 60); do
+			echo "$i" >"$MNT/demo/workspace/w$w-$i"
+			mv "$MNT/demo/workspace/w$w-$i" "$MNT/demo/workspace/m$w-$i"
+			dd if="$MNT/demo/audit" iflag=nonblock status=none >/dev/null
+		done) &
+		pids+=($!)
+	done
+	(for i in $(seq 1 10); do echo "exec true" >"$MNT/demo/ctl"; echo "env K$i=v" >"$MNT/demo/ctl"; done) &
+	pids+=($!)
+	for w in "${pids[@]}"; do wait "$w"; done
+	kill "$f1" 2>/dev/null || true
+	dir=$(ls -d "$STATE"/sandboxes/*/)
+	[ -f "$dir/audit.1" ]
+	sfs_unmount
+	no_tsan_reports
 }

@@ -80,6 +80,20 @@ sfs_teardown() {
 	fi
 }
 
+# no_tsan_reports: fails, showing them, when the daemon wrote any
+# ThreadSanitizer report (a test tagged `tsan` exports
+# TSAN_OPTIONS=log_path=$BATS_TEST_TMPDIR/tsan before it mounts).
+no_tsan_reports() {
+	local f found=0
+	for f in "$BATS_TEST_TMPDIR"/tsan*; do
+		[ -e "$f" ] || continue
+		found=1
+		echo "----- $f"
+		head -n 60 "$f"
+	done
+	[ "$found" -eq 0 ]
+}
+
 # wait_for CMD...: retries CMD for up to 10 s.
 wait_for() {
 	local i

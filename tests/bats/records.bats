@@ -22,17 +22,6 @@ teardown() {
 	docker_cleanup
 }
 
-# no_tsan_reports: fails, showing them, when the daemon wrote any report.
-no_tsan_reports() {
-	local f found=0
-	for f in "$BATS_TEST_TMPDIR"/tsan*; do
-		[ -e "$f" ] || continue
-		found=1
-		echo "----- $f"
-		head -n 60 "$f"
-	done
-	[ "$found" -eq 0 ]
-}
 
 # bats test_tags=tsan
 @test "records: 20 readers of status during a slow daytona create see no race" {

@@ -52,6 +52,7 @@ no_value_anywhere() {
 	done < <(find "$MNT" -path "$MNT/*/workspace" -prune -o -type f -print)
 }
 
+# bats test_tags=core
 @test "a secret from the daemon's env and one from a file reach every run as NAME; status lists names only" {
 	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET secret.DB_PASS=file:$SECRET_FILE" >"$MNT/ctl"
 	grep -qx 'secrets API_TOKEN DB_PASS' "$MNT/demo/status"
@@ -70,6 +71,7 @@ no_value_anywhere() {
 	no_value_anywhere "$FILE_VALUE"
 }
 
+# bats test_tags=core
 @test "bad secrets fail new with a clear error and create nothing" {
 	big="$BATS_TEST_TMPDIR/big"
 	head -c 70000 /dev/zero | tr '\0' x >"$big"
@@ -152,6 +154,7 @@ EOF
 	[ "$(cat "$MNT/demo/runs/2/journal")" = "$(printf '%s\n' "$FILE_VALUE" | md5sum)" ]
 }
 
+# bats test_tags=core
 @test "redact=journal: journal reads hide a value even when the run writes it in halves and readers read 1 byte at a time" {
 	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET redact=journal" >"$MNT/ctl"
 	grep -qx 'redact journal' "$MNT/demo/status"
