@@ -7,6 +7,7 @@ extern const struct sfs_provider sfs_provider_daytona;
 extern const struct sfs_provider sfs_provider_e2b;
 extern const struct sfs_provider sfs_provider_sprites;
 extern const struct sfs_provider sfs_provider_vercel;
+extern const struct sfs_provider sfs_provider_cloudflare;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
@@ -15,6 +16,7 @@ const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_e2b,
     &sfs_provider_sprites,
     &sfs_provider_vercel,
+    &sfs_provider_cloudflare,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

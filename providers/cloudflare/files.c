@@ -1,0 +1,315 @@
+/*
+ * workspace/ on Cloudflare (fs/cache/ caches on top): reads and writes by
+ * path through the bridge's file routes (GET/PUT /file/<path>), source
+ * trees as one hydrate; the bridge has no list, stat, mkdir, delete,
+ * rename or chmod, so those are the shell kit's file scripts over exec
+ * (one call each).  A PUT makes a new file 0644 (the container's umask
+ * 022) and keeps an existing file's mode: another mode costs a chmod.
+ */
+#include "cloudflare.h"
+
+#include "../sh/sh.h"
+#include "../strbuf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The bridge refuses bodies over 32 MiB (payload_too_large). */
+#define CF_BODY_MAX (32u << 20)
+
+/* Runs a file script on abs paths a (and b); its exit status as an errno. */
+static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script, const char *a,
+		     const char *b, char **out, size_t *len, struct sfs_err *err)
+{
+	const char *args[] = {a, b, NULL};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
+	if (r)
+		return r;
+	int code = 0;
+	struct sfs_err e = {0}; /* a failing script's stderr lands here */
+	r = cf_exec_cmd(sb, &c, 0, &code, out, len, &e);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return sfs_errf(err, r, "%s", e.msg);
+	if (code) {
+		if (out) {
+			free(*out);
+			*out = NULL;
+		}
+		r = sfs_sh_fs_errno(code);
+		return sfs_errf(err, r, "cloudflare: %s %s: %s", what, a,
+				e.msg[0] ? e.msg : strerror(-r));
+	}
+	return 0;
+}
+
+int cf_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path), *out = NULL;
+	size_t len = 0;
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "stat", sfs_sh_fs_stat, abs, NULL, &out, &len, err);
+	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "cloudflare: stat %s: bad answer",
+			     abs);
+	free(out);
+	free(abs);
+	return r;
+}
+
+int cf_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+	       struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path), *out = NULL;
+	size_t len = 0;
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "list", sfs_sh_fs_list, abs, NULL, &out, &len, err);
+	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "cloudflare: list %s: %s", abs,
+			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	free(out);
+	free(abs);
+	return r;
+}
+
+/* "/v1/sandbox/ID/file/<abs path without its leading '/'>", escaped; a
+ * call in flight (cf_sb_end) when it returns 0. */
+static int file_route(struct sfs_sandbox *sb, const char *rel, char *buf, size_t len,
+		      struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, rel);
+	char *e = abs ? sfs_http_escape(abs + 1) : NULL;
+	free(abs);
+	if (!e)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	char suffix[4200];
+	int n = snprintf(suffix, sizeof(suffix), "/file/%s", e);
+	free(e);
+	if (n < 0 || (size_t)n >= sizeof(suffix))
+		return sfs_errf(err, -ENAMETOOLONG, "cloudflare: path too long");
+	return cf_sb_begin(sb, suffix, buf, len, err);
+}
+
+struct sink {
+	int fd;
+	off_t pos;
+};
+
+static int to_fd(const void *data, size_t len, void *arg)
+{
+	struct sink *s = arg;
+	const char *p = data;
+	while (len) {
+		ssize_t w = pwrite(s->fd, p, len, s->pos);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+		s->pos += w;
+	}
+	return 0;
+}
+
+static int rewind_fd(void *arg)
+{
+	struct sink *s = arg;
+	s->pos = 0;
+	return ftruncate(s->fd, 0);
+}
+
+/* A GET or POST whose 2xx body goes to fd (from offset 0). */
+static int fetch_to_fd(const char *method, const char *route, const char *what, const char *subject,
+		       int fd, struct sfs_err *err)
+{
+	struct sink s = {.fd = fd};
+	struct sfs_http_req req = {.method = method,
+				   .sink = to_fd,
+				   .sink_reset = rewind_fd,
+				   .sink_arg = &s,
+				   .retry_unsafe = true}; /* reads */
+	struct sfs_http_resp resp;
+	int r = cf_req(route, &req, &resp, err);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300)
+		r = cf_status_err(what, subject, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int cf_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	char route[4400];
+	int r = file_route(sb, path, route, sizeof(route), err);
+	if (r)
+		return r;
+	r = fetch_to_fd("GET", route, "read", path[0] ? path : "/", fd, err);
+	cf_sb_end(sb);
+	return r;
+}
+
+/* The whole of fd (size bytes, or to its end when size < 0) in memory, at
+ * most CF_BODY_MAX. */
+static int slurp(int fd, off_t size, const char *what, struct sfs_buf *b, struct sfs_err *err)
+{
+	if (size < 0) {
+		struct stat st;
+		if (fstat(fd, &st))
+			return sfs_errf(err, -errno, "cloudflare: %s: %s", what, strerror(errno));
+		size = st.st_size;
+	}
+	if ((uint64_t)size > CF_BODY_MAX)
+		return sfs_errf(err, -EFBIG,
+				"cloudflare: %s: %lld bytes, over the bridge's 32 MiB a request",
+				what, (long long)size);
+	if (sfs_buf_reserve(b, (size_t)size + 1))
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	off_t got = 0;
+	while (got < size) {
+		ssize_t n = pread(fd, b->buf + got, (size_t)(size - got), got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return sfs_errf(err, -errno, "cloudflare: %s: %s", what, strerror(errno));
+		if (n == 0)
+			break;
+		got += n;
+	}
+	b->len = (size_t)got;
+	return 0;
+}
+
+/* A PUT or POST of a raw body; a 2xx answer is success. */
+static int send_body(const char *method, const char *route, const char *ctype, struct sfs_buf *b,
+		     const char *what, const char *subject, struct sfs_err *err)
+{
+	struct sfs_http_req req = {.method = method,
+				   .body = b->buf ? b->buf : "",
+				   .body_len = b->len,
+				   .content_type = ctype,
+				   .retry_unsafe =
+				       true}; /* a whole file or archive can be repeated */
+	struct sfs_http_resp resp;
+	int r = cf_req(route, &req, &resp, err);
+	if (r)
+		return r;
+	if (resp.status < 200 || resp.status >= 300)
+		r = cf_status_err(what, subject, &resp, err);
+	sfs_http_resp_free(&resp);
+	return r;
+}
+
+int cf_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
+{
+	char route[4400];
+	struct sfs_buf b = {0};
+	int r = file_route(sb, path, route, sizeof(route), err);
+	if (r)
+		return r;
+	r = slurp(fd, -1, path, &b, err);
+	if (!r)
+		r = send_body("PUT", route, "application/octet-stream", &b, "write", path, err);
+	cf_sb_end(sb);
+	sfs_buf_free(&b);
+	if (!r && (mode & 07777) != 0644)
+		r = cf_fs_chmod(sb, path, mode, err);
+	return r;
+}
+
+int cf_persist(const char *id, int fd, struct sfs_err *err)
+{
+	char route[256];
+	int r = cf_path(id, "/persist", route, sizeof(route), err);
+	return r ? r : fetch_to_fd("POST", route, "persist", id, fd, err);
+}
+
+int cf_hydrate(const char *id, int fd, struct sfs_err *err)
+{
+	char route[256];
+	struct sfs_buf b = {0};
+	int r = cf_path(id, "/hydrate", route, sizeof(route), err);
+	if (!r)
+		r = slurp(fd, -1, "hydrate", &b, err);
+	if (!r)
+		r = send_body("POST", route, "application/x-tar", &b, "hydrate", id, err);
+	sfs_buf_free(&b);
+	return r;
+}
+
+int cf_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	char route[256];
+	struct sfs_buf b = {0};
+	int r = cf_sb_begin(sb, "/hydrate", route, sizeof(route), err);
+	if (r)
+		return r;
+	r = slurp(fd, size, "source tree", &b, err);
+	if (!r)
+		r = send_body("POST", route, "application/x-tar", &b, "hydrate", sb->name, err);
+	cf_sb_end(sb);
+	sfs_buf_free(&b);
+	return r;
+}
+
+int cf_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path), m[16];
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	int r = fs_script(sb, "chmod", sfs_sh_fs_chmod, abs, m, NULL, NULL, err);
+	free(abs);
+	return r;
+}
+
+int cf_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path), m[16];
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	int r = fs_script(sb, "mkdir", sfs_sh_fs_mkdir, abs, m, NULL, NULL, err);
+	free(abs);
+	return r;
+}
+
+int cf_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
+			  abs, NULL, NULL, NULL, err);
+	free(abs);
+	return r;
+}
+
+int cf_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char *a = cf_abs_path(sb, from), *b = cf_abs_path(sb, to);
+	int r = a && b ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+	if (!r)
+		r = fs_script(sb, "rename", sfs_sh_fs_rename, a, b, NULL, NULL, err);
+	free(a);
+	free(b);
+	return r;
+}
+
+int cf_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
+{
+	char *abs = cf_abs_path(sb, path);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, "symlink", sfs_sh_fs_symlink, abs, target, NULL, NULL, err);
+	free(abs);
+	return r;
+}

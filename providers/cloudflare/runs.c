@@ -1,0 +1,119 @@
+/*
+ * Runs: the shell kit's journal wrapper, started detached by one exec (the
+ * exec's stream ends when the detaching shell does, the wrapper lives on),
+ * appending the command's merged output to RUNDIR/journal and writing its
+ * end to RUNDIR/status.  RUNDIR is ${TMPDIR:-/tmp}/sandboxfs-runs/KEY-N in
+ * the sandbox, outside the workspace.  Status and journal are read back
+ * with the kit's scripts (poll); the exec stream keeps stdout apart from
+ * stderr and carries bytes as base64, so reads need no framing of their own.
+ */
+#include "cloudflare.h"
+
+#include "../options.h"
+#include "../sh/sh.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_MAX (512 * 1024)
+
+/* sh: starts "$@" in the background with no tie to the exec's streams (in
+ * a session of its own where setsid exists), then returns. */
+static const char detach_script[] =
+    "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" </dev/null >/dev/null 2>&1 & "
+    "else \"$@\" </dev/null >/dev/null 2>&1 & fi; echo started";
+
+/* Relative: the shell kit puts it below ${TMPDIR:-/tmp} in the sandbox. */
+static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+}
+
+static long poll_timeout_ms(void)
+{
+	return (long)(sfs_opt_get_double("cloudflare.poll_timeout") * 1000);
+}
+
+int cf_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	/* the bridge's exec has no env field: it rides along as the wrapper's arguments */
+	struct sfs_sh_run wrap = {.dir = dir,
+				  .workspace = sb->workspace ? sb->workspace : CF_WORKSPACE,
+				  .cmd = run->cmd,
+				  .env = &sb->env};
+	struct sfs_sh_cmd w, c;
+	int r = sfs_sh_wrapper(&w, &wrap, err);
+	if (r)
+		return r;
+	r = sfs_sh_script(&c, detach_script, "sandboxfs-detach", (const char *const *)w.argv, err);
+	sfs_sh_cmd_free(&w);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = cf_exec_cmd(sb, &c, 0, &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r && (code || !strstr(out, "started")))
+		r = sfs_errf(err, -EIO, "cloudflare: run %d in %s did not start (exit %d)", run->n,
+			     sb->name, code);
+	free(out);
+	if (!r)
+		run->state = SFS_RUN_RUNNING;
+	return r;
+}
+
+int cf_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, dir, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = cf_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r)
+		r = sfs_sh_status_apply(out, run, "cloudflare", err);
+	free(out);
+	return r;
+}
+
+ssize_t cf_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			size_t max, struct sfs_err *err)
+{
+	if (max > READ_MAX)
+		max = READ_MAX;
+	char file[300];
+	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, file, off, max, false, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	r = cf_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	if (code == 3 || len == 0) {
+		free(out);
+		return 0; /* no journal (yet), or nothing new */
+	}
+	if (code) {
+		free(out);
+		return sfs_errf(err, -EIO, "cloudflare: journal read of run %d: exit %d", run->n,
+				code);
+	}
+	if (len > max)
+		len = max;
+	memcpy(buf, out, len);
+	free(out);
+	return (ssize_t)len;
+}
