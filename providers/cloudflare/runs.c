@@ -4,8 +4,10 @@
  * appending the command's merged output to RUNDIR/journal and writing its
  * end to RUNDIR/status.  RUNDIR is ${TMPDIR:-/tmp}/sandboxfs-runs/KEY-N in
  * the sandbox, outside the workspace.  Status and journal are read back
- * with the kit's scripts (poll); the exec stream keeps stdout apart from
- * stderr and carries bytes as base64, so reads need no framing of their own.
+ * with the kit's scripts (poll).  Journal reads are base64-framed by the
+ * kit although the exec stream carries base64 chunks: the SDK under the
+ * Worker hands output on as (UTF-8 decoded) text, which would mangle bytes
+ * that are not UTF-8.
  */
 #include "cloudflare.h"
 
@@ -92,28 +94,26 @@ ssize_t cf_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 	char file[300];
 	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, false, err);
+	int r = sfs_sh_read(&c, file, off, max, true, err);
 	if (r)
 		return r;
 	int code = 0;
 	char *out = NULL;
-	size_t len = 0;
-	r = cf_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
+	r = cf_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
-	if (code == 3 || len == 0) {
+	if (code == 3) {
 		free(out);
-		return 0; /* no journal (yet), or nothing new */
+		return 0; /* no journal (yet) */
 	}
-	if (code) {
-		free(out);
-		return sfs_errf(err, -EIO, "cloudflare: journal read of run %d: exit %d", run->n,
-				code);
-	}
-	if (len > max)
-		len = max;
-	memcpy(buf, out, len);
+	long n = code ? -EIO : sfs_sh_read_decode(out, buf, max);
 	free(out);
-	return (ssize_t)len;
+	if (n == -ENOMEM)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (n < 0)
+		return sfs_errf(err, -EIO,
+				"cloudflare: journal read of run %d: bad answer (exit %d)", run->n,
+				code);
+	return n;
 }
