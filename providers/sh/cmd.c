@@ -254,6 +254,32 @@ long sfs_sh_read_decode(const char *out, void *buf, size_t max)
 	return got;
 }
 
+/* sh: the wrapped command's stdout in a file, then printed base64-framed. */
+static const char b64_wrap[] = "t=${TMPDIR:-/tmp}/.sfs-out.$$; \"$@\" >\"$t\"; s=$?; "
+			       "printf sfs-b64:; base64 <\"$t\"; rm -f \"$t\"; exit $s";
+
+int sfs_sh_b64(struct sfs_sh_cmd *c, const struct sfs_sh_cmd *cmd, struct sfs_err *err)
+{
+	return sfs_sh_script(c, b64_wrap, "sandboxfs-b64", (const char *const *)cmd->argv, err);
+}
+
+long sfs_sh_b64_unframe(struct sfs_buf *b)
+{
+	if (!b->buf)
+		return -EIO;
+	unsigned char *raw = malloc(b->len + 4);
+	if (!raw)
+		return -ENOMEM;
+	long m = sfs_sh_read_decode(b->buf, raw, b->len + 4);
+	if (m >= 0) {
+		memcpy(b->buf, raw, (size_t)m);
+		b->len = (size_t)m;
+		b->buf[m] = '\0';
+	}
+	free(raw);
+	return m;
+}
+
 int sfs_sh_status(struct sfs_sh_cmd *c, const char *rundir, struct sfs_err *err)
 {
 	return build(c, SH_STATUS, "sandboxfs-status", &rundir, 1, err);

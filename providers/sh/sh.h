@@ -146,6 +146,14 @@ struct sfs_run;
 int sfs_sh_status_apply(const char *out, struct sfs_run *run, const char *what,
 			struct sfs_err *err);
 
+/* cmd with its stdout kept in a temporary file, then printed base64-framed
+ * ("sfs-b64:" + base64), exiting with cmd's status: for transports that
+ * carry text only.  sfs_sh_b64_unframe turns such output back into its
+ * bytes, in place (NUL-terminated); their count, -EIO or -ENOMEM. */
+struct sfs_buf;
+int sfs_sh_b64(struct sfs_sh_cmd *c, const struct sfs_sh_cmd *cmd, struct sfs_err *err);
+long sfs_sh_b64_unframe(struct sfs_buf *b);
+
 /* ---- bulk reads (bulk.c) -------------------------------------------------- */
 
 /* tar -cf - of those of paths (relative to root) that are regular files, to

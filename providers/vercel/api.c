@@ -322,29 +322,6 @@ static int exec_reset(void *arg)
 	return 0;
 }
 
-/* sh: runs the wrapped command with its stdout in a file, then prints it
- * base64-framed and exits with its status. */
-static const char b64_wrap[] = "t=${TMPDIR:-/tmp}/.sfs-out.$$; \"$@\" >\"$t\"; s=$?; "
-			       "printf sfs-b64:; base64 <\"$t\"; rm -f \"$t\"; exit $s";
-
-/* The bytes of the frame (the kit's decoder), in place; their count or -EIO. */
-static long unframe(struct sfs_buf *b)
-{
-	if (!b->buf)
-		return -EIO;
-	unsigned char *raw = malloc(b->len + 4);
-	if (!raw)
-		return -ENOMEM;
-	long m = sfs_sh_read_decode(b->buf, raw, b->len + 4);
-	if (m >= 0) {
-		memcpy(b->buf, raw, (size_t)m);
-		b->len = (size_t)m;
-		b->buf[m] = '\0';
-	}
-	free(raw);
-	return m;
-}
-
 int vc_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *cmd, bool b64, long timeout,
 		int *exit, char **out, size_t *outlen, struct sfs_err *err)
 {
@@ -352,8 +329,7 @@ int vc_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *cmd, bool b64, 
 	const struct sfs_sh_cmd *c = cmd;
 	int r;
 	if (b64) {
-		r = sfs_sh_script(&wrapped, b64_wrap, "sandboxfs-b64",
-				  (const char *const *)cmd->argv, err);
+		r = sfs_sh_b64(&wrapped, cmd, err);
 		if (r)
 			return r;
 		c = &wrapped;
@@ -409,7 +385,7 @@ int vc_exec_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *cmd, bool b64, 
 		sfs_http_resp_free(&resp);
 	}
 	if (!r && b64 && x.exit < 126) {
-		long m = unframe(&x.out);
+		long m = sfs_sh_b64_unframe(&x.out);
 		if (m < 0)
 			r = sfs_errf(err, m == -ENOMEM ? -ENOMEM : -EIO,
 				     "vercel: exec in %s: output without its frame", sb->name);
