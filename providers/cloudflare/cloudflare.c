@@ -368,6 +368,7 @@ static const struct sfs_provider_ops cloudflare_ops = {
     .fs_stat = cf_fs_stat,
     .fs_list = cf_fs_list,
     .fs_read = cf_fs_read,
+    .fs_read_many = cf_fs_read_many,
     .fs_write = cf_fs_write,
     .fs_put_tree = cf_fs_put_tree,
     .fs_mkdir = cf_fs_mkdir,

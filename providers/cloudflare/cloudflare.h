@@ -95,6 +95,10 @@ int cf_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 int cf_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 	       struct sfs_err *err);
 int cf_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+/* Many files in one exec (a tar of them, base64-framed). */
+int cf_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		    void *arg, struct sfs_err *err);
 int cf_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err);
 int cf_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 int cf_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);

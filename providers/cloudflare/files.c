@@ -3,8 +3,8 @@
  * path through the bridge's file routes (GET/PUT /file/<path>), source
  * trees as one hydrate; the bridge has no list, stat, mkdir, delete,
  * rename or chmod, so those are the shell kit's file scripts over exec
- * (one call each).  A PUT makes a new file 0644 (the container's umask
- * 022) and keeps an existing file's mode: another mode costs a chmod.
+ * (one call each), and bulk reads one tar of many files.   A PUT makes a new file 0644 (the
+ * container's umask 022) and keeps an existing file's mode: another mode costs a chmod.
  */
 #include "cloudflare.h"
 
@@ -311,5 +311,44 @@ int cf_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, 
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	int r = fs_script(sb, "symlink", sfs_sh_fs_symlink, abs, target, NULL, NULL, err);
 	free(abs);
+	return r;
+}
+
+/* ---- bulk reads: one tar of many files in one exec ------------------------- */
+
+int cf_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		    void *arg, struct sfs_err *err)
+{
+	char *ws = cf_abs_path(sb, "");
+	if (!ws)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	struct sfs_sh_cmd tar, c;
+	int r = sfs_sh_bulk_read(&tar, ws, paths, n, err);
+	free(ws);
+	if (r)
+		return r;
+	/* base64-framed: the SDK under the Worker passes output on as text */
+	r = sfs_sh_b64(&c, &tar, err);
+	sfs_sh_cmd_free(&tar);
+	if (r)
+		return r;
+	int code = 0;
+	struct sfs_buf out = {0};
+	r = cf_exec_cmd(sb, &c, 0, &code, &out.buf, &out.len, err);
+	sfs_sh_cmd_free(&c);
+	if (!r && code)
+		r = sfs_errf(err, sfs_sh_fs_errno(code),
+			     "cloudflare: bulk read of %zu files: exit %d", n, code);
+	if (!r) {
+		long m = sfs_sh_b64_unframe(&out);
+		if (m < 0)
+			r = sfs_errf(err, m == -ENOMEM ? -ENOMEM : -EIO,
+				     "cloudflare: bulk read of %zu files: output without its frame",
+				     n);
+	}
+	if (!r)
+		r = sfs_sh_bulk_each(out.buf, out.len, on_file, arg, err);
+	sfs_buf_free(&out);
 	return r;
 }

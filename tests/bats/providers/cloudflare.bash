@@ -41,6 +41,8 @@ networkPolicy false
 durableFilesystem false
 fork true'
 P_JOURNAL=poll
+# fs_read_many: small siblings of an opened file come in its call
+P_BULK_READ=true
 P_GOOD_OPTS=ready_timeout=30
 P_BAD_VALUE=ready_timeout=soon
 P_BAD_VALUE_MSG="ready_timeout=soon: expected seconds"
