@@ -216,6 +216,9 @@ again $mask end"
 	out=$(dt_run dt 'printf "%s\n" "$API_TOKEN" | md5sum')
 	[ "$out" = "$(printf '%s\n' "$ENV_VALUE" | md5sum)" ]
 	grep -qx 'secrets API_TOKEN' "$MNT/dt/status"
+	# a remote workspace's changes are audited too (fs/remote's rws_where)
+	echo x >"$MNT/dt/workspace/remote-file"
+	wait_for eval 'dd if="$MNT/dt/audit" iflag=nonblock status=none | grep -q " create workspace/remote-file 0$"'
 	no_value_anywhere "$ENV_VALUE"
 }
 
