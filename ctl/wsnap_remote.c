@@ -45,20 +45,15 @@ static bool skipped(const char *name)
 	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, ".git") == 0;
 }
 
-/* Fetches one remote file into host path `local` (temp + rename). */
-static int fetch(struct sfs_sandbox *sb, const char *rel, const char *local,
-		 const struct sfs_rstat *rs, struct sfs_err *err)
+/* Gives the fetched copy in tmp (open as fd) the remote file's mode and
+ * mtime and renames it over `local` (a directory there is removed first). */
+static int settle(int fd, const char *tmp, const char *local, const struct sfs_rstat *rs,
+		  struct sfs_err *err)
 {
-	char tmp[4300];
-	snprintf(tmp, sizeof(tmp), "%s.sfs-fetch", local);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno));
-	int r = sb->provider->ops->fs_read(sb, rel, fd, err);
+	int r = 0;
 	struct timespec t[2] = {{rs->mtime, 0}, {rs->mtime, 0}};
-	if (!r && (fchmod(fd, rs->mode & 07777) < 0 || futimens(fd, t) < 0))
+	if (fchmod(fd, rs->mode & 07777) < 0 || futimens(fd, t) < 0)
 		r = sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno));
-	close(fd);
 	if (!r) {
 		struct stat st;
 		if (lstat(local, &st) == 0 && S_ISDIR(st.st_mode))
@@ -66,8 +61,153 @@ static int fetch(struct sfs_sandbox *sb, const char *rel, const char *local,
 		if (rename(tmp, local) < 0)
 			r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 	}
+	return r;
+}
+
+static int open_tmp(const char *local, char *tmp, size_t cap, struct sfs_err *err)
+{
+	snprintf(tmp, cap, "%s.sfs-fetch", local);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return fd < 0 ? sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno)) : fd;
+}
+
+/* Fetches one remote file into host path `local` (temp + rename). */
+static int fetch(struct sfs_sandbox *sb, const char *rel, const char *local,
+		 const struct sfs_rstat *rs, struct sfs_err *err)
+{
+	char tmp[4300];
+	int fd = open_tmp(local, tmp, sizeof(tmp), err);
+	if (fd < 0)
+		return fd;
+	int r = sb->provider->ops->fs_read(sb, rel, fd, err);
+	if (!r)
+		r = settle(fd, tmp, local, rs, err);
+	close(fd);
 	if (r)
 		unlink(tmp);
+	return r;
+}
+
+/*
+ * The regular files of one directory that need fetching, fetched in one
+ * bulk call where the provider has one (fs_read_many): a checkout of 40
+ * files then costs a listing and a download per directory, not a call per
+ * file.  Files the bulk call does not deliver, and big ones, go one by one.
+ */
+#define BULK_FILE_MAX (1 << 20)
+#define BULK_BYTES_MAX (16 << 20)
+
+struct pending {
+	char **rel, **local;
+	struct sfs_rstat *st;
+	bool *done;
+	size_t n, cap;
+};
+
+static void pending_free(struct pending *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->rel[i]);
+		free(p->local[i]);
+	}
+	free(p->rel);
+	free(p->local);
+	free(p->st);
+	free(p->done);
+}
+
+static int pending_add(struct pending *p, const char *rel, const char *local,
+		       const struct sfs_rstat *rs)
+{
+	if (p->n == p->cap) {
+		size_t c = p->cap ? p->cap * 2 : 16;
+		char **r = realloc(p->rel, c * sizeof(*r));
+		if (r)
+			p->rel = r;
+		char **l = realloc(p->local, c * sizeof(*l));
+		if (l)
+			p->local = l;
+		struct sfs_rstat *st = realloc(p->st, c * sizeof(*st));
+		if (st)
+			p->st = st;
+		bool *d = realloc(p->done, c * sizeof(*d));
+		if (d)
+			p->done = d;
+		if (!r || !l || !st || !d)
+			return -ENOMEM;
+		p->cap = c;
+	}
+	p->rel[p->n] = strdup(rel);
+	p->local[p->n] = strdup(local);
+	p->st[p->n] = (struct sfs_rstat){.mode = rs->mode, .size = rs->size, .mtime = rs->mtime};
+	p->done[p->n] = false;
+	if (!p->rel[p->n] || !p->local[p->n]) {
+		free(p->rel[p->n]);
+		free(p->local[p->n]);
+		return -ENOMEM;
+	}
+	p->n++;
+	return 0;
+}
+
+struct bulk {
+	struct pending *p;
+	int r;		     /* a local write that failed ends the call with it */
+	struct sfs_err lerr; /* and says why */
+};
+
+static int on_bulk_file(const char *path, const void *data, size_t len, void *arg)
+{
+	struct bulk *b = arg;
+	struct pending *p = b->p;
+	size_t i = 0;
+	while (i < p->n && (p->done[i] || strcmp(p->rel[i], path) != 0))
+		i++;
+	if (i == p->n || (off_t)len != p->st[i].size)
+		return 0; /* not asked for, or changed meanwhile: fetched alone */
+	char tmp[4300];
+	int fd = open_tmp(p->local[i], tmp, sizeof(tmp), &b->lerr);
+	if (fd < 0)
+		return b->r = fd;
+	int r = sfs_write_all(fd, data, len);
+	r = r < 0 ? sfs_errf(&b->lerr, r, "snapshot: %s: %s", tmp, strerror(-r))
+		  : settle(fd, tmp, p->local[i], &p->st[i], &b->lerr);
+	close(fd);
+	if (r)
+		unlink(tmp);
+	else
+		p->done[i] = true;
+	return b->r = r;
+}
+
+static int fetch_pending(struct sfs_sandbox *sb, struct pending *p, struct sfs_err *err)
+{
+	int r = 0;
+	if (sb->provider->ops->fs_read_many && p->n > 1) {
+		const char **ask = calloc(p->n, sizeof(*ask));
+		if (!ask)
+			return sfs_errf(err, -ENOMEM, "out of memory");
+		size_t k = 0;
+		off_t bytes = 0;
+		for (size_t i = 0; i < p->n; i++)
+			if (p->st[i].size <= BULK_FILE_MAX &&
+			    bytes + p->st[i].size <= BULK_BYTES_MAX) {
+				ask[k++] = p->rel[i];
+				bytes += p->st[i].size;
+			}
+		struct sfs_err berr = {0};
+		struct bulk b = {.p = p};
+		/* a failed bulk call is not an error: what it left undone goes
+		 * one file at a time below, and that reports what fails */
+		if (k > 1)
+			sb->provider->ops->fs_read_many(sb, ask, k, on_bulk_file, &b, &berr);
+		free(ask);
+		if (b.r)
+			return sfs_errf(err, b.r, "%s", b.lerr.msg);
+	}
+	for (size_t i = 0; !r && i < p->n; i++)
+		if (!p->done[i])
+			r = fetch(sb, p->rel[i], p->local[i], &p->st[i], err);
 	return r;
 }
 
@@ -75,7 +215,7 @@ static int pull_dir(struct sfs_sandbox *sb, const char *rel, const char *local,
 		    struct sfs_err *err);
 
 static int pull_entry(struct sfs_sandbox *sb, const char *rel, const char *local,
-		      const struct sfs_rstat *rs, struct sfs_err *err)
+		      const struct sfs_rstat *rs, struct pending *todo, struct sfs_err *err)
 {
 	struct stat st;
 	bool have = lstat(local, &st) == 0;
@@ -115,23 +255,27 @@ static int pull_entry(struct sfs_sandbox *sb, const char *rel, const char *local
 			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 		return 0;
 	}
-	return fetch(sb, rel, local, rs, err);
+	return pending_add(todo, rel, local, rs) ? sfs_errf(err, -ENOMEM, "out of memory") : 0;
 }
 
 static int pull_dir(struct sfs_sandbox *sb, const char *rel, const char *local, struct sfs_err *err)
 {
 	struct sfs_rdirent *ents = NULL;
 	size_t n = 0;
+	struct pending todo = {0};
 	int r = sb->provider->ops->fs_list(sb, rel, &ents, &n, err);
 	for (size_t i = 0; !r && i < n; i++) {
 		if (skipped(ents[i].name))
 			continue;
 		char *rp = join(rel, ents[i].name), *lp = join(local, ents[i].name);
-		r = rp && lp ? pull_entry(sb, rp, lp, &ents[i].st, err)
+		r = rp && lp ? pull_entry(sb, rp, lp, &ents[i].st, &todo, err)
 			     : sfs_errf(err, -ENOMEM, "out of memory");
 		free(rp);
 		free(lp);
 	}
+	if (!r)
+		r = fetch_pending(sb, &todo, err);
+	pending_free(&todo);
 	/* what the remote directory no longer has */
 	DIR *d = r ? NULL : opendir(local);
 	struct dirent *e;
