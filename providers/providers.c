@@ -8,6 +8,7 @@ extern const struct sfs_provider sfs_provider_e2b;
 extern const struct sfs_provider sfs_provider_sprites;
 extern const struct sfs_provider sfs_provider_vercel;
 extern const struct sfs_provider sfs_provider_cloudflare;
+extern const struct sfs_provider sfs_provider_sbx;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
@@ -17,6 +18,7 @@ const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_sprites,
     &sfs_provider_vercel,
     &sfs_provider_cloudflare,
+    &sfs_provider_sbx,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

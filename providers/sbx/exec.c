@@ -1,0 +1,67 @@
+/* `sbx exec` of the shell kit's commands, run to their end. */
+#include "sbx.h"
+
+#include "../options.h"
+#include "../sh/sh.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+long sbx_timeout_ms(void)
+{
+	return (long)(sfs_opt_get_double("sbx.timeout") * 1000);
+}
+
+char *sbx_abs_path(struct sfs_sandbox *sb, const char *rel)
+{
+	const char *ws = sb->workspace ? sb->workspace : "/";
+	size_t wl = strlen(ws);
+	while (wl > 1 && ws[wl - 1] == '/')
+		wl--;
+	char *p = NULL;
+	if (asprintf(&p, "%.*s%s%s", (int)wl, ws, rel[0] && !(wl == 1 && ws[0] == '/') ? "/" : "",
+		     rel) < 0)
+		return NULL;
+	return p;
+}
+
+int sbx_exec(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, const void *in, size_t inlen,
+	     long timeout_ms, int *code, char **out, size_t *outlen, struct sfs_err *err)
+{
+	if (!sb->id)
+		return sfs_errf(err, -EINVAL, "sbx: the sandbox has no name yet");
+	const char **args = calloc(c->argc + 5, sizeof(*args));
+	if (!args)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	args[k++] = "exec";
+	if (in)
+		args[k++] = "-i";
+	args[k++] = "--";
+	args[k++] = sb->id;
+	for (size_t i = 0; i < c->argc; i++)
+		args[k++] = c->argv[i];
+	struct sbx_result res;
+	int r = sbx_cli(args, in, inlen, timeout_ms ? timeout_ms : sbx_timeout_ms(), &res, err);
+	free(args);
+	if (r)
+		return r;
+	if (res.code == SBX_EXEC_CLI_FAILED) {
+		r = sbx_cli_fail(&res, "exec", err);
+		sbx_result_free(&res);
+		return r;
+	}
+	*code = res.code;
+	if (res.code && err && res.errtxt[0]) /* the command's complaint, for the caller */
+		snprintf(err->msg, sizeof(err->msg), "%s", res.errtxt);
+	if (out) {
+		*out = res.out;
+		res.out = NULL;
+		if (outlen)
+			*outlen = res.len;
+	}
+	sbx_result_free(&res);
+	return 0;
+}

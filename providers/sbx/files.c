@@ -1,0 +1,227 @@
+/*
+ * workspace/ in an sbx VM (fs/cache/ caches on top): every operation is one
+ * `sbx exec` of a shell kit file script; reads come back on the exec's
+ * stdout (its own pipe: raw bytes), writes and source trees go in on its
+ * stdin (-i).
+ */
+#include "sbx.h"
+
+#include "../sh/sh.h"
+#include "../strbuf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The whole file $1 on stdout; a directory or a missing file is an errno. */
+static const char read_script[] = "[ -e \"$1\" ] || exit 2\n"
+				  "[ -d \"$1\" ] && exit 21\n"
+				  "exec cat -- \"$1\" || exit 5\n";
+/* stdin replaces $1 (atomically: temp + mv) with mode $2. */
+static const char write_script[] =
+    "d=$(dirname -- \"$1\"); [ -d \"$d\" ] || exit 2\n"
+    "[ -d \"$1\" ] && exit 21\n"
+    "t=\"$d/.sfs-write.$$\"\n"
+    "(umask 077; cat >\"$t\") && chmod \"$2\" \"$t\" && mv -f \"$t\" \"$1\" && exit 0\n"
+    "rm -f \"$t\"; exit 5\n";
+/* stdin (a tar) unpacked at $1. */
+static const char untar_script[] = "mkdir -p \"$1\" && tar -xf - -C \"$1\" || exit 5\n";
+
+/* Runs a script on a (and b) with in on stdin; its exit status as an errno. */
+static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script, const char *a,
+		     const char *b, const void *in, size_t inlen, char **out, size_t *len,
+		     struct sfs_err *err)
+{
+	const char *args[] = {a, b, NULL};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
+	if (r)
+		return r;
+	int code = 0;
+	struct sfs_err e = {0}; /* a failing script's stderr lands here */
+	r = sbx_exec(sb, &c, in, inlen, 0, &code, out, len, &e);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return sfs_errf(err, r, "%s", e.msg);
+	if (code) {
+		if (out) {
+			free(*out);
+			*out = NULL;
+		}
+		r = sfs_sh_fs_errno(code);
+		return sfs_errf(err, r, "sbx: %s %s: %s", what, a, e.msg[0] ? e.msg : strerror(-r));
+	}
+	return 0;
+}
+
+/* The script on the absolute path of rel (and b as is). */
+static int on_path(struct sfs_sandbox *sb, const char *what, const char *script, const char *rel,
+		   const char *b, const void *in, size_t inlen, char **out, size_t *len,
+		   struct sfs_err *err)
+{
+	char *abs = sbx_abs_path(sb, rel);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = fs_script(sb, what, script, abs, b, in, inlen, out, len, err);
+	free(abs);
+	return r;
+}
+
+int sbx_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
+		struct sfs_err *err)
+{
+	char *out = NULL;
+	size_t len = 0;
+	int r = on_path(sb, "stat", sfs_sh_fs_stat, path, NULL, NULL, 0, &out, &len, err);
+	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "sbx: stat %s: bad answer", path);
+	free(out);
+	return r;
+}
+
+int sbx_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+		struct sfs_err *err)
+{
+	char *out = NULL;
+	size_t len = 0;
+	int r = on_path(sb, "list", sfs_sh_fs_list, path, NULL, NULL, 0, &out, &len, err);
+	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "sbx: list %s: %s", path,
+			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	free(out);
+	return r;
+}
+
+int sbx_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
+{
+	char *out = NULL;
+	size_t len = 0;
+	int r = on_path(sb, "read", read_script, path, NULL, NULL, 0, &out, &len, err);
+	for (size_t done = 0; !r && done < len;) {
+		ssize_t w = pwrite(fd, out + done, len - done, (off_t)done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			r = sfs_errf(err, -EIO, "sbx: read %s: cache write: %s", path,
+				     strerror(errno));
+		else
+			done += (size_t)w;
+	}
+	if (!r && ftruncate(fd, (off_t)len))
+		r = sfs_errf(err, -EIO, "sbx: read %s: %s", path, strerror(errno));
+	free(out);
+	return r;
+}
+
+/* The whole of fd (from offset 0) into b. */
+static int slurp(int fd, struct sfs_buf *b)
+{
+	char chunk[65536];
+	for (off_t pos = 0;;) {
+		ssize_t k = pread(fd, chunk, sizeof(chunk), pos);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return 0;
+		if (sfs_buf_add(b, chunk, (size_t)k))
+			return -ENOMEM;
+		pos += k;
+	}
+}
+
+int sbx_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
+		 struct sfs_err *err)
+{
+	struct sfs_buf data = {0};
+	int r = slurp(fd, &data);
+	if (r)
+		return sfs_errf(err, r, "sbx: write %s: %s", path, strerror(-r));
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777 ? mode & 07777 : 0644));
+	/* a non-NULL input even when empty: the script reads stdin */
+	r = on_path(sb, "write", write_script, path, m, data.buf ? data.buf : "", data.len, NULL,
+		    NULL, err);
+	sfs_buf_free(&data);
+	return r;
+}
+
+int sbx_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	struct sfs_buf tar = {0};
+	int r = slurp(fd, &tar);
+	if (r) {
+		sfs_buf_free(&tar);
+		return sfs_errf(err, r, "sbx: source tree (%lld bytes): %s", (long long)size,
+				strerror(-r));
+	}
+	r = on_path(sb, "source tree", untar_script, "", NULL, tar.buf ? tar.buf : "", tar.len,
+		    NULL, NULL, err);
+	sfs_buf_free(&tar);
+	return r;
+}
+
+int sbx_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	return on_path(sb, "mkdir", sfs_sh_fs_mkdir, path, m, NULL, 0, NULL, NULL, err);
+}
+
+int sbx_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	return on_path(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
+		       path, NULL, NULL, 0, NULL, NULL, err);
+}
+
+int sbx_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
+{
+	char *b = sbx_abs_path(sb, to);
+	if (!b)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = on_path(sb, "rename", sfs_sh_fs_rename, from, b, NULL, 0, NULL, NULL, err);
+	free(b);
+	return r;
+}
+
+int sbx_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	return on_path(sb, "chmod", sfs_sh_fs_chmod, path, m, NULL, 0, NULL, NULL, err);
+}
+
+int sbx_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
+		   struct sfs_err *err)
+{
+	return on_path(sb, "symlink", sfs_sh_fs_symlink, path, target, NULL, 0, NULL, NULL, err);
+}
+
+int sbx_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+		     int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		     void *arg, struct sfs_err *err)
+{
+	char *ws = sbx_abs_path(sb, "");
+	if (!ws)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
+	free(ws);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	r = sbx_exec(sb, &c, NULL, 0, 0, &code, &out, &len, err);
+	sfs_sh_cmd_free(&c);
+	if (!r && code)
+		r = sfs_errf(err, sfs_sh_fs_errno(code), "sbx: bulk read of %zu files: exit %d", n,
+			     code);
+	if (!r)
+		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
+	free(out);
+	return r;
+}

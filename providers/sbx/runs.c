@@ -1,0 +1,137 @@
+/*
+ * Runs: the shell kit's journal wrapper started through `sbx exec`,
+ * detached inside the VM (setsid, stdio on /dev/null, backgrounded), so
+ * the exec returns at once and the run outlives it and the daemon.  Its
+ * directory is ${TMPDIR:-/tmp}/sandboxfs-runs/KEY-N in the VM; status and
+ * journal are read back with the kit's scripts (poll), kill is the kit's
+ * group kill.
+ */
+#include "sbx.h"
+
+#include "../options.h"
+#include "../sh/sh.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_MAX (512 * 1024)
+
+/* Runs "$@" detached: a session of its own when setsid exists. */
+static const char detach_script[] =
+    "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" </dev/null >/dev/null 2>&1 &\n"
+    "else \"$@\" </dev/null >/dev/null 2>&1 & fi\n";
+
+void sbx_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
+{
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+}
+
+static long poll_ms(void)
+{
+	return (long)(sfs_opt_get_double("sbx.poll_timeout") * 1000);
+}
+
+int sbx_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	sbx_run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_kvlist env;
+	int r = sfs_sb_run_env(sb, &env, err);
+	if (r)
+		return r;
+	struct sfs_sh_run wrap = {.dir = dir,
+				  .workspace = sb->workspace ? sb->workspace : "/",
+				  .cmd = run->cmd,
+				  .env = &env};
+	struct sfs_sh_cmd w, d;
+	r = sfs_sh_wrapper(&w, &wrap, err);
+	sfs_kv_free(&env);
+	if (r)
+		return r;
+	/* the wrapper's argv becomes the detacher's "$@": still argv only */
+	r = sfs_sh_script(&d, detach_script, "sandboxfs-detach", (const char *const *)w.argv, err);
+	sfs_sh_cmd_free(&w);
+	if (r)
+		return r;
+	int code = 0;
+	r = sbx_exec(sb, &d, NULL, 0, 0, &code, NULL, NULL, err);
+	sfs_sh_cmd_free(&d);
+	if (!r && code)
+		r = sfs_errf(err, -EIO, "sbx: run %d did not start (exit %d)", run->n, code);
+	if (!r)
+		run->state = SFS_RUN_RUNNING;
+	return r;
+}
+
+int sbx_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char dir[256];
+	sbx_run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, dir, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = sbx_exec(sb, &c, NULL, 0, poll_ms(), &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r)
+		r = sfs_sh_status_apply(out, run, "sbx", err);
+	free(out);
+	return r;
+}
+
+ssize_t sbx_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			 size_t max, struct sfs_err *err)
+{
+	if (max > READ_MAX)
+		max = READ_MAX;
+	char file[300];
+	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
+	/* raw bytes: the exec's stdout is a pipe of its own, stderr apart */
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, file, off, max, false, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	r = sbx_exec(sb, &c, NULL, 0, poll_ms(), &code, &out, &len, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	if (code == 3 || len == 0) {
+		free(out);
+		return 0; /* no journal (yet) */
+	}
+	if (code) {
+		free(out);
+		return sfs_errf(err, -EIO, "sbx: journal read of run %d: exit %d", run->n, code);
+	}
+	if (len > max)
+		len = max;
+	memcpy(buf, out, len);
+	free(out);
+	return (ssize_t)len;
+}
+
+int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		 struct sfs_err *err)
+{
+	char dir[256];
+	sbx_run_dir(sb, run, dir, sizeof(dir));
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_kill(&c, dir, sig, escalate, 2000, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = sbx_exec(sb, &c, NULL, 0, 0, &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r)
+		r = sfs_sh_kill_answer(out, run->n, err);
+	free(out);
+	return r;
+}
