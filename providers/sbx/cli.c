@@ -110,13 +110,15 @@ static int spawn(const char *cli, const char *const *args, int pin[2], int pout[
 		r = posix_spawnattr_setsigdefault(&attr, &dfl);
 	/* the pipes are O_CLOEXEC: only the dup2'd copies reach the CLI */
 	if (!r)
-		r = pin[0] >= 0 ? posix_spawn_file_actions_adddup2(&fa, pin[0], 0)
-				: posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+		r = pin[0] >= 0
+			? posix_spawn_file_actions_adddup2(&fa, pin[0], 0)
+			: posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (!r)
 		r = posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
 	if (!r)
-		r = perr[1] >= 0 ? posix_spawn_file_actions_adddup2(&fa, perr[1], 2)
-				 : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+		r = perr[1] >= 0
+			? posix_spawn_file_actions_adddup2(&fa, perr[1], 2)
+			: posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	if (!r)
 		r = posix_spawn(pid, cli, &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -138,8 +140,8 @@ int sbx_cli(const char *const *args, const void *in, size_t inlen, long timeout_
 	memset(res, 0, sizeof(*res));
 	char cli[4096];
 	if (!sbx_cli_path(cli, sizeof(cli)))
-		return sfs_errf(err, -ENOENT, "sbx: no sbx CLI: %s is not an executable (set sbx.cli)",
-				cli);
+		return sfs_errf(err, -ENOENT,
+				"sbx: no sbx CLI: %s is not an executable (set sbx.cli)", cli);
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	if ((in && pipe2(pin, O_CLOEXEC)) || pipe2(pout, O_CLOEXEC) || pipe2(perr, O_CLOEXEC)) {
 		int e = errno;
@@ -260,8 +262,8 @@ int sbx_cli_spawn(const char *const *args, pid_t *pid, int *outfd, struct sfs_er
 {
 	char cli[4096];
 	if (!sbx_cli_path(cli, sizeof(cli)))
-		return sfs_errf(err, -ENOENT, "sbx: no sbx CLI: %s is not an executable (set sbx.cli)",
-				cli);
+		return sfs_errf(err, -ENOENT,
+				"sbx: no sbx CLI: %s is not an executable (set sbx.cli)", cli);
 	int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	if (pipe2(pout, O_CLOEXEC))
 		return sfs_errf(err, -errno, "sbx: pipe: %s", strerror(errno));

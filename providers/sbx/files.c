@@ -69,8 +69,7 @@ static int on_path(struct sfs_sandbox *sb, const char *what, const char *script,
 	return r;
 }
 
-int sbx_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
-		struct sfs_err *err)
+int sbx_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
 	char *out = NULL;
 	size_t len = 0;
@@ -133,8 +132,7 @@ static int slurp(int fd, struct sfs_buf *b)
 	}
 }
 
-int sbx_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
-		 struct sfs_err *err)
+int sbx_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
 {
 	struct sfs_buf data = {0};
 	int r = slurp(fd, &data);
@@ -173,8 +171,8 @@ int sbx_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct s
 
 int sbx_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
 {
-	return on_path(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
-		       path, NULL, NULL, 0, NULL, NULL, err);
+	return on_path(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink, path,
+		       NULL, NULL, 0, NULL, NULL, err);
 }
 
 int sbx_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)

@@ -13,6 +13,13 @@ const struct sfs_opt sfs_sbx_options[] = {
      .min = 0.001,
      .max = 86400,
      .help = "seconds one sbx call may take before it is killed (create, exec, rm ...)"},
+    {.key = "sbx.attempts",
+     .type = SFS_OPT_INT,
+     .def = "3",
+     .min = 1,
+     .max = 100,
+     .help = "tries of one sbx exec whose CLI failed before the command ran (not a run's "
+	     "start, which never runs twice)"},
     {.key = "sbx.poll_timeout",
      .type = SFS_OPT_DOUBLE,
      .def = "10",

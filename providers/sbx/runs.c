@@ -56,7 +56,7 @@ int sbx_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	if (r)
 		return r;
 	int code = 0;
-	r = sbx_exec(sb, &d, NULL, 0, 0, &code, NULL, NULL, err);
+	r = sbx_exec_n(sb, &d, NULL, 0, 0, 1, &code, NULL, NULL, err);
 	sfs_sh_cmd_free(&d);
 	if (!r && code)
 		r = sfs_errf(err, -EIO, "sbx: run %d did not start (exit %d)", run->n, code);
@@ -130,8 +130,12 @@ int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 	char *out = NULL;
 	r = sbx_exec(sb, &c, NULL, 0, 0, &code, &out, NULL, err);
 	sfs_sh_cmd_free(&c);
-	if (!r)
-		r = sfs_sh_kill_answer(out, run->n, err);
+	if (!r) {
+		size_t l = out ? strlen(out) : 0;
+		while (l && (out[l - 1] == '\n' || out[l - 1] == ' '))
+			out[--l] = '\0'; /* the script's one word, without its newline */
+		r = sfs_sh_kill_answer(out ? out : "", run->n, err);
+	}
 	free(out);
 	return r;
 }

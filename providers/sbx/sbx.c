@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const create_keys[] = {"provider", "name", "clone", "cpus",
+static const char *const create_keys[] = {"provider", "name",	 "clone", "cpus",
 					  "memory",   "network", NULL};
 
 static bool known_option(const char *k)
@@ -78,11 +78,14 @@ static void remove_sandbox(const char *name)
 }
 
 /* The VM's working directory (where exec starts: the clone) as the
- * workspace root. */
-static int fetch_workspace(struct sfs_sandbox *sb, struct sfs_err *err)
+ * workspace root; with seeded, the seed repository's .git goes (no clone=
+ * means an empty workspace). */
+static int fetch_workspace(struct sfs_sandbox *sb, bool seeded, struct sfs_err *err)
 {
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_script(&c, "pwd", "sandboxfs-pwd", NULL, err);
+	const char *args[] = {seeded ? "seeded" : "cloned", NULL};
+	int r = sfs_sh_script(&c, "[ \"$1\" = seeded ] && rm -rf .git; pwd", "sandboxfs-pwd", args,
+			      err);
 	if (r)
 		return r;
 	int code = 0;
@@ -190,7 +193,7 @@ static int sbx_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		return r;
 	r = sfs_sb_publish(sb, name, "sbx", NULL, err);
 	if (!r)
-		r = fetch_workspace(sb, err);
+		r = fetch_workspace(sb, clone == seed, err);
 	if (!r && net)
 		r = set_network(sb, net, err);
 	if (r)
@@ -242,7 +245,7 @@ static int sbx_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!r && !sb->image)
 		r = sfs_sb_publish(sb, NULL, "sbx", NULL, err);
 	if (!r && !sb->workspace)
-		r = fetch_workspace(sb, err);
+		r = fetch_workspace(sb, false, err);
 	return r;
 }
 

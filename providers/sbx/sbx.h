@@ -69,6 +69,12 @@ int sbx_cli_fail(const struct sbx_result *r, const char *what, struct sfs_err *e
 struct sfs_sh_cmd;
 int sbx_exec(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, const void *in, size_t inlen,
 	     long timeout_ms, int *code, char **out, size_t *outlen, struct sfs_err *err);
+/* The same with sbx.attempts tries while the CLI itself fails with a
+ * transient error (the command never ran); sbx_exec_n with attempts 1 for
+ * what must not run twice (a run's start). */
+int sbx_exec_n(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, const void *in, size_t inlen,
+	       long timeout_ms, int attempts, int *code, char **out, size_t *outlen,
+	       struct sfs_err *err);
 long sbx_timeout_ms(void);
 /* workspace + "/" + rel, malloc'd. */
 char *sbx_abs_path(struct sfs_sandbox *sb, const char *rel);

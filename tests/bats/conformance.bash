@@ -471,7 +471,7 @@ conf_test_faults_retried() {
 	emu_require
 	# with 30% of attempts failing, 10 attempts make a lost request ~1e-5
 	sfs_unmount
-	sfs_mount --log-level 3 -o http.attempts=10
+	sfs_mount --log-level 3 -o http.attempts=10 ${P_FAULT_MOUNT_OPTS:-}
 	conf_new r1 >/dev/null
 	W=$(ws r1)
 	conf_run r1 'for i in $(seq 1 20); do seq 1 $((i * 100)) > f$i; done' >/dev/null

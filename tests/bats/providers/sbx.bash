@@ -62,3 +62,5 @@ P_LOG_CALL_RE='sbx: create --name'
 P_FILES_PATH=sandboxfs-fs
 P_SECRET_ENV=SBX_TOKEN
 P_NO_STOP="stop and start are not supported"
+# a CLI has no HTTP retries: its own attempts for the faults body
+P_FAULT_MOUNT_OPTS="-o sbx.attempts=10"
