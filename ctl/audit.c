@@ -227,8 +227,16 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 	const char *ename = e ? strerrorname_np(e) : "0";
 	struct sfs_buf line = {0};
 	int r = sfs_buf_printf(&line, "%s.%03ldZ %s %s ", t, ts.tv_nsec / 1000000, who, op);
+	/* secrets never reach the file, and are looked for before escaping
+	 * (a value with a blank or a control byte would not match after):
+	 * a workspace path (the hot path) gets the search for values, a
+	 * command line or status the whole redactor */
+	char *rpath = path && *path ? sfs_redact_values_dup(path) : NULL;
+	if (!r && path && *path && !rpath)
+		r = -ENOMEM;
 	if (!r)
-		r = path && *path ? add_word(&line, path) : sfs_buf_adds(&line, "-");
+		r = rpath ? add_word(&line, rpath) : sfs_buf_adds(&line, "-");
+	free(rpath);
 	if (!r && ename)
 		r = sfs_buf_printf(&line, " %s", ename);
 	else if (!r)
@@ -236,7 +244,8 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 	if (!r && detail && *detail) {
 		/* one line: a command's own newlines would forge lines */
 		char shown[2048];
-		sfs_escape_text(detail, strlen(detail), shown, sizeof(shown));
+		sfs_escape_redacted(detail, strlen(detail), strlen(detail), shown, sizeof(shown),
+				    NULL);
 		for (char *p = shown; *p; p++)
 			if (*p == '\n')
 				*p = ' ';
@@ -244,10 +253,7 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 	}
 	if (!r)
 		r = sfs_buf_adds(&line, "\n");
-	/* secrets never reach the file: a command line or status gets the whole
-	 * redactor, a workspace path (the hot path) the search for values */
-	char *red = r ? NULL : detail ? sfs_redact_dup(line.buf) : sfs_redact_values_dup(line.buf);
-	const char *text = red;
+	const char *text = r ? NULL : line.buf;
 	if (text) {
 		size_t len = strlen(text);
 		pthread_mutex_lock(&a->mu);
@@ -259,7 +265,6 @@ void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int er
 		if (wake)
 			pthread_cond_signal(&aw.wake);
 	}
-	free(red);
 	sfs_buf_free(&line);
 }
 

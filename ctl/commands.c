@@ -177,7 +177,7 @@ static int check_cmd(struct ctl_cmd *c, struct sfs_err *err)
 static void name_command(struct sfs_err *err, const char *line)
 {
 	char shown[SFS_ERR_MAX], msg[SFS_ERR_MAX];
-	sfs_escape_text(line, strlen(line), shown, sizeof(shown));
+	sfs_escape_redacted(line, strlen(line), strlen(line), shown, sizeof(shown), NULL);
 	snprintf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
 	snprintf(err->msg, sizeof(err->msg), "%s", msg);
 	sfs_redact(err->msg, sizeof(err->msg));
@@ -937,12 +937,12 @@ void ctl_file_close(struct ctl_file *f)
 		 * mid-command, so the tail never runs */
 		struct sfs_err err = {0};
 		char shown[200], who[96];
-		sfs_escape_text(dropped, strlen(dropped) < 40 ? strlen(dropped) : 40, shown,
-				sizeof(shown));
+		bool cut;
+		sfs_escape_redacted(dropped, strlen(dropped), 40, shown, sizeof(shown), &cut);
 		sfs_errf(&err, -EINVAL,
 			 "not run: \"%s%s\" had no newline when the file was closed after several "
 			 "writes (end every line with a newline; only a single write may omit it)",
-			 shown, strlen(dropped) > 40 ? "..." : "");
+			 shown, cut ? "..." : "");
 		sfs_log(SFS_LOG_WARN, "%s ctl: %s", file_who(f, who, sizeof(who)), err.msg);
 		if (f->kind == CTL_FILE_SANDBOX) {
 			struct sfs_buf o = {0};

@@ -27,8 +27,9 @@
 static int refuse(struct sfs_err *err, const char *what, const char *line, size_t n)
 {
 	char shown[QUOTE_BYTES * 4 + 8];
-	sfs_escape_text(line, n < QUOTE_BYTES ? n : QUOTE_BYTES, shown, sizeof(shown));
-	return sfs_errf(err, -EINVAL, "%s: \"%s%s\"", what, shown, n > QUOTE_BYTES ? "..." : "");
+	bool cut;
+	sfs_escape_redacted(line, n, QUOTE_BYTES, shown, sizeof(shown), &cut);
+	return sfs_errf(err, -EINVAL, "%s: \"%s%s\"", what, shown, cut ? "..." : "");
 }
 
 /* The failure path of a feed: drop what is held and skip the rest of the

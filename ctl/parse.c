@@ -29,14 +29,20 @@ static int is_utf8_continuation(char c)
  */
 static char *redacted_copy(const char *line, size_t n, size_t cap)
 {
-	char *buf = malloc(cap);
-	if (!buf)
+	char *buf = malloc(cap), *raw = malloc(n + 3);
+	if (!buf || !raw) {
+		free(buf);
+		free(raw);
 		return NULL;
-	memcpy(buf, "  ", 2);
+	}
+	memcpy(raw, "  ", 2);
+	memcpy(raw + 2, line, n);
+	raw[n + 2] = '\0';
 	/* bytes that are not text are shown as \xNN, before the caret's
-	 * column is measured */
-	sfs_escape_text(line, n, buf + 2, cap - 2);
-	sfs_redact(buf, cap);
+	 * column is measured; redacted before they are (a secret holding such
+	 * a byte would not match once escaped) */
+	sfs_escape_redacted(raw, n + 2, n + 2 + cap, buf, cap, NULL);
+	free(raw);
 	memmove(buf, buf + 2, strlen(buf + 2) + 1);
 	return buf;
 }

@@ -3,8 +3,10 @@
 
 #include "../ctl/audit.h"
 #include "../ctl/tree.h"
+#include "../providers/redact.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool on;
@@ -78,7 +80,10 @@ void fs_audit_end(struct fs_audit *a)
 	const char *d = a->detail;
 	if (a->to_name) {
 		struct sfs_sandbox *tsb = where(a->to_ino, a->to_name, to, sizeof(to), &put_to);
-		audit_word(tsb ? to : "?", w, sizeof(w));
+		/* redacted before audit_word escapes it (see audit_line) */
+		char *rto = sfs_redact_values_dup(tsb ? to : "?");
+		audit_word(rto ? rto : "?", w, sizeof(w));
+		free(rto);
 		snprintf(detail, sizeof(detail), "-> %s", w);
 		d = detail;
 		if (put_to)

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -76,18 +77,52 @@ size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz)
 	return o;
 }
 
+size_t sfs_escape_redacted(const char *in, size_t n, size_t max_in, char *out, size_t outsz,
+			   bool *cut)
+{
+	char *raw = strndup(in ? in : "", n);
+	char *red = raw ? sfs_redact_dup(raw) : NULL;
+	if (raw) {
+		explicit_bzero(raw, strlen(raw));
+		free(raw);
+	}
+	if (!red) { /* never show what could not be checked */
+		if (cut)
+			*cut = true;
+		return sfs_escape_text(SFS_REDACTED, strlen(SFS_REDACTED), out, outsz);
+	}
+	size_t len = strlen(red);
+	if (cut)
+		*cut = len > max_in;
+	size_t o = sfs_escape_text(red, len < max_in ? len : max_in, out, outsz);
+	free(red);
+	return o;
+}
+
+/* The whole text, however long: redacted before it is cut or escaped (see
+ * sfs_escape_redacted), into out. */
+static void format_redacted(char *out, size_t outsz, const char *fmt, va_list ap)
+{
+	char *raw = NULL;
+	int n = vasprintf(&raw, fmt, ap);
+	if (n < 0) {
+		snprintf(out, outsz, "%s", SFS_REDACTED);
+		return;
+	}
+	sfs_escape_redacted(raw, (size_t)n, (size_t)n, out, outsz, NULL);
+	explicit_bzero(raw, (size_t)n);
+	free(raw);
+}
+
 int sfs_errf(struct sfs_err *err, int code, const char *fmt, ...)
 {
 	if (!err)
 		return code;
-	char raw[SFS_ERR_MAX];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(raw, sizeof(raw), fmt, ap);
-	va_end(ap);
 	/* names and lines from users may be any bytes: messages stay text */
-	sfs_escape_text(raw, sizeof(raw), err->msg, sizeof(err->msg));
-	sfs_redact(err->msg, sizeof(err->msg));
+	format_redacted(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
 	err->code = code;
 	return code;
 }
@@ -105,13 +140,11 @@ void sfs_log(int level, const char *fmt, ...)
 	static const char *const names[] = {"error", "warning", "info", "debug"};
 	if (level > sfs_log_level)
 		return;
-	char raw[2048], line[2048];
+	char line[2048];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(raw, sizeof(raw), fmt, ap);
+	format_redacted(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	sfs_escape_text(raw, sizeof(raw), line, sizeof(line));
-	sfs_redact(line, sizeof(line));
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct tm tm;

@@ -26,6 +26,15 @@ void sfs_err_clear(struct sfs_err *err);
  * character).  Returns strlen(out).
  */
 size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz);
+/*
+ * in[0..n) redacted as a whole (sfs_redact_dup), then at most max_in bytes
+ * of that escaped into out as sfs_escape_text does; *cut (may be NULL) tells
+ * whether the redacted text was longer than max_in.  Redaction comes first:
+ * a secret with a byte the escape rewrites, or cut by a bound, would no
+ * longer match its registered value afterwards.  Returns strlen(out).
+ */
+size_t sfs_escape_redacted(const char *in, size_t n, size_t max_in, char *out, size_t outsz,
+			   bool *cut);
 /* Whether s is valid UTF-8 (no overlongs, surrogates or code points past
  * U+10FFFF). */
 bool sfs_utf8_valid(const char *s);
