@@ -9,6 +9,7 @@ extern const struct sfs_provider sfs_provider_sprites;
 extern const struct sfs_provider sfs_provider_vercel;
 extern const struct sfs_provider sfs_provider_cloudflare;
 extern const struct sfs_provider sfs_provider_sbx;
+extern const struct sfs_provider sfs_provider_aws;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
@@ -19,6 +20,7 @@ const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_vercel,
     &sfs_provider_cloudflare,
     &sfs_provider_sbx,
+    &sfs_provider_aws,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "../err.h"
@@ -77,5 +78,85 @@ int aws_sign(const struct aws_config *c, const char *service, const char *method
 	     const char *const *extra, const char *payload_hash, const void *body, size_t len,
 	     time_t now, struct aws_signed *out, struct sfs_err *err);
 void aws_signed_free(struct aws_signed *s);
+
+/* ---- s3.c: the S3 calls, path-style or virtual-host ----------------------- */
+
+struct sfs_buf;
+
+/* One S3 request on key (NULL: the bucket itself) with query (NULL: none,
+ * already encoded), extra headers ("Name: value", NULL-terminated) signed;
+ * body in memory (hashed) or none.  With sink_fd >= 0 a 2xx body goes into
+ * that file.  A non-2xx answer becomes an errno with S3's Code and Message
+ * ("aws: s3 GET KEY: NoSuchBucket: ..."); *status gets the HTTP status and
+ * *hdr (may be NULL) the value of capture ("ETag", ...) when given. */
+struct aws_s3_call {
+	const char *method, *key, *query;
+	const char *const *headers;
+	const void *body;
+	size_t body_len;
+	int sink_fd;
+	const char *capture;
+	bool retry_unsafe; /* a POST that may be repeated */
+};
+int aws_s3(const struct aws_config *c, const char *bucket, const struct aws_s3_call *call,
+	   long *status, struct sfs_buf *resp_body, char **hdr, struct sfs_err *err);
+
+/* ListObjectsV2 results, from S3's XML. */
+struct aws_s3_obj {
+	char *key;
+	int64_t size;
+	int64_t mtime; /* LastModified, unix seconds */
+};
+struct aws_s3_list {
+	struct aws_s3_obj *objs;
+	size_t nobjs;
+	char **prefixes;
+	size_t nprefixes;
+	char *next_token; /* NextContinuationToken when truncated, else NULL */
+};
+/* Parses one ListBucketResult page, appending to l.  0 or -EPROTO/-ENOMEM. */
+int aws_s3_parse_list(const char *xml, size_t len, struct aws_s3_list *l);
+void aws_s3_list_free(struct aws_s3_list *l);
+/* Every object under prefix (delimiter "/" when delim, so sub-prefixes
+ * come as prefixes), all pages; max 0 = no limit. */
+int aws_s3_list(const struct aws_config *c, const char *bucket, const char *prefix, bool delim,
+		size_t max, struct aws_s3_list *l, struct sfs_err *err);
+/* The text of <tag> in xml (entities decoded), malloc'd, or NULL. */
+char *aws_xml_text(const char *xml, size_t len, const char *tag);
+
+/* ---- files.c: the workspace prefix ---------------------------------------- */
+
+#include <sys/types.h>
+
+/* Above this a write is a multipart upload, in parts of AWS_MULTIPART_PART. */
+#define AWS_MULTIPART_MIN (8L << 20)
+#define AWS_MULTIPART_PART (8L << 20)
+
+struct sfs_sandbox;
+struct sfs_rstat;
+struct sfs_rdirent;
+
+/* One op's view of a sandbox: its bucket, its root prefix (ends in '/'),
+ * the configuration; credentials missing is -EACCES naming them. */
+struct aws_ws {
+	char bucket[256];
+	char root[1024];
+	struct aws_config cfg;
+};
+int aws_ws_open(struct sfs_sandbox *sb, struct aws_ws *w, struct sfs_err *err);
+void aws_ws_close(struct aws_ws *w);
+int aws_put_marker(struct aws_ws *w, const char *path, mode_t mode, struct sfs_err *err);
+
+int aws_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st,
+		struct sfs_err *err);
+int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
+		struct sfs_err *err);
+int aws_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+int aws_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
+		 struct sfs_err *err);
+int aws_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+int aws_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
+int aws_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);
+int aws_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 
 #endif

@@ -1,0 +1,212 @@
+/*
+ * The aws provider: lifecycle, status and the op table.  A sandbox is the
+ * prefix s3://BUCKET/PREFIX/NAME/ (sb->id "BUCKET/PREFIX/NAME/"), its
+ * workspace served by files.c through the remote workspace layer.  Runs
+ * (ECS RunTask + CloudWatch Logs) are not written yet: caps exec is false
+ * (docs/aws.md says what is missing).
+ */
+#include "aws.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../provider.h"
+#include "../strbuf.h"
+
+static const char create_keys[] = "provider bucket prefix image cpu memory";
+
+static bool known_option(const char *k)
+{
+	size_t kl = strlen(k);
+	for (const char *p = create_keys; (p = strstr(p, k)); p += kl)
+		if ((p == create_keys || p[-1] == ' ') && (p[kl] == ' ' || !p[kl]))
+			return true;
+	return false;
+}
+
+/* A bucket name as S3 allows it (3-63 of a-z 0-9 . -); refusing others
+ * early keeps them out of URLs and ids. */
+static bool bucket_ok(const char *b)
+{
+	size_t n = strlen(b);
+	if (n < 3 || n > 63)
+		return false;
+	for (const char *c = b; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+		      *c == '-'))
+			return false;
+	return true;
+}
+
+static bool positive_int(const char *v)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+	return *v && !*end && n > 0 && n <= 1 << 20;
+}
+
+static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
+{
+	const char *bucket = sfs_opt_get("aws.bucket"), *prefix = sfs_opt_get("aws.prefix");
+	const char *image = NULL;
+	for (size_t i = 0; opts && i < opts->n; i++) {
+		const char *k = opts->v[i].key, *v = opts->v[i].val;
+		if (!known_option(k))
+			return sfs_errf(err, -EINVAL, "aws: unknown option \"%s\" (known: %s)", k,
+					create_keys);
+		if (!strcmp(k, "bucket"))
+			bucket = v;
+		else if (!strcmp(k, "prefix"))
+			prefix = v;
+		else if (!strcmp(k, "image"))
+			image = v;
+		else if ((!strcmp(k, "cpu") || !strcmp(k, "memory")) && !positive_int(v))
+			return sfs_errf(err, -EINVAL,
+					"aws: %s=%s: expected a positive number (cpu units, "
+					"memory MiB)",
+					k, v);
+	}
+	if (!bucket || !*bucket)
+		return sfs_errf(err, -EINVAL, "aws: no bucket: give bucket= or set aws.bucket");
+	if (!bucket_ok(bucket))
+		return sfs_errf(err, -EINVAL,
+				"aws: bucket=%s: expected 3-63 characters of a-z 0-9 . -", bucket);
+	/* PREFIX/NAME/ without leading, doubled or trailing slashes */
+	struct sfs_buf id = {0};
+	int rc = sfs_buf_printf(&id, "%s/", bucket);
+	for (const char *p = prefix ? prefix : ""; !rc && *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && !strncmp(p, "..", 2))
+			rc = sfs_errf(err, -EINVAL, "aws: prefix=%s: no '..' segments", prefix);
+		else if (n && !(n == 1 && *p == '.'))
+			rc = sfs_buf_printf(&id, "%.*s/", (int)n, p);
+		p += n + (p[n] == '/');
+	}
+	if (!rc && sfs_buf_printf(&id, "%s/", sb->name))
+		rc = sfs_errf(err, -ENOMEM, "out of memory");
+	if (rc) {
+		sfs_buf_free(&id);
+		return rc;
+	}
+	struct sfs_buf ws = {0};
+	if (sfs_buf_printf(&ws, "s3://%s", id.buf)) {
+		sfs_buf_free(&id);
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	rc = sfs_sb_publish(sb, id.buf, image ? image : "none", ws.buf, err);
+	sfs_buf_free(&id);
+	sfs_buf_free(&ws);
+	if (rc)
+		return rc;
+	/* the root's marker: proves bucket and keys work before `new` returns */
+	struct aws_ws w;
+	rc = aws_ws_open(sb, &w, err);
+	if (!rc) {
+		rc = aws_put_marker(&w, "", 0755, err);
+		aws_ws_close(&w);
+	}
+	return rc;
+}
+
+static int aws_resume(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	struct sfs_rstat st;
+	return aws_fs_stat(sb, "", &st, err);
+}
+
+/* Every object under the prefix goes (a sandbox owns its prefix). */
+static int aws_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	if (!sb->id)
+		return 0;
+	struct aws_ws w;
+	int rc = aws_ws_open(sb, &w, err);
+	if (rc)
+		return rc;
+	struct aws_s3_list l = {0};
+	rc = aws_s3_list(&w.cfg, w.bucket, w.root, false, 0, &l, err);
+	if (rc == -ENOENT)
+		rc = 0; /* the bucket is gone: so is the sandbox */
+	for (size_t i = 0; !rc && i < l.nobjs; i++) {
+		struct aws_s3_call call = {.method = "DELETE", .key = l.objs[i].key, .sink_fd = -1};
+		rc = aws_s3(&w.cfg, w.bucket, &call, NULL, NULL, NULL, err);
+	}
+	aws_s3_list_free(&l);
+	aws_ws_close(&w);
+	return rc;
+}
+
+static int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	return sfs_errf(err, -EOPNOTSUPP,
+			"aws: runs need ECS RunTask and CloudWatch Logs, which this sandboxfs "
+			"does not implement yet; the workspace s3://%s works",
+			sb->id ? sb->id : "");
+}
+
+static int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	return 0;
+}
+
+static bool aws_configured(char *why, size_t len)
+{
+	struct aws_config c;
+	struct sfs_err err = {0};
+	if (aws_config_load(&c, sfs_opt_get("aws.region"), sfs_opt_get("aws.s3_addressing"),
+			    &err)) {
+		snprintf(why, len, "%s", err.msg);
+		return false;
+	}
+	const char *miss = aws_config_missing(&c);
+	const char *bucket = sfs_opt_get("aws.bucket");
+	bool ok = !*miss;
+	if (!ok)
+		snprintf(why, len, "no %s", miss);
+	else
+		snprintf(why, len,
+			 "ready: S3 at %s (%s-style, region %s, keys from %s)%s; runs not "
+			 "implemented (no ECS RunTask)",
+			 c.s3_endpoint, c.s3_path_style ? "path" : "virtual-host", c.region,
+			 c.creds_source,
+			 bucket && *bucket ? "" : "; no aws.bucket: new needs bucket=");
+	aws_config_free(&c);
+	return ok;
+}
+
+static const struct sfs_provider_ops aws_ops = {
+    .create = aws_create,
+    .resume = aws_resume,
+    .destroy = aws_destroy,
+    .run_start = aws_run_start,
+    .run_refresh = aws_run_refresh,
+    .fs_stat = aws_fs_stat,
+    .fs_list = aws_fs_list,
+    .fs_read = aws_fs_read,
+    .fs_write = aws_fs_write,
+    .fs_mkdir = aws_fs_mkdir,
+    .fs_remove = aws_fs_remove,
+    .fs_rename = aws_fs_rename,
+    .fs_chmod = aws_fs_chmod,
+    .configured = aws_configured,
+};
+
+static const char *const aws_credential_env[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+						 "AWS_SESSION_TOKEN", NULL};
+
+const struct sfs_provider sfs_provider_aws = {
+    .name = "aws",
+    /* only the workspace so far: exec (ECS tasks), snapshots (server-side
+     * copies of the prefix) and the rest are issue 16's remaining work */
+    .caps =
+	{
+	    [SFS_CAP_FS] = true,
+	    [SFS_CAP_DURABLE_FS] = true,
+	},
+    .host_fs = false,
+    .credential_env = aws_credential_env,
+    .ops = &aws_ops,
+    .options = sfs_aws_options,
+};

@@ -1,0 +1,229 @@
+#!/usr/bin/env bats
+# The aws provider's workspace (an S3 prefix through the remote workspace
+# layer) against the S3 emulator (tests/emulators/s3), which verifies every
+# request's SigV4 signature with the test's key.  Runs (ECS) are not written
+# yet: exec is refused.  Every test starts its own emulator and daemon;
+# teardown stops both, even when the test failed.
+
+load helpers
+load remote_helpers # write_checked
+
+S3_EMU="$SFS_ROOT/tests/emulators/s3/s3_emulator.py"
+
+# s3_start [emulator flags...]: an emulator with bucket "bkt", a fresh secret
+# (AWS_SECRET), the AWS_* variables pointing sandboxfs at it.
+s3_start() {
+	EMU_DIR="$BATS_TEST_TMPDIR/emu"
+	mkdir -p "$EMU_DIR"
+	rm -f "$EMU_DIR/port"
+	AWS_SECRET="sfs-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	python3 "$S3_EMU" --bucket bkt --key "AKIDSFSTEST:$AWS_SECRET" --port-file "$EMU_DIR/port" \
+		--log "$EMU_DIR/requests.log" "$@" >"$EMU_DIR/out" 2>&1 3>&- &
+	echo $! >"$BATS_TEST_TMPDIR/emu.pid"
+	wait_for test -s "$EMU_DIR/port" || {
+		cat "$EMU_DIR/out" >&2
+		return 1
+	}
+	EMU_PORT=$(cat "$EMU_DIR/port")
+	export AWS_ACCESS_KEY_ID=AKIDSFSTEST AWS_SECRET_ACCESS_KEY="$AWS_SECRET"
+	export AWS_ENDPOINT_URL="http://127.0.0.1:$EMU_PORT" AWS_REGION=us-east-1
+	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3
+	# no ~/.aws of the machine's user may leak in
+	export AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/none" AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/none"
+}
+
+s3_stop() {
+	[ -f "$BATS_TEST_TMPDIR/emu.pid" ] || return 0
+	local pid
+	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
+	curl -s -m 2 -X POST -d '{"hang":false}' "http://127.0.0.1:${EMU_PORT:-0}/_emu/faults" >/dev/null 2>&1 || true
+	kill -TERM "$pid" 2>/dev/null || true
+	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
+	rm -f "$BATS_TEST_TMPDIR/emu.pid"
+}
+
+s3_faults() {
+	curl -s -m 5 -X POST -d "$1" "http://127.0.0.1:$EMU_PORT/_emu/faults" >/dev/null
+}
+
+# s3_obj KEY FIELD: size, sha256 or meta.NAME of an object in bucket bkt ("" if absent).
+s3_obj() {
+	curl -s -m 5 "http://127.0.0.1:$EMU_PORT/_emu/objects?bucket=bkt" | python3 -c '
+import json, sys
+o = json.load(sys.stdin).get(sys.argv[1])
+f = sys.argv[2]
+print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
+}
+
+setup() {
+	s3_start
+	sfs_mount --log-level 3
+}
+
+teardown() {
+	sfs_teardown
+	s3_stop
+}
+
+@test "aws: status says configured with the endpoint and where the keys came from" {
+	grep -qx 'configured true' "$MNT/providers/aws/status"
+	grep -q "^reason ready: S3 at http://127.0.0.1:$EMU_PORT (path-style, region us-east-1, keys from environment)" \
+		"$MNT/providers/aws/status"
+	run ! grep -q "$AWS_SECRET" "$MNT/providers/aws/status"
+}
+
+@test "aws: missing credentials or bucket are named in status and in new's error; nothing is made" {
+	sfs_unmount
+	(
+		unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+		sfs_mount --log-level 3
+	)
+	grep -qx 'configured false' "$MNT/providers/aws/status"
+	grep -q '^reason .*AWS_ACCESS_KEY_ID.*AWS_SECRET_ACCESS_KEY' "$MNT/providers/aws/status"
+	run ctl_write "$MNT/ctl" "new a1 provider=aws bucket=bkt"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: "*AWS_ACCESS_KEY_ID* ]]
+	sfs_unmount
+	sfs_mount --log-level 3
+	run ctl_write "$MNT/ctl" "new a2 provider=aws"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: "*"bucket="*"aws.bucket"* ]]
+	run ctl_write "$MNT/ctl" "new a3 provider=aws bucket=bkt cpu=lots"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: cpu=lots"* ]]
+	[ -z "$(curl -s "http://127.0.0.1:$EMU_PORT/_emu/objects?bucket=bkt" | tr -d '{}')" ]
+}
+
+@test "aws: workspace read, write, ls, mkdir, mv, rm; objects carry mode and mtime" {
+	ctl_write "$MNT/ctl" "new w1 provider=aws bucket=bkt prefix=team/ws"
+	grep -qx 'provider aws' "$MNT/w1/status"
+	W="$MNT/w1/workspace"
+	echo hello >"$W/a.txt"
+	mkdir "$W/d"
+	printf 'x%.0s' $(seq 1 100) >"$W/d/b.txt"
+	[ "$(cat "$W/a.txt")" = hello ]
+	[ "$(s3_obj team/ws/w1/a.txt size)" = 6 ]
+	[ "$(s3_obj team/ws/w1/a.txt meta.mode)" = 100644 ]
+	[ -n "$(s3_obj team/ws/w1/a.txt meta.mtime)" ]
+	[ "$(s3_obj team/ws/w1/d/ meta.mode)" = 40755 ]
+	[ "$(s3_obj team/ws/w1/d/b.txt size)" = 100 ]
+	[ "$(ls "$W" | tr '\n' ' ')" = "a.txt d " ]
+	[ -d "$W/d" ]
+	mv "$W/a.txt" "$W/d/c.txt"
+	[ -z "$(s3_obj team/ws/w1/a.txt size)" ]
+	[ "$(s3_obj team/ws/w1/d/c.txt size)" = 6 ]
+	mv "$W/d" "$W/e"
+	[ "$(cat "$W/e/c.txt")" = hello ]
+	[ "$(s3_obj team/ws/w1/e/b.txt size)" = 100 ]
+	[ -z "$(s3_obj team/ws/w1/d/b.txt size)" ]
+	run rmdir "$W/e"
+	[ "$status" -ne 0 ]
+	rm "$W/e/b.txt" "$W/e/c.txt"
+	rmdir "$W/e"
+	[ -z "$(s3_obj team/ws/w1/e/ size)" ]
+	[ -z "$(ls "$W")" ]
+	echo '#!/bin/sh' >"$W/run.sh"
+	chmod 0755 "$W/run.sh"
+	[ "$(s3_obj team/ws/w1/run.sh meta.mode)" = 100755 ]
+	# a second daemon reads it all back from the bucket
+	sfs_unmount
+	sfs_mount --log-level 3
+	[ "$(cat "$MNT/w1/workspace/run.sh")" = '#!/bin/sh' ]
+}
+
+@test "aws: exec is refused naming what is missing; the workspace still works" {
+	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
+	run ctl_write "$MNT/x1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: "*"exec"* ]]
+	echo ok >"$MNT/x1/workspace/f"
+	[ "$(s3_obj x1/f size)" = 3 ]
+}
+
+@test "aws: editor saves (temp + rename, backup, vim) land in the bucket" {
+	ctl_write "$MNT/ctl" "new e1 provider=aws bucket=bkt"
+	W="$MNT/e1/workspace"
+	echo v1 >"$W/notes.txt"
+	# temp + rename, as most editors save
+	echo v2 >"$W/.notes.txt.swp"
+	mv "$W/.notes.txt.swp" "$W/notes.txt"
+	[ "$(cat "$W/notes.txt")" = v2 ]
+	# vim with a backup file
+	HOME="$BATS_TEST_TMPDIR" timeout 20 vim -u NONE -i NONE -n -es \
+		-c 'set backup' -c 'set backupdir=.' -c '%s/v2/v3/' -c 'wq' "$W/notes.txt" </dev/null
+	[ "$(cat "$W/notes.txt")" = v3 ]
+	sfs_unmount
+	[ "$(s3_obj e1/notes.txt size)" = 3 ]
+	[ "$(curl -s "http://127.0.0.1:$EMU_PORT/_emu/objects?bucket=bkt" |
+		python3 -c 'import json,sys,hashlib; print(json.load(sys.stdin)["e1/notes.txt"]["sha256"])')" = \
+		"$(printf 'v3\n' | sha256sum | cut -d' ' -f1)" ]
+}
+
+@test "aws: a file over 8 MiB goes up as a multipart upload and reads back whole" {
+	ctl_write "$MNT/ctl" "new m1 provider=aws bucket=bkt"
+	head -c $((9 * 1024 * 1024 + 123)) /dev/urandom >"$BATS_TEST_TMPDIR/big"
+	cp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big"
+	grep -q 'POST /bkt/m1/big?uploads ' "$EMU_DIR/requests.log"
+	grep -q 'PUT /bkt/m1/big?partNumber=2&uploadId=' "$EMU_DIR/requests.log"
+	[ "$(s3_obj m1/big sha256)" = "$(sha256sum <"$BATS_TEST_TMPDIR/big" | cut -d' ' -f1)" ]
+	sfs_unmount
+	sfs_mount --log-level 3
+	cmp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big"
+}
+
+@test "aws: throttling (503 SlowDown, Retry-After) is retried; a write during an outage fails with EIO and lands later" {
+	# long attribute times: only write-backs meet the outage
+	sfs_unmount
+	sfs_mount --log-level 3 -o remote.attr_timeout=60
+	ctl_write "$MNT/ctl" "new f1 provider=aws bucket=bkt"
+	W="$MNT/f1/workspace"
+	s3_faults '{"slow_down":2}'
+	echo throttled >"$W/t.txt"
+	[ "$(s3_obj f1/t.txt size)" = 10 ]
+	grep -q ' 503$' "$EMU_DIR/requests.log"
+	# every PUT fails: close reports EIO, the bytes stay, and land once S3 is back
+	echo before >"$W/keep.txt"
+	s3_faults '{"fail_methods":"PUT"}'
+	run write_checked "$W/keep.txt" precious
+	[ "$status" -eq 5 ]
+	[ "$output" = "close: errno 5" ]
+	grep -rqx 'keep.txt' "$STATE"/sandboxes/*/rcache/*.pending
+	[ "$(cat "$W/keep.txt")" = precious ]
+	[ "$(s3_obj f1/keep.txt size)" = 7 ]
+	s3_faults '{"fail_methods":""}'
+	wait_for no_pending
+	[ "$(s3_obj f1/keep.txt size)" = 8 ]
+	[ "$(cat "$W/keep.txt")" = precious ]
+}
+
+@test "aws: a wrong secret key fails with SignatureDoesNotMatch, clear and redacted" {
+	sfs_unmount
+	(
+		export AWS_SECRET_ACCESS_KEY="wrong-$AWS_SECRET"
+		sfs_mount --log-level 3
+	)
+	run ctl_write "$MNT/ctl" "new s1 provider=aws bucket=bkt"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: s3 PUT s3://bkt/s1/: SignatureDoesNotMatch"*"AWS_SECRET_ACCESS_KEY"* ]]
+	run ! grep -q "wrong-$AWS_SECRET" "$BATS_TEST_TMPDIR/daemon.log"
+	# and a bucket that does not exist is NoSuchBucket, named
+	sfs_unmount
+	sfs_mount --log-level 3
+	run ctl_write "$MNT/ctl" "new s2 provider=aws bucket=nosuch"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: s3 PUT s3://nosuch/s2/: NoSuchBucket"* ]]
+	# AccessDenied the same way
+	s3_faults '{"deny":true}'
+	run ctl_write "$MNT/ctl" "new s3 provider=aws bucket=bkt"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: s3 PUT s3://bkt/s3/: AccessDenied"* ]]
+}
+
+@test "aws: the secret key never appears in anything sandboxfs writes" {
+	ctl_write "$MNT/ctl" "new g1 provider=aws bucket=bkt"
+	echo data >"$MNT/g1/workspace/f"
+	cat "$MNT/g1/status" "$MNT/providers/aws/status" >/dev/null
+	run ctl_write "$MNT/g1/ctl" "exec env"
+	sfs_unmount
+	run ! grep -rqF "$AWS_SECRET" "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
+}
