@@ -21,62 +21,25 @@
 /* The bridge refuses bodies over 32 MiB (payload_too_large). */
 #define CF_BODY_MAX (32u << 20)
 
-/* Runs a file script on abs paths a (and b); its exit status as an errno. */
-static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script, const char *a,
-		     const char *b, char **out, size_t *len, struct sfs_err *err)
+static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
+		   size_t *outlen, struct sfs_err *err)
 {
-	const char *args[] = {a, b, NULL};
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
-	if (r)
-		return r;
-	int code = 0;
-	struct sfs_err e = {0}; /* a failing script's stderr lands here */
-	r = cf_exec_cmd(sb, &c, 0, &code, out, len, &e);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return sfs_errf(err, r, "%s", e.msg);
-	if (code) {
-		if (out) {
-			free(*out);
-			*out = NULL;
-		}
-		r = sfs_sh_fs_errno(code);
-		return sfs_errf(err, r, "cloudflare: %s %s: %s", what, a,
-				e.msg[0] ? e.msg : strerror(-r));
-	}
-	return 0;
+	return cf_exec_cmd(sb, c, 0, exit, out, outlen, err);
 }
+
+/* The kit's file scripts through exec (sh/fsops.c). */
+static const struct sfs_sh_exec cf_sh = {
+    .what = "cloudflare", .run = run_cmd, .abs_path = cf_abs_path};
 
 int cf_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path), *out = NULL;
-	size_t len = 0;
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "stat", sfs_sh_fs_stat, abs, NULL, &out, &len, err);
-	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "cloudflare: stat %s: bad answer",
-			     abs);
-	free(out);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_stat(&cf_sh, sb, path, st, err);
 }
 
 int cf_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 	       struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path), *out = NULL;
-	size_t len = 0;
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "list", sfs_sh_fs_list, abs, NULL, &out, &len, err);
-	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "cloudflare: list %s: %s", abs,
-			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
-	free(out);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_list(&cf_sh, sb, path, ents, n, err);
 }
 
 /* "/v1/sandbox/ID/file/<abs path without its leading '/'>", escaped; a
@@ -97,43 +60,14 @@ static int file_route(struct sfs_sandbox *sb, const char *rel, char *buf, size_t
 	return cf_sb_begin(sb, suffix, buf, len, err);
 }
 
-struct sink {
-	int fd;
-	off_t pos;
-};
-
-static int to_fd(const void *data, size_t len, void *arg)
-{
-	struct sink *s = arg;
-	const char *p = data;
-	while (len) {
-		ssize_t w = pwrite(s->fd, p, len, s->pos);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		len -= (size_t)w;
-		s->pos += w;
-	}
-	return 0;
-}
-
-static int rewind_fd(void *arg)
-{
-	struct sink *s = arg;
-	s->pos = 0;
-	return ftruncate(s->fd, 0);
-}
-
 /* A GET or POST whose 2xx body goes to fd (from offset 0). */
 static int fetch_to_fd(const char *method, const char *route, const char *what, const char *subject,
 		       int fd, struct sfs_err *err)
 {
-	struct sink s = {.fd = fd};
+	struct sfs_http_fd s = {.fd = fd};
 	struct sfs_http_req req = {.method = method,
-				   .sink = to_fd,
-				   .sink_reset = rewind_fd,
+				   .sink = sfs_http_fd_sink,
+				   .sink_reset = sfs_http_fd_rewind,
 				   .sink_arg = &s,
 				   .retry_unsafe = true}; /* reads */
 	struct sfs_http_resp resp;
@@ -232,86 +166,58 @@ int cf_persist(const char *id, int fd, struct sfs_err *err)
 	return r ? r : fetch_to_fd("POST", route, "persist", id, fd, err);
 }
 
+/* A tar (fd, size bytes or to its end) POSTed to route's hydrate. */
+static int post_tar(const char *route, int fd, off_t size, const char *subject, struct sfs_err *err)
+{
+	struct sfs_buf b = {0};
+	int r = slurp(fd, size, "hydrate", &b, err);
+	if (!r)
+		r = send_body("POST", route, "application/x-tar", &b, "hydrate", subject, err);
+	sfs_buf_free(&b);
+	return r;
+}
+
 int cf_hydrate(const char *id, int fd, struct sfs_err *err)
 {
 	char route[256];
-	struct sfs_buf b = {0};
 	int r = cf_path(id, "/hydrate", route, sizeof(route), err);
-	if (!r)
-		r = slurp(fd, -1, "hydrate", &b, err);
-	if (!r)
-		r = send_body("POST", route, "application/x-tar", &b, "hydrate", id, err);
-	sfs_buf_free(&b);
-	return r;
+	return r ? r : post_tar(route, fd, -1, id, err);
 }
 
 int cf_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
 {
 	char route[256];
-	struct sfs_buf b = {0};
 	int r = cf_sb_begin(sb, "/hydrate", route, sizeof(route), err);
 	if (r)
 		return r;
-	r = slurp(fd, size, "source tree", &b, err);
-	if (!r)
-		r = send_body("POST", route, "application/x-tar", &b, "hydrate", sb->name, err);
+	r = post_tar(route, fd, size, sb->name, err);
 	cf_sb_end(sb);
-	sfs_buf_free(&b);
 	return r;
 }
 
 int cf_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path), m[16];
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	int r = fs_script(sb, "chmod", sfs_sh_fs_chmod, abs, m, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_chmod(&cf_sh, sb, path, mode, err);
 }
 
 int cf_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path), m[16];
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	int r = fs_script(sb, "mkdir", sfs_sh_fs_mkdir, abs, m, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_mkdir(&cf_sh, sb, path, mode, err);
 }
 
 int cf_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path);
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
-			  abs, NULL, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_remove(&cf_sh, sb, path, dir, err);
 }
 
 int cf_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
 {
-	char *a = cf_abs_path(sb, from), *b = cf_abs_path(sb, to);
-	int r = a && b ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
-	if (!r)
-		r = fs_script(sb, "rename", sfs_sh_fs_rename, a, b, NULL, NULL, err);
-	free(a);
-	free(b);
-	return r;
+	return sfs_sh_xfs_rename(&cf_sh, sb, from, to, err);
 }
 
 int cf_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
 {
-	char *abs = cf_abs_path(sb, path);
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "symlink", sfs_sh_fs_symlink, abs, target, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_symlink(&cf_sh, sb, target, path, err);
 }
 
 /* ---- bulk reads: one tar of many files in one exec ------------------------- */

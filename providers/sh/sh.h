@@ -154,6 +154,39 @@ struct sfs_buf;
 int sfs_sh_b64(struct sfs_sh_cmd *c, const struct sfs_sh_cmd *cmd, struct sfs_err *err);
 long sfs_sh_b64_unframe(struct sfs_buf *b);
 
+/* ---- file ops through a provider's exec (fsops.c) ------------------------ */
+
+/* How a provider runs a kit command to its end. */
+struct sfs_sandbox;
+struct sfs_rstat;
+struct sfs_rdirent;
+struct sfs_sh_exec {
+	const char *what; /* message prefix: "vercel" */
+	/* c in sb: *exit its status, *out (when out is not NULL) its stdout's
+	 * bytes (*outlen); a failing command's stderr in err's message */
+	int (*run)(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
+		   size_t *outlen, struct sfs_err *err);
+	/* workspace + "/" + rel, malloc'd */
+	char *(*abs_path)(struct sfs_sandbox *sb, const char *rel);
+};
+/* The provider ops of the same names (provider.h), paths relative to the
+ * workspace, each one script in one call; a script's failure is its errno
+ * with "WHAT: OP PATH: stderr". */
+int sfs_sh_xfs_stat(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		    struct sfs_rstat *st, struct sfs_err *err);
+int sfs_sh_xfs_list(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		    struct sfs_rdirent **ents, size_t *n, struct sfs_err *err);
+int sfs_sh_xfs_chmod(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		     mode_t mode, struct sfs_err *err);
+int sfs_sh_xfs_mkdir(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		     mode_t mode, struct sfs_err *err);
+int sfs_sh_xfs_remove(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		      bool dir, struct sfs_err *err);
+int sfs_sh_xfs_rename(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *from,
+		      const char *to, struct sfs_err *err);
+int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *target,
+		       const char *path, struct sfs_err *err);
+
 /* ---- bulk reads (bulk.c) -------------------------------------------------- */
 
 /* tar -cf - of those of paths (relative to root) that are regular files, to

@@ -19,62 +19,25 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* Runs a file script on abs paths a (and b); its exit status as an errno. */
-static int fs_script(struct sfs_sandbox *sb, const char *what, const char *script, const char *a,
-		     const char *b, bool want_out, char **out, size_t *len, struct sfs_err *err)
+static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
+		   size_t *outlen, struct sfs_err *err)
 {
-	const char *args[] = {a, b, NULL};
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
-	if (r)
-		return r;
-	int code = 0;
-	struct sfs_err e = {0}; /* a failing script's stderr lands here */
-	r = vc_exec_cmd(sb, &c, want_out, 0, &code, want_out ? out : NULL, len, &e);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return sfs_errf(err, r, "%s", e.msg);
-	if (code) {
-		if (want_out) {
-			free(*out);
-			*out = NULL;
-		}
-		r = sfs_sh_fs_errno(code);
-		return sfs_errf(err, r, "vercel: %s %s: %s", what, a,
-				e.msg[0] ? e.msg : strerror(-r));
-	}
-	return 0;
+	/* output base64-framed: the command API's logs carry text */
+	return vc_exec_cmd(sb, c, out != NULL, 0, exit, out, outlen, err);
 }
+
+/* The kit's file scripts through waited commands (sh/fsops.c). */
+static const struct sfs_sh_exec vc_sh = {.what = "vercel", .run = run_cmd, .abs_path = vc_abs_path};
 
 int vc_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
-	char *abs = vc_abs_path(sb, path), *out = NULL;
-	size_t len = 0;
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "stat", sfs_sh_fs_stat, abs, NULL, true, &out, &len, err);
-	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "vercel: stat %s: bad answer",
-			     abs);
-	free(out);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_stat(&vc_sh, sb, path, st, err);
 }
 
 int vc_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 	       struct sfs_err *err)
 {
-	char *abs = vc_abs_path(sb, path), *out = NULL;
-	size_t len = 0;
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "list", sfs_sh_fs_list, abs, NULL, true, &out, &len, err);
-	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "vercel: list %s: %s", abs,
-			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
-	free(out);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_list(&vc_sh, sb, path, ents, n, err);
 }
 
 static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,
@@ -240,13 +203,7 @@ int vc_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *e
 
 int vc_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
-	char *abs = vc_abs_path(sb, path), m[16];
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	int r = fs_script(sb, "chmod", sfs_sh_fs_chmod, abs, m, false, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_chmod(&vc_sh, sb, path, mode, err);
 }
 
 int vc_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
@@ -272,34 +229,17 @@ int vc_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sf
 
 int vc_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
 {
-	char *abs = vc_abs_path(sb, path);
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
-			  abs, NULL, false, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_remove(&vc_sh, sb, path, dir, err);
 }
 
 int vc_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
 {
-	char *a = vc_abs_path(sb, from), *b = vc_abs_path(sb, to);
-	int r = a && b ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
-	if (!r)
-		r = fs_script(sb, "rename", sfs_sh_fs_rename, a, b, false, NULL, NULL, err);
-	free(a);
-	free(b);
-	return r;
+	return sfs_sh_xfs_rename(&vc_sh, sb, from, to, err);
 }
 
 int vc_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path, struct sfs_err *err)
 {
-	char *abs = vc_abs_path(sb, path);
-	if (!abs)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = fs_script(sb, "symlink", sfs_sh_fs_symlink, abs, target, false, NULL, NULL, err);
-	free(abs);
-	return r;
+	return sfs_sh_xfs_symlink(&vc_sh, sb, target, path, err);
 }
 
 /* ---- bulk download: one tar of many files in one waited command ---------- */

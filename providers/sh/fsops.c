@@ -1,0 +1,121 @@
+/*
+ * The fs_* ops of a provider whose API has no route for them, as the kit's
+ * file scripts (fs.c) run through the provider's own exec (struct
+ * sfs_sh_exec): stat, list, chmod, mkdir, remove, rename, symlink, one call
+ * each.  Shared by vercel and cloudflare.
+ */
+#include "sh.h"
+
+#include "../provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs a file script on abs paths a (and b); its exit status as an errno. */
+static int run_script(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *op,
+		      const char *script, const char *a, const char *b, char **out, size_t *len,
+		      struct sfs_err *err)
+{
+	const char *args[] = {a, b, NULL};
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_script(&c, script, "sandboxfs-fs", args, err);
+	if (r)
+		return r;
+	int code = 0;
+	struct sfs_err e = {0}; /* a failing script's stderr lands here */
+	r = x->run(sb, &c, &code, out, len, &e);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return sfs_errf(err, r, "%s", e.msg);
+	if (code) {
+		if (out) {
+			free(*out);
+			*out = NULL;
+		}
+		r = sfs_sh_fs_errno(code);
+		return sfs_errf(err, r, "%s: %s %s: %s", x->what, op, a,
+				e.msg[0] ? e.msg : strerror(-r));
+	}
+	return 0;
+}
+
+/* The script on one workspace path (and a second argument b). */
+static int on_path(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *op,
+		   const char *script, const char *path, const char *b, char **out, size_t *len,
+		   struct sfs_err *err)
+{
+	char *abs = x->abs_path(sb, path);
+	if (!abs)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = run_script(x, sb, op, script, abs, b, out, len, err);
+	free(abs);
+	return r;
+}
+
+int sfs_sh_xfs_stat(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		    struct sfs_rstat *st, struct sfs_err *err)
+{
+	char *out = NULL;
+	size_t len = 0;
+	int r = on_path(x, sb, "stat", sfs_sh_fs_stat, path, NULL, &out, &len, err);
+	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "%s: stat %s: bad answer", x->what,
+			     path);
+	free(out);
+	return r;
+}
+
+int sfs_sh_xfs_list(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		    struct sfs_rdirent **ents, size_t *n, struct sfs_err *err)
+{
+	char *out = NULL;
+	size_t len = 0;
+	int r = on_path(x, sb, "list", sfs_sh_fs_list, path, NULL, &out, &len, err);
+	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
+		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "%s: list %s: %s", x->what, path,
+			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	free(out);
+	return r;
+}
+
+int sfs_sh_xfs_chmod(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		     mode_t mode, struct sfs_err *err)
+{
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	return on_path(x, sb, "chmod", sfs_sh_fs_chmod, path, m, NULL, NULL, err);
+}
+
+int sfs_sh_xfs_mkdir(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		     mode_t mode, struct sfs_err *err)
+{
+	char m[16];
+	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
+	return on_path(x, sb, "mkdir", sfs_sh_fs_mkdir, path, m, NULL, NULL, err);
+}
+
+int sfs_sh_xfs_remove(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *path,
+		      bool dir, struct sfs_err *err)
+{
+	return on_path(x, sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink,
+		       path, NULL, NULL, NULL, err);
+}
+
+int sfs_sh_xfs_rename(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *from,
+		      const char *to, struct sfs_err *err)
+{
+	char *b = x->abs_path(sb, to);
+	if (!b)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	int r = on_path(x, sb, "rename", sfs_sh_fs_rename, from, b, NULL, NULL, err);
+	free(b);
+	return r;
+}
+
+int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *target,
+		       const char *path, struct sfs_err *err)
+{
+	return on_path(x, sb, "symlink", sfs_sh_fs_symlink, path, target, NULL, NULL, err);
+}
