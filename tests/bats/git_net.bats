@@ -51,6 +51,19 @@ nothing_left() {
 	[ -z "$(ls -A "$STATE/git/mirrors" 2>/dev/null | grep '\.git$')" ]
 }
 
+# refused URL TEXT [MOUNT OPTIONS…]: mounted with the options, `new s
+# source=URL` fails saying TEXT and leaves nothing; unmounted after
+refused() {
+	local url=$1 want=$2
+	shift 2
+	sfs_mount "$@"
+	run ctl_write "$MNT/ctl" "new s source=$url"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: source: "*"$want"* ]]
+	nothing_left
+	sfs_unmount
+}
+
 # serve_ssh: sshd on 127.0.0.1:$SSH_PORT (foreground, its own config, host
 # key and authorized_keys in $SD); keys: agent_key (no passphrase), file_key
 # (passphrase $SSH_PASS); known_hosts: the right host key for [127.0.0.1]:PORT
@@ -122,40 +135,21 @@ serve_ssh() {
 	echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$SD/other_host_key.pub")" >"$SD/wrong_hosts"
 	echo "[127.0.0.1]:$((SSH_PORT + 1)) $(cut -d' ' -f1,2 "$SD/host_key.pub")" >"$SD/other_port_hosts"
 	# a changed host key: refused before any key is offered
-	sfs_mount -o "git.known_hosts=$SD/wrong_hosts"
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: $SSH_URL: ssh host key of 127.0.0.1 port $SSH_PORT does NOT match the one listed in git.known_hosts $SD/wrong_hosts"* ]]
-	nothing_left
-	run grep -c 'Accepted publickey' "$SD/log"
-	[ "$output" = 0 ]
-	sfs_unmount
+	refused "$SSH_URL" "$SSH_URL: ssh host key of 127.0.0.1 port $SSH_PORT does NOT match the one listed in git.known_hosts $SD/wrong_hosts" \
+		-o "git.known_hosts=$SD/wrong_hosts"
 	# listed for another port only: unknown
-	sfs_mount -o "git.known_hosts=$SD/other_port_hosts"
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"is not listed in git.known_hosts"* ]]
-	nothing_left
-	sfs_unmount
+	refused "$SSH_URL" "is not listed in git.known_hosts $SD/other_port_hosts" \
+		-o "git.known_hosts=$SD/other_port_hosts"
 	# no git.known_hosts: libgit2 checks ~/.ssh/known_hosts, here empty
 	mkdir -p "$BATS_TEST_TMPDIR/home/.ssh"
-	HOME="$BATS_TEST_TMPDIR/home" sfs_mount
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: $SSH_URL: invalid or unknown remote ssh hostkey"* ]]
-	nothing_left
+	HOME="$BATS_TEST_TMPDIR/home" refused "$SSH_URL" "$SSH_URL: invalid or unknown remote ssh hostkey"
 	run grep -c 'Accepted publickey' "$SD/log"
 	[ "$output" = 0 ]
-	sfs_unmount
-	# the right host, a key it does not accept: EACCES
+	# the right host, a key it does not accept
 	ssh-add -qD 2>/dev/null
 	ssh-keygen -q -t ed25519 -N '' -f "$SD/stranger"
 	ssh-add -q "$SD/stranger" 2>/dev/null
-	sfs_mount -o "git.known_hosts=$SD/known_hosts"
-	run ctl_write "$MNT/ctl" "new s source=$SSH_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: $SSH_URL: error authenticating"* ]]
-	nothing_left
+	refused "$SSH_URL" "$SSH_URL: error authenticating" -o "git.known_hosts=$SD/known_hosts"
 }
 
 # make_ca NAME: a CA (DIR/NAME-ca.pem) and a server certificate it signed for
@@ -210,26 +204,13 @@ serve_https() {
 @test "https:// with a certificate nobody trusted fails new with a clear error and leaves nothing" {
 	serve_https
 	make_ca other
-	# the system's list (no test CA in it)
-	sfs_mount
-	run ctl_write "$MNT/ctl" "new h source=$HTTPS_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: $HTTPS_URL: "*"certificate"* ]]
-	nothing_left
-	sfs_unmount
-	# another CA
-	sfs_mount -o "git.ca_file=$TLS/other-ca.pem"
-	run ctl_write "$MNT/ctl" "new h source=$HTTPS_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: $HTTPS_URL: "*"certificate"* ]]
-	nothing_left
-	sfs_unmount
+	# the system's list (no test CA in it), then another CA
+	untrusted="$HTTPS_URL: the SSL certificate is invalid: 0x08 - The certificate is not correctly signed by the trusted CA"
+	refused "$HTTPS_URL" "$untrusted"
+	refused "$HTTPS_URL" "$untrusted" -o "git.ca_file=$TLS/other-ca.pem"
 	# a CA file that is not there: said before any connection
-	sfs_mount -o "git.ca_file=$TLS/missing.pem"
-	run ctl_write "$MNT/ctl" "new h source=$HTTPS_URL"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: source: git.ca_file $TLS/missing.pem: No such file or directory"* ]]
-	nothing_left
+	refused "$HTTPS_URL" "git.ca_file $TLS/missing.pem: No such file or directory" \
+		-o "git.ca_file=$TLS/missing.pem"
 	run grep -c 'GET /' "$BATS_TEST_TMPDIR/https.log"
 	[ "$output" = 0 ]
 }
