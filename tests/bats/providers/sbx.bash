@@ -33,6 +33,14 @@ p_emu_env() {
 	export SBX_FAKE_ROOT="$EMU_DIR/root"
 	export PATH="$P_FAKE_BIN:$PATH"
 	unset SBX_FAKE_NOT_LOGGED_IN SBX_FAKE_NO_HYPERVISOR
+	# SFS_SBX_FAKE_BACKEND=docker: the fake's VMs are containers of
+	# SFS_DOCKER_IMAGE on the test dockerd (default: host directories)
+	if [ "${SFS_SBX_FAKE_BACKEND:-}" = docker ]; then
+		export SBX_FAKE_BACKEND=docker
+		export SFS_DOCKER_IMAGE="${SFS_DOCKER_IMAGE:-127.0.0.1:1/none:latest}"
+	else
+		unset SBX_FAKE_BACKEND
+	fi
 }
 
 p_real_secret() { echo "sbx-has-no-secret-$$"; }

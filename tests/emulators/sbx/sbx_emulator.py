@@ -98,6 +98,17 @@ class H(BaseHTTPRequestHandler):
 
 
 def stop(*_):
+    # containers of the docker backend (SBX_FAKE_BACKEND=docker)
+    try:
+        import subprocess
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter", "label=sbxfake.root=" + ROOT],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             timeout=20).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f"] + [i.decode() for i in ids],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        pass
     for p in sandbox_pids():
         try:
             os.kill(p, signal.SIGKILL)
