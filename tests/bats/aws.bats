@@ -227,3 +227,67 @@ teardown() {
 	sfs_unmount
 	run ! grep -rqF "$AWS_SECRET" "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
 }
+
+@test "aws: virtual-host addressing (BUCKET.localhost) with a session token, signed and checked" {
+	sfs_unmount
+	s3_stop
+	TOKEN="tok-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	s3_start --session-token "$TOKEN"
+	export AWS_SESSION_TOKEN="$TOKEN" AWS_ENDPOINT_URL="http://localhost:$EMU_PORT"
+	sfs_mount --log-level 3 -o aws.s3_addressing=virtual
+	grep -q "^reason ready: S3 at http://localhost:$EMU_PORT (virtual-host-style" "$MNT/providers/aws/status"
+	ctl_write "$MNT/ctl" "new v1 provider=aws bucket=bkt"
+	echo vhost >"$MNT/v1/workspace/f"
+	[ "$(s3_obj v1/f size)" = 6 ]
+	# the bucket was in the host name, not the path
+	grep -q '^[0-9:]* PUT /v1/f 200$' "$EMU_DIR/requests.log"
+	run grep -c ' /bkt/' "$EMU_DIR/requests.log"
+	[ "$output" = 0 ]
+	sfs_unmount
+	# a wrong session token is refused, clearly
+	(
+		export AWS_SESSION_TOKEN="bad-token"
+		sfs_mount --log-level 3 -o aws.s3_addressing=virtual
+	)
+	run ctl_write "$MNT/ctl" "new v2 provider=aws bucket=bkt"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: s3 PUT s3://bkt/v2/: InvalidToken"* ]]
+	sfs_unmount
+	run ! grep -rqF "$TOKEN" "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
+}
+
+@test "aws: keys from an AWS_PROFILE of ~/.aws/credentials, region from ~/.aws/config" {
+	sfs_unmount
+	s3_stop
+	s3_start --region eu-west-1
+	cat >"$BATS_TEST_TMPDIR/credentials" <<-EOT
+		[default]
+		aws_access_key_id = AKIDWRONG
+		aws_secret_access_key = not-this-one
+		[dev]
+		aws_access_key_id = AKIDSFSTEST
+		aws_secret_access_key = $AWS_SECRET
+	EOT
+	printf '[profile dev]\nregion = eu-west-1\n' >"$BATS_TEST_TMPDIR/config"
+	(
+		unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION
+		export AWS_PROFILE=dev AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/credentials" \
+			AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/config"
+		sfs_mount --log-level 3
+	)
+	grep -q "^reason ready: .*region eu-west-1, keys from credentials file $BATS_TEST_TMPDIR/credentials \[dev\]" \
+		"$MNT/providers/aws/status"
+	ctl_write "$MNT/ctl" "new p1 provider=aws bucket=bkt"
+	echo profile >"$MNT/p1/workspace/f"
+	[ "$(s3_obj p1/f size)" = 8 ]
+	sfs_unmount
+	# a profile nobody has is named, with both files
+	(
+		unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+		export AWS_PROFILE=nosuch AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/credentials" \
+			AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/config"
+		sfs_mount --log-level 3
+	)
+	grep -qx 'configured false' "$MNT/providers/aws/status"
+	grep -q "^reason aws: profile 'nosuch' (AWS_PROFILE) is in neither" "$MNT/providers/aws/status"
+}
