@@ -70,3 +70,18 @@ size_t sfs_base64_encode(const unsigned char *in, size_t n, char *out)
 	out[o] = '\0';
 	return o;
 }
+
+size_t sfs_base64url_encode(const unsigned char *in, size_t n, char *out)
+{
+	/* RFC 4648 §5 (JWTs): '-' and '_' for '+' and '/', no '=' padding */
+	size_t o = sfs_base64_encode(in, n, out);
+	while (o && out[o - 1] == '=')
+		out[--o] = '\0';
+	for (size_t i = 0; i < o; i++) {
+		if (out[i] == '+')
+			out[i] = '-';
+		else if (out[i] == '/')
+			out[i] = '_';
+	}
+	return o;
+}

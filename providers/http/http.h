@@ -222,6 +222,9 @@ int sfs_connect_error(json_t *o, const char *what, struct sfs_err *err);
 long sfs_base64_decode(const char *in, size_t n, unsigned char *out);
 /* Encodes into out (4*((n+2)/3)+1 bytes), NUL-terminated; returns length. */
 size_t sfs_base64_encode(const unsigned char *in, size_t n, char *out);
+/* base64url without padding (RFC 4648 §5, as JWTs use it); out needs
+ * 4*((n+2)/3)+1 bytes (the padded length, trimmed after).  Returns strlen(out). */
+size_t sfs_base64url_encode(const unsigned char *in, size_t n, char *out);
 
 /* ---- configuration (creds.c) ----------------------------------------- */
 
