@@ -112,6 +112,10 @@ int cf_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 int cf_persist(const char *id, int fd, struct sfs_err *err);
 int cf_hydrate(const char *id, int fd, struct sfs_err *err);
 
+/* The kit's file scripts and run polls through exec (sh/fsops.c). */
+struct sfs_sh_exec;
+extern const struct sfs_sh_exec cf_sh;
+
 /* ---- runs.c --------------------------------------------------------------- */
 
 int cf_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);

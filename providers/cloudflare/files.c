@@ -21,15 +21,39 @@
 /* The bridge refuses bodies over 32 MiB (payload_too_large). */
 #define CF_BODY_MAX (32u << 20)
 
-static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
-		   size_t *outlen, struct sfs_err *err)
+/* bytes base64-framed: the SDK under the Worker passes output on as text */
+static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		   int *exit, char **out, size_t *outlen, struct sfs_err *err)
 {
-	return cf_exec_cmd(sb, c, 0, exit, out, outlen, err);
+	if (!bytes || !out)
+		return cf_exec_cmd(sb, c, timeout_ms, exit, out, outlen, err);
+	struct sfs_sh_cmd framed;
+	int r = sfs_sh_b64(&framed, c, err);
+	if (r)
+		return r;
+	struct sfs_buf b = {0};
+	r = cf_exec_cmd(sb, &framed, timeout_ms, exit, &b.buf, &b.len, err);
+	sfs_sh_cmd_free(&framed);
+	long m = r ? 0 : sfs_sh_b64_unframe(&b);
+	if (m == -ENOMEM)
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	else if (m < 0 && *exit == 0)
+		r = sfs_errf(err, -EIO, "cloudflare: exec in %s: output without its frame",
+			     sb->name);
+	else if (m < 0)
+		b.len = 0; /* a failed command: its status says it */
+	if (!r) {
+		if (outlen)
+			*outlen = b.len;
+		*out = sfs_buf_take(&b);
+		if (!*out)
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+	}
+	sfs_buf_free(&b);
+	return r;
 }
 
-/* The kit's file scripts through exec (sh/fsops.c). */
-static const struct sfs_sh_exec cf_sh = {
-    .what = "cloudflare", .run = run_cmd, .abs_path = cf_abs_path};
+const struct sfs_sh_exec cf_sh = {.what = "cloudflare", .run = run_cmd, .abs_path = cf_abs_path};
 
 int cf_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
@@ -229,32 +253,21 @@ int cf_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 	char *ws = cf_abs_path(sb, "");
 	if (!ws)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_sh_cmd tar, c;
-	int r = sfs_sh_bulk_read(&tar, ws, paths, n, err);
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
 	free(ws);
 	if (r)
 		return r;
-	/* base64-framed: the SDK under the Worker passes output on as text */
-	r = sfs_sh_b64(&c, &tar, err);
-	sfs_sh_cmd_free(&tar);
-	if (r)
-		return r;
 	int code = 0;
-	struct sfs_buf out = {0};
-	r = cf_exec_cmd(sb, &c, 0, &code, &out.buf, &out.len, err);
+	char *out = NULL;
+	size_t len = 0;
+	r = run_cmd(sb, &c, true, 0, &code, &out, &len, err);
 	sfs_sh_cmd_free(&c);
 	if (!r && code)
 		r = sfs_errf(err, sfs_sh_fs_errno(code),
 			     "cloudflare: bulk read of %zu files: exit %d", n, code);
-	if (!r) {
-		long m = sfs_sh_b64_unframe(&out);
-		if (m < 0)
-			r = sfs_errf(err, m == -ENOMEM ? -ENOMEM : -EIO,
-				     "cloudflare: bulk read of %zu files: output without its frame",
-				     n);
-	}
 	if (!r)
-		r = sfs_sh_bulk_each(out.buf, out.len, on_file, arg, err);
-	sfs_buf_free(&out);
+		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
+	free(out);
 	return r;
 }

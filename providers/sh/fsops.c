@@ -2,7 +2,8 @@
  * The fs_* ops of a provider whose API has no route for them, as the kit's
  * file scripts (fs.c) run through the provider's own exec (struct
  * sfs_sh_exec): stat, list, chmod, mkdir, remove, rename, symlink, one call
- * each.  Shared by vercel and cloudflare.
+ * each; and a polled run's status and journal reads.  Shared by vercel and
+ * cloudflare.
  */
 #include "sh.h"
 
@@ -25,7 +26,7 @@ static int run_script(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const
 		return r;
 	int code = 0;
 	struct sfs_err e = {0}; /* a failing script's stderr lands here */
-	r = x->run(sb, &c, &code, out, len, &e);
+	r = x->run(sb, &c, true, 0, &code, out, len, &e);
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return sfs_errf(err, r, "%s", e.msg);
@@ -118,4 +119,50 @@ int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, cons
 		       const char *path, struct sfs_err *err)
 {
 	return on_path(x, sb, "symlink", sfs_sh_fs_symlink, path, target, NULL, NULL, err);
+}
+
+int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
+			struct sfs_run *run, long timeout_ms, struct sfs_err *err)
+{
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_status(&c, rundir, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r)
+		r = sfs_sh_status_apply(out, run, x->what, err);
+	free(out);
+	return r;
+}
+
+ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb,
+			     const char *journal, int n, off_t off, void *buf, size_t max,
+			     long timeout_ms, struct sfs_err *err)
+{
+	/* base64-framed by the read script itself: any bytes over any transport */
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_read(&c, journal, off, max, true, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (r)
+		return r;
+	if (code == 3) {
+		free(out);
+		return 0; /* no journal (yet) */
+	}
+	long got = code ? -EIO : sfs_sh_read_decode(out, buf, max);
+	free(out);
+	if (got == -ENOMEM)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (got < 0)
+		return sfs_errf(err, -EIO, "%s: journal read of run %d: bad answer (exit %d)",
+				x->what, n, code);
+	return got;
 }

@@ -162,10 +162,12 @@ struct sfs_rstat;
 struct sfs_rdirent;
 struct sfs_sh_exec {
 	const char *what; /* message prefix: "vercel" */
-	/* c in sb: *exit its status, *out (when out is not NULL) its stdout's
-	 * bytes (*outlen); a failing command's stderr in err's message */
-	int (*run)(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
-		   size_t *outlen, struct sfs_err *err);
+	/* c in sb within timeout_ms (0: the provider's default): *exit its
+	 * status, *out (when out is not NULL) its stdout (*outlen), byte for
+	 * byte with `bytes` (a transport that carries text frames it: sfs_sh_b64);
+	 * a failing command's stderr in err's message */
+	int (*run)(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		   int *exit, char **out, size_t *outlen, struct sfs_err *err);
 	/* workspace + "/" + rel, malloc'd */
 	char *(*abs_path)(struct sfs_sandbox *sb, const char *rel);
 };
@@ -186,6 +188,15 @@ int sfs_sh_xfs_rename(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const
 		      const char *to, struct sfs_err *err);
 int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *target,
 		       const char *path, struct sfs_err *err);
+
+/* A run's status (sfs_sh_status, then sfs_sh_status_apply) and a bounded
+ * journal read (sfs_sh_read base64-framed; 0 when there is no journal yet)
+ * through x, each one call within timeout_ms. */
+int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
+			struct sfs_run *run, long timeout_ms, struct sfs_err *err);
+ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb,
+			     const char *journal, int n, off_t off, void *buf, size_t max,
+			     long timeout_ms, struct sfs_err *err);
 
 /* ---- bulk reads (bulk.c) -------------------------------------------------- */
 

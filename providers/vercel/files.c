@@ -19,15 +19,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, int *exit, char **out,
-		   size_t *outlen, struct sfs_err *err)
+static int run_cmd(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		   int *exit, char **out, size_t *outlen, struct sfs_err *err)
 {
-	/* output base64-framed: the command API's logs carry text */
-	return vc_exec_cmd(sb, c, out != NULL, 0, exit, out, outlen, err);
+	/* bytes base64-framed: the command API's logs carry text */
+	return vc_exec_cmd(sb, c, bytes && out, timeout_ms, exit, out, outlen, err);
 }
 
-/* The kit's file scripts through waited commands (sh/fsops.c). */
-static const struct sfs_sh_exec vc_sh = {.what = "vercel", .run = run_cmd, .abs_path = vc_abs_path};
+/* The kit's file scripts and run polls through waited commands (sh/fsops.c). */
+const struct sfs_sh_exec vc_sh = {.what = "vercel", .run = run_cmd, .abs_path = vc_abs_path};
 
 int vc_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {

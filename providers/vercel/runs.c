@@ -82,47 +82,14 @@ int vc_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof(dir));
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, dir, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = vc_exec_cmd(sb, &c, false, poll_timeout_ms(), &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (!r)
-		r = sfs_sh_status_apply(out, run, "vercel", err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_refresh(&vc_sh, sb, dir, run, poll_timeout_ms(), err);
 }
 
 ssize_t vc_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	if (max > READ_MAX)
-		max = READ_MAX;
 	char file[300];
 	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	/* base64: the logs route carries text, the journal any bytes */
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, true, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = vc_exec_cmd(sb, &c, false, poll_timeout_ms(), &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	if (code == 3) {
-		free(out);
-		return 0; /* no journal (yet) */
-	}
-	long n = sfs_sh_read_decode(out, buf, max);
-	free(out);
-	if (n == -ENOMEM)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	if (n < 0)
-		return sfs_errf(err, -EIO, "vercel: journal read of run %d: bad answer", run->n);
-	return n;
+	return sfs_sh_xjournal_read(&vc_sh, sb, file, run->n, off, buf,
+				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
 }

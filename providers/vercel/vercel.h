@@ -87,6 +87,10 @@ int vc_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sf
 int vc_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 		  struct sfs_err *err);
 
+/* The kit's file scripts and run polls through waited commands (sh/fsops.c). */
+struct sfs_sh_exec;
+extern const struct sfs_sh_exec vc_sh;
+
 /* ---- runs.c --------------------------------------------------------------- */
 
 int vc_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
