@@ -104,7 +104,8 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, 
 {
 	char dir[4200];
 	snprintf(dir, sizeof(dir), "%s/runs", sb->statedir);
-	int r = sfs_mkdir_p(dir, 0700);
+	/* there after the first run: one mkdir, not one per path component */
+	int r = mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : sfs_mkdir_p(dir, 0700);
 	if (r)
 		return sfs_errf(err, r, "run dir %s: %s", dir, strerror(-r));
 	for (;;) {

@@ -710,7 +710,7 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 }
 
 /* RUNDIR/cmd written (temp + rename) and left open in *fd, not yet
- * flushed: the caller fsyncs it once the run has started. */
+ * flushed: the caller has it flushed once the run has started. */
 static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *err)
 {
 	char path[4300], tmp[4320];
@@ -777,12 +777,11 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		close(cmd_fd);
 		goto fail_dir; /* nothing started: the number may be used again */
 	}
-	/* on disk before the write returns, but while the run already goes: a
-	 * short run ends during the flush instead of after it */
-	if (fsync(cmd_fd) < 0)
-		sfs_log(SFS_LOG_WARN, "%s: run %d: fsync of its cmd: %s", sb->name, run->n,
-			strerror(errno));
-	close(cmd_fd);
+	/* flushed once the ctl write's reply is out (fs/ops.c): a kill -9 of
+	 * the daemon loses nothing without it (the page cache keeps the run's
+	 * directory and cmd); only a power cut in that millisecond could lose
+	 * the record of a run that the cut killed anyway (docs/architecture.md) */
+	sfs_flush_later(cmd_fd);
 	pthread_mutex_lock(&sfs_records_mu);
 	r = sandbox_add_run_locked(sb, run);
 	pthread_mutex_unlock(&sfs_records_mu);

@@ -13,6 +13,7 @@
 #include "../ctl/commands.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -681,6 +682,9 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 {
 	char *result = NULL;
 	int r;
+	/* what a ctl line only needs on disk against a power cut is flushed
+	 * after the reply (sfs_flush_later) */
+	sfs_flush_defer_begin();
 	switch (h->kind) {
 	case SFS_K_MOUNT_CTL:
 	case SFS_K_SB_CTL:
@@ -717,6 +721,7 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_write(req, len);
+	sfs_flush_defer_end();
 }
 
 static void sfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
