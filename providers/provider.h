@@ -222,6 +222,11 @@ struct sfs_provider_ops {
 			    int (*on_file)(const char *path, const void *data, size_t len,
 					   void *arg),
 			    void *arg, struct sfs_err *err);
+	/* Files one fs_read_many call is given at most; 0: 256.  More suits an
+	 * API's own bulk download (daytona); a tar made by a command in the
+	 * sandbox (the shell kit) takes long enough for many files that the
+	 * listing it was chosen from expires meanwhile. */
+	size_t fs_read_many_max;
 	int (*fs_write)(
 	    struct sfs_sandbox *sb, const char *path, int fd, mode_t mode,
 	    struct sfs_err *err); /* whole file from fd (offset 0), created or replaced */

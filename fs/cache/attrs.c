@@ -162,7 +162,9 @@ static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
 		r = -ENOMEM;
 	pthread_mutex_lock(&R.mu);
 	if (!r)
-		install_listing_locked(d, ents, n, d->rs->gen == gen && d->rs->wctr == wctr,
+		install_listing_locked(d, ents, n,
+				       d->rs->gen == gen &&
+					   !rc_dir_touched_since_locked(d->rs, wctr, d->path),
 				       rc_now());
 	d->listing = false;
 	pthread_cond_broadcast(&R.list_cv);
@@ -328,6 +330,11 @@ int rc_readlink(struct rc_ref *ref, char **target)
 
 /* ---- lookups ------------------------------------------------------------ */
 
+/* A directory's size as filesystems report it: on ext4 about 40 bytes a
+ * short name, so 64 KiB is some 1500 names, a listing of about 150 KiB of
+ * JSON (providers that report 0 count as small too) */
+#define SMALL_DIR_BYTES 65536
+
 int rc_lookup_root(uint32_t serial, struct rc_entry *e)
 {
 	memset(e, 0, sizeof(*e));
@@ -385,8 +392,14 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 	/* A directory listed before is listed again; one never listed is
 	 * listed at its second lookup: a walk (git status, a build) looks up
 	 * many names in a directory, and one listing answers all of them, the
-	 * names that do not exist included.  A single lookup stays one stat. */
-	bool use_list = d->listed || d->stat_lookups >= 1;
+	 * names that do not exist included.  A single lookup in a large
+	 * directory stays one stat; in a small one (its size, as its parent's
+	 * listing or a stat gave it, at most SMALL_DIR_BYTES: some 1500
+	 * names) the listing costs the same one call and answers the lookups
+	 * that follow, such as git's probes of .git/objects/info/alternates or
+	 * .git/refs/heads/main alone in their directories. */
+	bool small = d->attr_ok && S_ISDIR(d->st.mode) && d->st.size <= SMALL_DIR_BYTES;
+	bool use_list = d->listed || d->stat_lookups >= 1 || small;
 	if (!use_list && !have && !r)
 		d->stat_lookups++;
 	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;

@@ -152,7 +152,7 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 		n->dirty = false;
 	bool was_failed = n->failed;
 	n->failed = false;
-	n->rs->wctr++;
+	rc_mutated_locked(n->rs, path);
 	pthread_mutex_unlock(&R.mu);
 	rc_mark_pending(n, false, path);
 	char nm[64];
@@ -309,7 +309,7 @@ int rc_setattr(struct rc_ref *ref, const struct rc_setattr *sa, struct sfs_rstat
 		if (!r) {
 			st->mode = (st->mode & S_IFMT) | (sa->mode & 07777);
 			pthread_mutex_lock(&R.mu);
-			n->rs->wctr++;
+			rc_mutated_locked(n->rs, path);
 			rc_set_attr_locked(n, st, rc_now());
 			pthread_mutex_unlock(&R.mu);
 		}

@@ -16,6 +16,7 @@
 #include <pthread.h>
 
 #define RC_NBUCKETS 4096
+#define RC_MLOG 64
 
 struct rsb {
 	struct rsb *next;
@@ -27,6 +28,9 @@ struct rsb {
 	char *cachedir;	      /* R.mu: set once */
 	struct rc_pref *pref; /* R.mu: prefetched files (prefetch.c) */
 	size_t pref_bytes;    /* R.mu */
+	/* R.mu: the paths of the last RC_MLOG changes made through the mount,
+	 * mlog[w % RC_MLOG] for wctr value w (mutations.c) */
+	char *mlog[RC_MLOG];
 };
 
 struct rent {
@@ -139,6 +143,16 @@ int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, b
 		 struct rc_entry *e);
 void rc_present(struct rc_node *n, struct sfs_rstat *st);
 
+/* mutations.c: which paths the changes made through the mount touched.
+ * rc_mutated_locked counts a change of path (wctr), drops prefetched copies
+ * of it and below it, and remembers it; the _since checks say whether a
+ * listing of dir, or a copy of file, fetched when wctr was `since` can have
+ * missed a change (true also when the log no longer reaches back). */
+void rc_mutated_locked(struct rsb *rs, const char *path);
+bool rc_dir_touched_since_locked(struct rsb *rs, uint64_t since, const char *dir);
+bool rc_file_touched_since_locked(struct rsb *rs, uint64_t since, const char *path);
+void rc_mlog_free_locked(struct rsb *rs);
+
 /* prefetch.c: small files fetched in bulk beside the one being opened.
  * take: 1 when path's prefetched copy (matching st) was written to fd,
  * 0 when there is none; fill: 1 when a bulk call wrote path to fd (and
@@ -147,6 +161,8 @@ int rc_prefetch_take(struct rsb *rs, const char *path, const struct sfs_rstat *s
 int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 		     const struct sfs_rstat *st, int fd);
 void rc_prefetch_drop_locked(struct rsb *rs);
+/* drops the copies of path and of everything below it */
+void rc_prefetch_drop_path_locked(struct rsb *rs, const char *path);
 
 /* files.c: cache files, fetch, write-back */
 int rc_open_cache_file(struct rc_node *n, struct sfs_sandbox *sb);

@@ -303,6 +303,7 @@ void rc_shutdown(void)
 		struct rsb *s = R.sbs;
 		R.sbs = s->next;
 		rc_prefetch_drop_locked(s);
+		rc_mlog_free_locked(s);
 		free(s->cachedir);
 		free(s);
 	}

@@ -33,7 +33,7 @@ static int created(struct rc_ref *dir, const char *path, const char *name,
 		   const struct sfs_rstat *st, struct rc_entry *e)
 {
 	pthread_mutex_lock(&R.mu);
-	dir->n->rs->wctr++;
+	rc_mutated_locked(dir->n->rs, path);
 	rc_dir_update_locked(dir->n, name, st);
 	pthread_mutex_unlock(&R.mu);
 	return rc_entry_for(dir->n->rs, path, st, true, e);
@@ -209,7 +209,7 @@ int rc_remove(struct rc_ref *dir, const char *name, bool is_dir)
 			    is_dir);
 	if (!r) {
 		pthread_mutex_lock(&R.mu);
-		d->rs->wctr++;
+		rc_mutated_locked(d->rs, path);
 		rc_dir_update_locked(d, name, NULL);
 		detach_path_locked(d->serial, path);
 		pthread_mutex_unlock(&R.mu);
@@ -281,7 +281,8 @@ int rc_rename(struct rc_ref *dir, const char *name, struct rc_ref *newdir, const
 		r = RC_CALL(d->rs, dir->sb, "rename", from, fs_rename, from, to);
 	if (!r) {
 		pthread_mutex_lock(&R.mu);
-		d->rs->wctr++;
+		rc_mutated_locked(d->rs, from);
+		rc_mutated_locked(d->rs, to);
 		struct rent *e = rc_dir_find_locked(d, name);
 		bool have = e && rc_rstat_copy(&st, &e->st) == 0;
 		rc_dir_update_locked(d, name, NULL);

@@ -2,18 +2,21 @@
  * Prefetch of small files in bulk.  When a file is fetched for an open and
  * the provider has a bulk download (fs_read_many), the small regular files
  * listed beside it that have no cached copy come in the same call, up to
- * PREF_BATCH files and PREF_BATCH_BYTES, and wait in memory (at most
+ * PREF_BATCH files (or the provider's fs_read_many_max, at most
+ * PREF_BATCH_MAX) and PREF_BATCH_BYTES, and wait in memory (at most
  * PREF_MAX_BYTES per sandbox) for their own open.  A cold `git status`
  * (which opens every file whose stat differs from the index) then costs a
  * call per a few hundred files instead of one per file.
  *
  * A prefetched copy is used only if nothing could have changed the file
  * since it was fetched: the sandbox's generation (bumped when a run starts
- * or ends) and its write counter (bumped by every change made through the
- * mount) are those of the moment the listing it was chosen from was read,
- * and its size and mtime are what the open's attributes say.  Otherwise it
- * is dropped and the file is fetched on its own, as without prefetch.  A
- * copy is used once: the file's own cache file takes over from there.
+ * or ends) is that of the moment the listing it was chosen from was read,
+ * no change made through the mount since then touched its path (a change
+ * drops the copies of its path and below it at once, and one made while
+ * the bulk call was in flight keeps its copy out: mutations.c), and its
+ * size and mtime are what the open's attributes say.  Otherwise it is
+ * dropped and the file is fetched on its own, as without prefetch.  A copy
+ * is used once: the file's own cache file takes over from there.
  */
 #include "internal.h"
 
@@ -24,9 +27,13 @@
 #include <unistd.h>
 
 #define PREF_FILE_MAX (128 * 1024)	   /* larger files are fetched on their own */
-#define PREF_BATCH 256			   /* files per bulk call */
+#define PREF_BATCH 256			   /* files per bulk call, unless the provider says */
+#define PREF_BATCH_MAX 1024		   /* what a provider may say */
 #define PREF_BATCH_BYTES (4 * 1024 * 1024) /* bytes per bulk call */
-#define PREF_MAX_BYTES (16 * 1024 * 1024)  /* held per sandbox */
+/* and bytes of names per call: the shell kit passes them as arguments of one
+ * command, which an API may carry in a bounded request */
+#define PREF_BATCH_NAMES (64 * 1024)
+#define PREF_MAX_BYTES (16 * 1024 * 1024) /* held per sandbox */
 
 struct rc_pref {
 	struct rc_pref *next;
@@ -34,7 +41,7 @@ struct rc_pref {
 	char *data;
 	size_t len;
 	int64_t mtime;
-	uint64_t gen, wctr;
+	uint64_t gen;
 };
 
 static void pref_free(struct rc_pref *p)
@@ -54,12 +61,31 @@ void rc_prefetch_drop_locked(struct rsb *rs)
 	rs->pref_bytes = 0;
 }
 
-/* Drops copies from an earlier generation or write counter: never usable. */
+/* Drops copies from an earlier generation (a run started or ended since):
+ * never usable.  Changes through the mount drop theirs as they happen. */
 static void drop_stale_locked(struct rsb *rs)
 {
 	for (struct rc_pref **pp = &rs->pref; *pp;) {
 		struct rc_pref *p = *pp;
-		if (p->gen == rs->gen && p->wctr == rs->wctr) {
+		if (p->gen == rs->gen) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		rs->pref_bytes -= p->len;
+		pref_free(p);
+	}
+}
+
+void rc_prefetch_drop_path_locked(struct rsb *rs, const char *path)
+{
+	size_t n = path ? strlen(path) : 0;
+	for (struct rc_pref **pp = &rs->pref; *pp;) {
+		struct rc_pref *p = *pp;
+		/* a NULL path (no memory to name it): every copy goes */
+		bool hit = !path || (strncmp(p->path, path, n) == 0 &&
+				     (p->path[n] == '\0' || p->path[n] == '/'));
+		if (!hit) {
 			pp = &p->next;
 			continue;
 		}
@@ -152,10 +178,9 @@ static int on_file(const char *path, const void *data, size_t len, void *arg)
 	p->len = len;
 	p->mtime = f->mtime[i];
 	p->gen = f->gen;
-	p->wctr = f->wctr;
 	pthread_mutex_lock(&R.mu);
-	bool keep = f->rs->gen == f->gen && f->rs->wctr == f->wctr && !find_locked(f->rs, path) &&
-		    f->rs->pref_bytes + len <= PREF_MAX_BYTES;
+	bool keep = f->rs->gen == f->gen && !rc_file_touched_since_locked(f->rs, f->wctr, path) &&
+		    !find_locked(f->rs, path) && f->rs->pref_bytes + len <= PREF_MAX_BYTES;
 	if (keep) {
 		p->next = f->rs->pref;
 		f->rs->pref = p;
@@ -180,15 +205,17 @@ int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 	if (!sb->provider->ops->fs_read_many || st->size > PREF_FILE_MAX)
 		return 0;
 	struct fill f = {.rs = rs, .want = path, .fd = fd};
-	f.paths = calloc(PREF_BATCH, sizeof(*f.paths));
-	f.mtime = calloc(PREF_BATCH, sizeof(*f.mtime));
-	f.size = calloc(PREF_BATCH, sizeof(*f.size));
+	size_t batch = sb->provider->ops->fs_read_many_max;
+	batch = !batch ? PREF_BATCH : batch > PREF_BATCH_MAX ? PREF_BATCH_MAX : batch;
+	f.paths = calloc(batch, sizeof(*f.paths));
+	f.mtime = calloc(batch, sizeof(*f.mtime));
+	f.size = calloc(batch, sizeof(*f.size));
 	const char *slash = strrchr(path, '/');
 	char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("");
 	int r = 0;
 	if (!f.paths || !f.mtime || !f.size || !dir)
 		goto out;
-	size_t bytes = (size_t)st->size;
+	size_t bytes = (size_t)st->size, names = strlen(path);
 	pthread_mutex_lock(&R.mu);
 	drop_stale_locked(rs);
 	f.gen = rs->gen;
@@ -196,15 +223,17 @@ int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 	struct rc_node *d = rc_find_path_locked(rs->serial, dir);
 	bool ok = d && d->listed && rc_dir_fresh_locked(d, rc_now());
 	const char *name = slash ? slash + 1 : path;
-	for (size_t i = 0; ok && i < d->nents && f.n < PREF_BATCH - 1; i++) {
+	for (size_t i = 0; ok && i < d->nents && f.n < batch - 1; i++) {
 		const struct rent *e = &d->ents[i];
 		if (!S_ISREG(e->st.mode) || e->st.size > PREF_FILE_MAX ||
 		    strcmp(e->name, name) == 0 || bytes + (size_t)e->st.size > PREF_BATCH_BYTES ||
 		    rs->pref_bytes + bytes + (size_t)e->st.size > PREF_MAX_BYTES)
 			continue;
 		char *p = rc_join_path(dir, e->name);
-		if (!p)
+		if (!p || names + strlen(p) + 1 > PREF_BATCH_NAMES) {
+			free(p);
 			break;
+		}
 		if (find_locked(rs, p) || cached_locked(rs->serial, p)) {
 			free(p);
 			continue;
@@ -213,6 +242,7 @@ int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 		f.mtime[f.n] = e->st.mtime;
 		f.size[f.n] = e->st.size;
 		bytes += (size_t)e->st.size;
+		names += strlen(p) + 1;
 		f.n++;
 	}
 	pthread_mutex_unlock(&R.mu);

@@ -393,6 +393,7 @@ static const struct sfs_provider_ops daytona_ops = {
     .fs_list = dt_fs_list,
     .fs_read = dt_fs_read,
     .fs_read_many = dt_fs_read_many,
+    .fs_read_many_max = 1024,
     .fs_write = dt_fs_write,
     .fs_put_tree = dt_fs_put_tree,
     .fs_mkdir = dt_fs_mkdir,

@@ -5,6 +5,7 @@
  */
 #include "check.h"
 
+#include "../../fs/cache/internal.h"
 #include "../../fs/cache/remote_cache.h"
 #include "../../providers/err.h"
 
@@ -36,6 +37,7 @@ static struct {
 	struct ffile f[NFILES];
 	int stats, lists, reads, writes;
 	int list_delay_ms; /* a slow listing, for concurrent lookups */
+	off_t root_size;   /* the root directory's size as a stat gives it */
 	bool fail_writes;
 	int64_t clock; /* mtimes: every change moves it */
 } FP = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -102,7 +104,7 @@ static int fake_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat 
 	struct ffile *f = fp_find(path);
 	int r = 0;
 	if (!path[0])
-		*st = (struct sfs_rstat){.mode = S_IFDIR | 0755, .mtime = 1};
+		*st = (struct sfs_rstat){.mode = S_IFDIR | 0755, .size = FP.root_size, .mtime = 1};
 	else if (f)
 		*st = (struct sfs_rstat){.mode = f->mode, .size = (off_t)f->len, .mtime = f->mtime};
 	else
@@ -196,6 +198,7 @@ static void fresh(double ttl)
 	pthread_mutex_lock(&FP.mu);
 	memset(FP.f, 0, sizeof(FP.f));
 	FP.stats = FP.lists = FP.reads = FP.writes = FP.list_delay_ms = 0;
+	FP.root_size = 0;
 	FP.fail_writes = false;
 	pthread_mutex_unlock(&FP.mu);
 	stale_calls = 0;
@@ -316,12 +319,13 @@ static void *look(void *arg)
 	return NULL;
 }
 
-/* A directory's first lookup is one stat; from its second, one listing
- * answers every name, and lookups from many threads at once share the
- * listing in flight instead of each fetching one. */
+/* A large directory's first lookup is one stat; from its second, one
+ * listing answers every name, and lookups from many threads at once share
+ * the listing in flight instead of each fetching one. */
 static void test_listing_at_second_lookup_shared(void)
 {
 	fresh(30);
+	FP.root_size = 1 << 20; /* some 25 000 names on ext4 */
 	for (int i = 0; i < 8; i++) {
 		char name[16], text[16];
 		snprintf(name, sizeof(name), "f%d", i);
@@ -353,6 +357,56 @@ static void test_listing_at_second_lookup_shared(void)
 	CHECK_INT(fp_calls(&FP.stats), stats + 1);
 	rc_ref_put(&root);
 	done();
+}
+
+/* A small directory (a few names, as .git/refs/heads or .git/objects/ab)
+ * is listed at its first lookup: the same one call as a stat, and the
+ * lookups after it, of names there or not, cost nothing. */
+static void test_small_directory_listed_at_first_lookup(void)
+{
+	fresh(30);
+	FP.root_size = 4096;
+	fp_put("HEAD", "ref");
+	fp_put("config", "[core]");
+	struct rc_ref root;
+	take_root(&root);
+	int stats = fp_calls(&FP.stats);
+	CHECK_INT(lookup_size(&root, "HEAD"), 3);
+	CHECK_INT(fp_calls(&FP.lists), 1);
+	CHECK_INT(fp_calls(&FP.stats), stats);
+	CHECK_INT(lookup_size(&root, "config"), 6);
+	CHECK_INT(lookup_size(&root, "alternates"), -ENOENT);
+	CHECK_INT(fp_calls(&FP.lists), 1);
+	CHECK_INT(fp_calls(&FP.stats), stats);
+	rc_ref_put(&root);
+	done();
+}
+
+/* Which changes through the mount a listing or a prefetched copy fetched
+ * meanwhile can have missed (fs/cache/mutations.c). */
+static void test_changes_touch_their_path_below_and_parent(void)
+{
+	struct rsb rs = {0};
+	rc_mutated_locked(&rs, ".git/index.lock");
+	CHECK(rc_dir_touched_since_locked(&rs, 0, ".git"));	  /* its parent's listing */
+	CHECK(!rc_dir_touched_since_locked(&rs, 0, ".git/info")); /* a sibling directory */
+	CHECK(!rc_dir_touched_since_locked(&rs, 0, ""));	  /* the grandparent */
+	CHECK(rc_file_touched_since_locked(&rs, 0, ".git/index.lock"));
+	CHECK(!rc_file_touched_since_locked(&rs, 0, ".git/index"));
+	CHECK(!rc_file_touched_since_locked(&rs, 0, ".git/index.lock2"));
+	CHECK(!rc_dir_touched_since_locked(&rs, 1, ".git")); /* nothing after it */
+	/* a renamed or removed directory: everything below it */
+	rc_mutated_locked(&rs, "src");
+	CHECK(rc_file_touched_since_locked(&rs, 1, "src/a/f"));
+	CHECK(rc_dir_touched_since_locked(&rs, 1, "src/a"));
+	CHECK(rc_dir_touched_since_locked(&rs, 1, ""));
+	CHECK(!rc_file_touched_since_locked(&rs, 1, "srcx/f"));
+	/* once the log no longer reaches back, everything counts as touched */
+	for (int i = 0; i < RC_MLOG; i++)
+		rc_mutated_locked(&rs, "other/x");
+	CHECK(rc_file_touched_since_locked(&rs, 1, "unrelated"));
+	CHECK(!rc_file_touched_since_locked(&rs, rs.wctr - 3, "unrelated"));
+	rc_mlog_free_locked(&rs);
 }
 
 static void test_ttl_expiry(void)
@@ -593,6 +647,8 @@ static void test_unsaved_data_survives_a_restart(void)
 }
 
 CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_listing_at_second_lookup_shared),
+	   CHECK_CASE(test_small_directory_listed_at_first_lookup),
+	   CHECK_CASE(test_changes_touch_their_path_below_and_parent),
 	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends), CHECK_CASE(test_close_to_open),
 	   CHECK_CASE(test_write_back_on_flush_fsync_and_close),
 	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
