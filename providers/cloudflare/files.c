@@ -3,8 +3,9 @@
  * path through the bridge's file routes (GET/PUT /file/<path>), source
  * trees as one hydrate; the bridge has no list, stat, mkdir, delete,
  * rename or chmod, so those are the shell kit's file scripts over exec
- * (one call each), and bulk reads one tar of many files.   A PUT makes a new file 0644 (the
- * container's umask 022) and keeps an existing file's mode: another mode costs a chmod.
+ * (sh/fsops.c, one call each), and a bulk read is one tar of many files.
+ * A PUT makes a new file 0644 (the container's umask 022) and keeps an
+ * existing file's mode: another mode costs a chmod.
  */
 #include "cloudflare.h"
 
@@ -250,24 +251,5 @@ int cf_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
 		    void *arg, struct sfs_err *err)
 {
-	char *ws = cf_abs_path(sb, "");
-	if (!ws)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
-	free(ws);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	r = run_cmd(sb, &c, true, 0, &code, &out, &len, err);
-	sfs_sh_cmd_free(&c);
-	if (!r && code)
-		r = sfs_errf(err, sfs_sh_fs_errno(code),
-			     "cloudflare: bulk read of %zu files: exit %d", n, code);
-	if (!r)
-		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
-	free(out);
-	return r;
+	return sfs_sh_xread_many(&cf_sh, sb, paths, n, on_file, arg, err);
 }

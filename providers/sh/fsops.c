@@ -166,3 +166,30 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 				x->what, n, code);
 	return got;
 }
+
+int sfs_sh_xread_many(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *const *paths,
+		      size_t n,
+		      int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		      void *arg, struct sfs_err *err)
+{
+	char *ws = x->abs_path(sb, "");
+	if (!ws)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
+	free(ws);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	size_t len = 0;
+	r = x->run(sb, &c, true, 0, &code, &out, &len, err);
+	sfs_sh_cmd_free(&c);
+	if (!r && code)
+		r = sfs_errf(err, sfs_sh_fs_errno(code), "%s: bulk read of %zu files: exit %d",
+			     x->what, n, code);
+	if (!r)
+		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
+	free(out);
+	return r;
+}

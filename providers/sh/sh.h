@@ -198,6 +198,12 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 			     const char *journal, int n, off_t off, void *buf, size_t max,
 			     long timeout_ms, struct sfs_err *err);
 
+/* fs_read_many: the bulk tar below through x, one call. */
+int sfs_sh_xread_many(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *const *paths,
+		      size_t n,
+		      int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		      void *arg, struct sfs_err *err);
+
 /* ---- bulk reads (bulk.c) -------------------------------------------------- */
 
 /* tar -cf - of those of paths (relative to root) that are regular files, to
