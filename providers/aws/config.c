@@ -19,6 +19,7 @@
 
 #include "../redact.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 static const char *env(const char *name)
 {
@@ -31,23 +32,12 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* The file's text, or NULL when it cannot be read (a missing file is no error). */
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	struct sfs_buf b = {0};
-	char chunk[4096];
-	size_t n;
-	int rc = 0;
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = sfs_buf_add(&b, chunk, n);
-	fclose(f);
-	if (rc) {
-		sfs_buf_free(&b);
-		return NULL;
-	}
-	return sfs_buf_take(&b);
+	char *text = NULL;
+	size_t len;
+	return sfs_read_file(path, &text, &len) ? NULL : text;
 }
 
 static void trim(const char **s, size_t *n)

@@ -31,14 +31,6 @@ void aws_signed_free(struct aws_signed *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static int hexv(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-				      : -1;
-}
-
 int aws_sign(const struct aws_config *c, const char *service, const char *method, const char *url,
 	     const char *const *extra, const char *payload_hash, const void *body, size_t len,
 	     time_t now, struct aws_signed *out, struct sfs_err *err)
@@ -59,26 +51,15 @@ int aws_sign(const struct aws_config *c, const char *service, const char *method
 	char *host = strndup(auth, alen);
 	/* the path as signed is the decoded key: the signer encodes it once
 	 * more, the same way the URL was built */
-	char *dpath = malloc(plen + 2);
+	struct sfs_buf dpath = {0};
 	struct sfs_sigv4_hdr *h = calloc(AWS_MAX_HDRS, sizeof(*h));
 	struct sfs_buf authz = {0};
 	char date[17], bodyhash[65];
-	int rc = host && dpath && h ? 0 : -ENOMEM;
+	int rc = host && h ? 0 : -ENOMEM;
+	if (!rc)
+		rc = plen ? sfs_sigv4_uri_decode(&dpath, path, plen) : sfs_buf_addc(&dpath, '/');
 	if (rc)
 		goto out;
-	size_t o = 0;
-	if (!plen)
-		dpath[o++] = '/';
-	for (size_t i = 0; i < plen; i++) {
-		if (path[i] == '%' && i + 2 < plen && hexv(path[i + 1]) >= 0 &&
-		    hexv(path[i + 2]) >= 0) {
-			dpath[o++] = (char)(hexv(path[i + 1]) << 4 | hexv(path[i + 2]));
-			i += 2;
-		} else {
-			dpath[o++] = path[i];
-		}
-	}
-	dpath[o] = 0;
 	char *q = query ? strdup(query) : NULL;
 	if (query && !q) {
 		rc = -ENOMEM;
@@ -122,7 +103,7 @@ int aws_sign(const struct aws_config *c, const char *service, const char *method
 	}
 	if (!rc) {
 		struct sfs_sigv4_req r = {.method = method,
-					  .path = dpath,
+					  .path = dpath.buf,
 					  .query = q,
 					  .headers = h,
 					  .nheaders = nh,
@@ -142,7 +123,7 @@ int aws_sign(const struct aws_config *c, const char *service, const char *method
 	free(q);
 out:
 	free(host);
-	free(dpath);
+	sfs_buf_free(&dpath);
 	free(h);
 	sfs_buf_free(&authz);
 	if (rc) {

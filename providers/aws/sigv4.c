@@ -82,11 +82,8 @@ static int hexval(char c)
 	return -1;
 }
 
-/* Percent-decodes s[0..n) into out (a '%' not followed by two hex digits
- * stays literal; '+' stays '+': AWS does not treat it as a space). */
-static int pct_decode(struct sfs_buf *out, const char *s, size_t n)
+int sfs_sigv4_uri_decode(struct sfs_buf *out, const char *s, size_t n)
 {
-	sfs_buf_reset(out);
 	for (size_t i = 0; i < n; i++) {
 		int rc;
 		if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
@@ -180,7 +177,9 @@ static int qparam_cmp(const void *a, const void *b)
 static char *requote(const char *s, size_t n, struct sfs_buf *tmp)
 {
 	struct sfs_buf out = {0};
-	if (pct_decode(tmp, s, n) || sfs_sigv4_uri_encode(&out, tmp->buf, tmp->len, false)) {
+	sfs_buf_reset(tmp);
+	if (sfs_sigv4_uri_decode(tmp, s, n) ||
+	    sfs_sigv4_uri_encode(&out, tmp->buf, tmp->len, false)) {
 		sfs_buf_free(&out);
 		return NULL;
 	}

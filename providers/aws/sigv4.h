@@ -54,6 +54,10 @@ int sfs_hmac_sha256(const void *key, size_t klen, const void *data, size_t n,
 /* Appends s[0..n) with every byte but A-Z a-z 0-9 - _ . ~ (and '/' when
  * keep_slash) as %XX (upper-case hex).  0 or -ENOMEM. */
 int sfs_sigv4_uri_encode(struct sfs_buf *out, const char *s, size_t n, bool keep_slash);
+/* Appends s[0..n) percent-decoded (a '%' not followed by two hex digits
+ * stays literal; '+' stays '+': AWS does not read it as a space).  0 or
+ * -ENOMEM. */
+int sfs_sigv4_uri_decode(struct sfs_buf *out, const char *s, size_t n);
 /* t as X-Amz-Date (UTC) into out[17]. */
 void sfs_sigv4_amz_date(time_t t, char out[17]);
 

@@ -7,6 +7,7 @@
 #include "check.h"
 
 #include "providers/aws/sigv4.h"
+#include "providers/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,16 +23,9 @@
 
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	struct sfs_buf b = {0};
-	char chunk[4096];
-	size_t n;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		sfs_buf_add(&b, chunk, n);
-	fclose(f);
-	return sfs_buf_take(&b);
+	char *text = NULL;
+	size_t len;
+	return sfs_read_file(path, &text, &len) ? NULL : text;
 }
 
 /* The test files carry no '\r' but be safe, as botocore's harness is. */
