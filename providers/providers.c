@@ -10,6 +10,7 @@ extern const struct sfs_provider sfs_provider_vercel;
 extern const struct sfs_provider sfs_provider_cloudflare;
 extern const struct sfs_provider sfs_provider_sbx;
 extern const struct sfs_provider sfs_provider_aws;
+extern const struct sfs_provider sfs_provider_gcp;
 
 const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_local,
@@ -21,6 +22,7 @@ const struct sfs_provider *const sfs_providers[] = {
     &sfs_provider_cloudflare,
     &sfs_provider_sbx,
     &sfs_provider_aws,
+    &sfs_provider_gcp,
 };
 const size_t sfs_nproviders = sizeof(sfs_providers) / sizeof(sfs_providers[0]);
 

@@ -152,17 +152,18 @@ static int fetch(struct gcp_auth *a, const char *url, const char *form, char **t
 	if (resp.status < 200 || resp.status > 299) {
 		char text[600];
 		oauth_error_text(resp.body, resp.len, text, sizeof(text));
-		rc = sfs_errf(
-		    err,
-		    resp.status == 400 || resp.status == 401 ? -EACCES
-							     : sfs_http_status_errno(resp.status),
-		    "gcp: token request to %s failed: HTTP %ld: %s", url, resp.status, text);
+		rc = sfs_errf(err,
+			      resp.status == 400 || resp.status == 401
+				  ? -EACCES
+				  : sfs_http_status_errno(resp.status),
+			      "gcp: exchanging for an access token at %s failed: HTTP %ld: %s", url,
+			      resp.status, text);
 		goto out;
 	}
 	o = json_loadb(resp.body ? resp.body : "", resp.len, 0, NULL);
 	const char *tok = json_string_value(json_object_get(o, "access_token"));
 	if (!tok || !*tok) {
-		rc = sfs_errf(err, -EPROTO, "gcp: the answer of %s has no access_token", url);
+		rc = sfs_errf(err, -EPROTO, "gcp: the answer from %s has no access_token", url);
 		goto out;
 	}
 	sfs_redact_add_secret(tok);

@@ -52,7 +52,7 @@ struct gcp_auth {
 	pthread_mutex_t lock; /* held across a refresh: one exchange at a time */
 	bool have_key;
 	struct gcp_key key;
-	char *token_url;    /* where the JWT is exchanged (gcp.token_url, else token_uri) */
+	char *token_url;    /* where the JWT is exchanged (gcp.oauth_url, else token_uri) */
 	char *metadata_url; /* metadata server root, e.g. http://127.0.0.1:8080; NULL: none */
 	char *scope;
 	char *token;	       /* the cached access token, NULL: none */
@@ -65,7 +65,7 @@ struct gcp_auth {
 /*
  * Chooses the source: the key file at key_path (GOOGLE_APPLICATION_CREDENTIALS
  * when NULL), else the metadata server at metadata_url (when NULL:
- * http://$GCE_METADATA_HOST).  token_url (gcp.token_url, may be NULL)
+ * http://$GCE_METADATA_HOST).  token_url (gcp.oauth_url, may be NULL)
  * overrides the key's token_uri.  -ENOENT naming both when there is neither;
  * a bad key file is its own error.  Fetches nothing yet.
  */

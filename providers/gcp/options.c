@@ -11,19 +11,21 @@ const struct sfs_opt sfs_gcp_options[] = {
      .type = SFS_OPT_STRING,
      .arg = "PREFIX",
      .help = "object prefix of the workspaces (a sandbox is gs://BUCKET/PREFIX/NAME/) when "
-	     "`new` gives no prefix="},
+	     "`new` gives no prefix= (not read yet: workspaces are not implemented)"},
     {.key = "gcp.project",
      .type = SFS_OPT_STRING,
      .arg = "PROJECT",
-     .help = "project id (default $GOOGLE_CLOUD_PROJECT, else the key file's project_id)"},
+     .help = "project id of the Cloud Run jobs (not read yet: runs are not implemented)"},
     {.key = "gcp.region",
      .type = SFS_OPT_STRING,
      .arg = "REGION",
-     .help = "region of the Cloud Run jobs"},
-    {.key = "gcp.token_url",
+     .help = "region of the Cloud Run jobs (not read yet: runs are not implemented)"},
+    /* not "token_url": the redactor hides the value of any key naming a
+     * token, and this URL belongs in messages */
+    {.key = "gcp.oauth_url",
      .type = SFS_OPT_STRING,
      .arg = "URL",
-     .help = "where the service-account JWT is exchanged for a token (default the key "
+     .help = "OAuth endpoint where the service-account JWT is exchanged (default the key "
 	     "file's token_uri); the key itself comes from $GOOGLE_APPLICATION_CREDENTIALS, "
 	     "never from this file"},
     {.key = "gcp.metadata_url",

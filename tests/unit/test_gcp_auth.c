@@ -449,6 +449,11 @@ static void test_errors_from_the_endpoint(void)
 	CHECK(t == NULL);
 	CHECK(strstr(err.msg, "HTTP 400: invalid_grant: Invalid JWT Signature.") != NULL);
 	CHECK(strstr(err.msg, token_url) != NULL);
+	/* the URL survives the redactor every message passes (no key-looking
+	 * word right before it) */
+	char *red = sfs_redact_dup(err.msg);
+	CHECK(red && strstr(red, token_url) != NULL);
+	free(red);
 	CHECK(strstr(err.msg, "eyJ") == NULL); /* no assertion in the message */
 	gcp_auth_free(&a);
 

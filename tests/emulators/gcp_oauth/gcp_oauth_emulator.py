@@ -25,7 +25,8 @@ Test-only routes (no auth, not Google's):
                        "retry_after":S,                    with Retry-After: S
                        "expires_in":N,                     lifetime of new tokens
                        "reject":"text"}                    every grant 400 invalid_grant
-    GET  /_emu/stats  {"requests","tokens","last_claims","last_header","rejected"}
+    GET  /_emu/stats  {"requests" (not counting /_emu/ ones),"tokens","last_claims",
+                       "last_header","rejected"}
     GET  /_emu/tokeninfo?access_token=T  200 when this server issued T, else 400
 """
 
@@ -144,9 +145,10 @@ class Handler(BaseHTTPRequestHandler):
                    extra_headers)
 
     def do_GET(self):
-        with LOCK:
-            STATS["requests"] += 1
         url = urllib.parse.urlsplit(self.path)
+        if not url.path.startswith("/_emu/"):
+            with LOCK:
+                STATS["requests"] += 1
         if url.path == "/_emu/stats":
             with LOCK:
                 self.reply(200, dict(STATS))
@@ -168,9 +170,10 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(404, {"error": {"code": 404, "message": "not found", "status": "NOT_FOUND"}})
 
     def do_POST(self):
-        with LOCK:
-            STATS["requests"] += 1
         url = urllib.parse.urlsplit(self.path)
+        if not url.path.startswith("/_emu/"):
+            with LOCK:
+                STATS["requests"] += 1
         raw = self.body()
         if url.path == "/_emu/faults":
             with LOCK:
