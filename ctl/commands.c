@@ -361,9 +361,11 @@ static int pick_run(struct sfs_sandbox *sb, const char *arg, struct sfs_run **ru
 /* How long kill waits for the run's status to leave `running`: after an
  * escalating kill the process group is gone and only the wrapper's status
  * file and the engine's look at it are left; a single signal may be caught
- * or ignored, and then the run rightly stays `running`. */
+ * or ignored, and then the run rightly stays `running`, which costs that kill
+ * the whole wait: 3 s, because on a loaded 2-core machine a run that a
+ * signal does end was seen taking more than 1 s to die and be recorded. */
 #define KILL_SETTLE_MS 5000
-#define SIGNAL_SETTLE_MS 1000
+#define SIGNAL_SETTLE_MS 3000
 
 /* So that when kill returns, runs/N/status already says how the run ended:
  * the engine is asked to look every 10 ms until it has seen the end or `ms`

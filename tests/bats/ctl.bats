@@ -364,7 +364,7 @@ PY
 	echo 'exec sleep 30' >"$MNT/demo/ctl"
 	echo 'kill INT' >"$MNT/demo/runs/6/ctl"
 	[ "$(cat "$MNT/demo/runs/6/status")" = "killed INT" ]
-	# a signal the run ignores: kill returns (within a second) and it runs on
+	# a signal the run ignores: kill returns (after its settle wait) and it runs on
 	echo "exec trap '' HUP; sleep 30" >"$MNT/demo/ctl"
 	sleep 0.2
 	echo 'kill 7 HUP' >"$MNT/demo/ctl"
