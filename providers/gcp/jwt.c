@@ -17,6 +17,7 @@
 #include "../http/http.h"
 #include "../redact.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 static int field(json_t *o, const char *name, const char *origin, char **out, struct sfs_err *err)
 {
@@ -83,24 +84,13 @@ out:
 int gcp_key_load(const char *path, struct gcp_key *k, struct sfs_err *err)
 {
 	memset(k, 0, sizeof(*k));
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return sfs_errf(err, -errno, "gcp: cannot read key file %s: %s", path,
-				strerror(errno));
-	struct sfs_buf b = {0};
-	char chunk[4096];
-	size_t n;
-	int rc = 0;
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = sfs_buf_add(&b, chunk, n);
-	fclose(f);
-	char *text = rc ? NULL : sfs_buf_take(&b);
-	if (!text) {
-		sfs_buf_free(&b);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
+	char *text = NULL;
+	size_t len = 0;
+	int rc = sfs_read_file(path, &text, &len);
+	if (rc)
+		return sfs_errf(err, rc, "gcp: cannot read key file %s: %s", path, strerror(-rc));
 	rc = gcp_key_parse(text, path, k, err);
-	explicit_bzero(text, strlen(text));
+	explicit_bzero(text, len);
 	free(text);
 	return rc;
 }
