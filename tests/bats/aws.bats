@@ -131,11 +131,12 @@ teardown() {
 	[ "$(cat "$MNT/w1/workspace/run.sh")" = '#!/bin/sh' ]
 }
 
-@test "aws: exec is refused naming what is missing; the workspace still works" {
+@test "aws: exec is refused (caps exec false: no ECS runs yet); the workspace still works" {
+	grep -qx 'exec false' "$MNT/providers/aws/caps"
 	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
 	run ctl_write "$MNT/x1/ctl" "exec true"
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: "*"exec"* ]]
+	[[ "$output" == *"error: provider aws does not support this: caps exec is false"* ]]
 	echo ok >"$MNT/x1/workspace/f"
 	[ "$(s3_obj x1/f size)" = 3 ]
 }
