@@ -6,7 +6,8 @@
  * injected clock, and the exchange against tests/emulators/gcp_oauth (which
  * checks the signature with the key's public half): caching, one exchange
  * for concurrent callers, retry of a 503, Google's error text, the
- * metadata-server token.
+ * metadata-server token, and that the emulator refuses an expired JWT, a
+ * foreign audience and an unknown issuer.
  */
 #include "check.h"
 
@@ -486,6 +487,60 @@ static void test_errors_from_the_endpoint(void)
 	gcp_auth_free(&a);
 }
 
+/* POSTs a JWT grant with assertion jwt; the status, the body into body */
+static long grant(const char *jwt, char *body, size_t cap)
+{
+	char url[200], *form = NULL;
+	snprintf(url, sizeof(url), "%s/token", base_url);
+	CHECK(asprintf(&form,
+		       "grant_type=urn%%3Aietf%%3Aparams%%3Aoauth%%3Agrant-type%%3Ajwt-bearer"
+		       "&assertion=%s",
+		       jwt) > 0);
+	struct sfs_http_req req = {.method = "POST",
+				   .url = url,
+				   .body = form,
+				   .body_len = strlen(form),
+				   .content_type = "application/x-www-form-urlencoded"};
+	struct sfs_http_resp resp = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_http_do(&req, &resp, &err), 0);
+	snprintf(body, cap, "%s", resp.body ? resp.body : "");
+	long st = resp.status;
+	sfs_http_resp_free(&resp);
+	free(form);
+	return st;
+}
+
+/* the emulator's own checks can fail: an expired JWT, an unknown issuer */
+static void test_emulator_rejects(void)
+{
+	struct gcp_key k;
+	struct sfs_err err = {0};
+	char *jwt = NULL, body[1024];
+	CHECK_INT(gcp_key_load(key_json, &k, &err), 0);
+	CHECK_INT(gcp_jwt_build(&k, GCP_SCOPE_CLOUD, GCP_TOKEN_AUD, time(NULL), &jwt, &err), 0);
+	CHECK_INT(grant(jwt, body, sizeof(body)), 200);
+	free(jwt);
+	CHECK_INT(gcp_jwt_build(&k, GCP_SCOPE_CLOUD, GCP_TOKEN_AUD, time(NULL) - 7200, &jwt, &err),
+		  0);
+	CHECK_INT(grant(jwt, body, sizeof(body)), 400);
+	CHECK(strstr(body, "Check your iat and exp values") != NULL);
+	free(jwt);
+	CHECK_INT(gcp_jwt_build(&k, GCP_SCOPE_CLOUD, "https://elsewhere.example/token", time(NULL),
+				&jwt, &err),
+		  0);
+	CHECK_INT(grant(jwt, body, sizeof(body)), 400);
+	CHECK(strstr(body, "audience") != NULL);
+	free(jwt);
+	free(k.client_email);
+	k.client_email = strdup("someone-else@sfs-test-project.iam.gserviceaccount.com");
+	CHECK_INT(gcp_jwt_build(&k, GCP_SCOPE_CLOUD, GCP_TOKEN_AUD, time(NULL), &jwt, &err), 0);
+	CHECK_INT(grant(jwt, body, sizeof(body)), 401);
+	CHECK(strstr(body, "invalid_client") != NULL);
+	free(jwt);
+	gcp_key_free(&k);
+}
+
 static void test_metadata_server(void)
 {
 	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
@@ -522,6 +577,7 @@ static void test_all(void)
 		test_exchange_and_cache();
 		test_concurrent_callers();
 		test_errors_from_the_endpoint();
+		test_emulator_rejects();
 		test_metadata_server();
 	}
 	teardown();
