@@ -8,7 +8,8 @@
  *                              directory whether or not it has a marker
  * A listing is one ListObjectsV2 call with delimiter "/" (pages aside); it
  * carries no metadata, so it shows files 0644 and directories 0755 with
- * LastModified as mtime; fs_stat adds a HEAD for a file's stored mode.
+ * LastModified as mtime; fs_stat (one or two list calls) adds a HEAD for a
+ * file's stored mode.
  * Writes above AWS_MULTIPART_MIN go up as a multipart upload.
  */
 #include "aws.h"
@@ -98,24 +99,26 @@ int aws_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, 
 		aws_ws_close(&w);
 		return 0;
 	}
-	/* one list call says file (the exact key), directory (the prefix
-	 * "path/") or nothing; keys sort so both show within the first two
-	 * entries ("path" < "path/..." < "path0") */
-	char *key = key_of(&w, path, false);
+	/* The exact key sorts first among the keys it prefixes, so a list of
+	 * one says whether it is a file.  A directory needs a second list of
+	 * "path/": names like "path-1" or "path.txt" sort before "path/" and
+	 * could fill any short first page. */
+	char *key = key_of(&w, path, false), *dkey = key_of(&w, path, true);
 	struct aws_s3_list l = {0};
-	rc = key ? aws_s3_list(&w.cfg, w.bucket, key, true, 3, &l, err) : oom(err);
+	rc = key && dkey ? aws_s3_list(&w.cfg, w.bucket, key, true, 1, &l, err) : oom(err);
 	bool found = false;
-	for (size_t i = 0; !rc && i < l.nobjs && !found; i++)
-		if (!strcmp(l.objs[i].key, key)) {
-			fill_list_stat(st, false, l.objs[i].size, l.objs[i].mtime);
-			found = true;
-		}
-	size_t kl = key ? strlen(key) : 0;
-	for (size_t i = 0; !rc && !found && i < l.nprefixes; i++)
-		if (!strncmp(l.prefixes[i], key, kl) && !strcmp(l.prefixes[i] + kl, "/")) {
+	if (!rc && l.nobjs && !strcmp(l.objs[0].key, key)) {
+		fill_list_stat(st, false, l.objs[0].size, l.objs[0].mtime);
+		found = true;
+	}
+	if (!rc && !found) {
+		aws_s3_list_free(&l);
+		rc = aws_s3_list(&w.cfg, w.bucket, dkey, false, 1, &l, err);
+		if (!rc && l.nobjs) {
 			fill_list_stat(st, true, 0, 0);
 			found = true;
 		}
+	}
 	if (!rc && !found)
 		rc = -ENOENT; /* no message: a lookup of a missing name is normal */
 	if (!rc && S_ISREG(st->mode)) {
@@ -133,6 +136,7 @@ int aws_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, 
 	}
 	aws_s3_list_free(&l);
 	free(key);
+	free(dkey);
 	aws_ws_close(&w);
 	return rc;
 }

@@ -129,6 +129,20 @@ teardown() {
 	sfs_unmount
 	sfs_mount --log-level 3
 	[ "$(cat "$MNT/w1/workspace/run.sh")" = '#!/bin/sh' ]
+	# names that sort before "g/" ("g-1", "g.txt") do not hide directory g
+	# from the provider's stat (chmod asks it)
+	W="$MNT/w1/workspace"
+	mkdir "$W/g"
+	echo in >"$W/g/in"
+	echo 1 >"$W/g-1"
+	echo 2 >"$W/g-2"
+	echo t >"$W/g.txt"
+	sfs_unmount
+	sfs_mount --log-level 3
+	[ "$(stat -c %F "$MNT/w1/workspace/g")" = directory ]
+	chmod 0700 "$MNT/w1/workspace/g"
+	[ "$(s3_obj team/ws/w1/g/ meta.mode)" = 40700 ]
+	[ "$(cat "$MNT/w1/workspace/g/in")" = in ]
 }
 
 @test "aws: exec is refused (caps exec false: no ECS runs yet); the workspace still works" {
