@@ -61,9 +61,19 @@ static int read_file(const char *name, const char *path, struct sfs_buf *b, stru
 	}
 	struct stat st;
 	int r = 0;
+	struct stat mnt;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
 		r = sfs_errf(err, -EINVAL, "the secret %s: file:%s is not a regular file", name,
 			     path);
+	/* a file of sandboxfs's own mount is served by this daemon: a run's
+	 * wait or a journal read would park this thread (and with enough of
+	 * them every FUSE thread) until it ends; refused, wherever the path
+	 * led (symlinks, bind mounts) */
+	else if (sfs_mount_dir && stat(sfs_mount_dir, &mnt) == 0 && mnt.st_dev == st.st_dev)
+		r = sfs_errf(err, -EINVAL,
+			     "the secret %s: file:%s is a file of the sandboxfs mount itself (%s); "
+			     "a secret is read from a host file",
+			     name, path, sfs_mount_dir);
 	char chunk[8192];
 	while (!r && b->len <= SECRET_MAX) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));

@@ -102,6 +102,31 @@ EOF
 	[[ "$output" != *bad* ]]
 }
 
+# bats test_tags=core
+@test "a secret file inside the mount itself (a run's wait, a journal) is refused at once, never read" {
+	echo 'new own' >"$MNT/ctl"
+	echo 'exec sleep 302' >"$MNT/own/ctl"
+	ln -s "$MNT/own/runs/1/wait" "$BATS_TEST_TMPDIR/link"
+	# LINE into ctl FILE, its answer printed; 124 if it is still waiting
+	# after 10 s (reading the wait would park a daemon thread until the run ends)
+	write_ctl() {
+		timeout 10 bash -c 'exec 7<>"$1"; printf "%s\n" "$2" >&7; rc=$?; cat <&7; exit $rc' _ "$@"
+	}
+	local f
+	for f in "$MNT/own/runs/1/wait" "$MNT/own/runs/1/journal" "$BATS_TEST_TMPDIR/link"; do
+		run write_ctl "$MNT/own/ctl" "secret K=file:$f"
+		[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { echo "$f: status $status" >&2; return 1; }
+		[[ "$output" == *"error:"*"is a file of the sandboxfs mount itself"* ]]
+	done
+	run write_ctl "$MNT/ctl" "new own2 secret.K=file:$MNT/own/runs/1/wait"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	[[ "$output" == *"is a file of the sandboxfs mount itself"* ]]
+	[ ! -e "$MNT/own2" ]
+	run grep '^secrets' "$MNT/own/status"
+	[[ "$output" != *K* ]]
+	echo kill >"$MNT/own/ctl"
+}
+
 @test "the secret verb sets, replaces and removes a secret for later runs, saved as a reference" {
 	mkdir "$MNT/demo"
 	run ctl_write "$MNT/demo/ctl" "secret API_KEY=file:$SECRET_FILE"
