@@ -312,6 +312,7 @@ static const struct sfs_provider_ops sprites_ops = {
     .fs_stat = sp_fs_stat,
     .fs_list = sp_fs_list,
     .fs_read = sp_fs_read,
+    .fs_read_many = sp_fs_read_many,
     .fs_write = sp_fs_write,
     .fs_put_tree = sp_fs_put_tree,
     .fs_mkdir = sp_fs_mkdir,

@@ -89,6 +89,9 @@ int sp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 int sp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 int sp_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
 int sp_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);
+int sp_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		    void *arg, struct sfs_err *err);
 int sp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
 int sp_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 int sp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,

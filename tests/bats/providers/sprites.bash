@@ -40,6 +40,7 @@ networkPolicy false
 durableFilesystem true
 fork false'
 P_JOURNAL=follow
+P_BULK_READ=true
 P_GOOD_OPTS=public=true
 P_BAD_VALUE=network=sometimes
 P_BAD_VALUE_MSG="network=sometimes: expected none, host or allow:HOST,..."
