@@ -36,8 +36,12 @@ trap cleanup EXIT
 
 KEY=bench-key-$$
 # shellcheck disable=SC2046 # the adapter's flags are words
-python3 "$P_EMULATOR" --root "$TMP/emu" $(p_emu_secret_args "$KEY") \
-	--port-file "$TMP/port" --latency-ms "$LAT" >"$TMP/emu.out" 2>&1 &
+# the same layout as the suite's emulator (remote_helpers.bash): adapters
+# such as sbx's find the emulator's root through EMU_DIR
+export EMU_DIR=$TMP/emu
+mkdir -p "$EMU_DIR/root"
+python3 "$P_EMULATOR" --root "$EMU_DIR/root" $(p_emu_secret_args "$KEY") \
+	--port-file "$TMP/port" --log "$EMU_DIR/requests.log" --latency-ms "$LAT" >"$TMP/emu.out" 2>&1 &
 EMU_PID=$!
 for _ in $(seq 1 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 PORT=$(cat "$TMP/port")
