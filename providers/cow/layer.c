@@ -14,6 +14,7 @@
 #include "walk.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../provider.h"
 #include "../util.h"
 
@@ -417,7 +418,7 @@ int sfs_cow_create(const char *statedir, const char *base, const char *hide, cha
 		r = sfs_errf(err, r, "base workspace: mkdir %s: %s", dir, strerror(-r));
 		goto out;
 	}
-	const char *mode = sfs_config_get("cow.mode", "auto");
+	const char *mode = sfs_opt_get("cow.mode");
 	m.overlay = strcmp(mode, "copy") != 0;
 	if (m.overlay) {
 		/* an upper layer the kernel cannot use (no whiteouts there, no

@@ -3,6 +3,7 @@
 #include "e2b.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../redact.h"
 #include "../sh/sh.h"
 
@@ -107,12 +108,12 @@ const char *e2b_api_key(void)
 
 long e2b_sandbox_timeout(void)
 {
-	return (long)sfs_config_get_double("e2b.sandbox_timeout", 3600.0);
+	return (long)sfs_opt_get_double("e2b.sandbox_timeout");
 }
 
 static long timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("e2b.timeout", 60.0) * 1000);
+	return (long)(sfs_opt_get_double("e2b.timeout") * 1000);
 }
 
 /* As E2B's SDKs read them: E2B_API_URL, else https://api.$E2B_DOMAIN. */

@@ -11,6 +11,7 @@
 #include "e2b.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../sh/sh.h"
 #include "../util.h"
 
@@ -29,7 +30,7 @@ void e2b_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t 
 
 static long poll_timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("e2b.poll_timeout", 10.0) * 1000);
+	return (long)(sfs_opt_get_double("e2b.poll_timeout") * 1000);
 }
 
 static int got_pid(long pid, void *arg)
@@ -170,7 +171,7 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 	 * the command's own process group: the kit's kill signals the group */
 	char dir[256];
 	e2b_run_dir(sb, run, dir, sizeof(dir));
-	double g = sfs_config_get_double("e2b.kill_grace", 2.0);
+	double g = sfs_opt_get_double("e2b.kill_grace");
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
 	if (r)

@@ -8,6 +8,7 @@
 #include "ws.h"
 
 #include "../config.h"
+#include "../options.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -125,7 +126,7 @@ static int send_frame(struct sfs_ws *ws, int opcode, const void *data, size_t le
 	struct sfs_buf f = {0};
 	if (sfs_ws_frame(&f, true, opcode, data, len, mask) < 0)
 		return sfs_errf(err, -ENOMEM, "%s: websocket: out of memory", ws->what);
-	long t = (long)(sfs_config_get_double("http.timeout", 60.0) * 1000);
+	long t = (long)(sfs_opt_get_double("http.timeout") * 1000);
 	int rc = send_all(ws, f.buf, f.len, now_ms() + t, err);
 	sfs_buf_free(&f);
 	return rc;
@@ -238,8 +239,8 @@ int sfs_ws_connect(const struct sfs_ws_opts *o, struct sfs_ws **out, long *statu
 	ws->what = what;
 	ws->dec.max_message = o->max_message;
 	ws->fd = CURL_SOCKET_BAD;
-	long timeout = o->timeout_ms ? o->timeout_ms
-				     : (long)(sfs_config_get_double("http.timeout", 60.0) * 1000);
+	long timeout =
+	    o->timeout_ms ? o->timeout_ms : (long)(sfs_opt_get_double("http.timeout") * 1000);
 	int64_t deadline = now_ms() + timeout;
 	if ((rc = sfs_ws_make_key(key, err)) < 0 ||
 	    (rc = build_request(o, url, key, &req, err)) < 0)

@@ -14,6 +14,7 @@
 #include "isolation.h"
 
 #include "../config.h"
+#include "../options.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,8 +43,8 @@ void sfs_holder_ids(uid_t *uid, gid_t *gid)
 		*gid = getgid();
 		return;
 	}
-	*uid = (uid_t)atol(sfs_config_get("local.isolation_uid", "65534"));
-	*gid = (gid_t)atol(sfs_config_get("local.isolation_gid", "65534"));
+	*uid = (uid_t)atol(sfs_opt_get("local.isolation_uid"));
+	*gid = (gid_t)atol(sfs_opt_get("local.isolation_gid"));
 }
 
 int sfs_holder_check(const char *bwrap, struct sfs_err *err)

@@ -6,6 +6,7 @@
 #include "local.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../kv.h"
 #include "../netpolicy/policy.h"
 #include "../netpolicy/proxy.h"
@@ -26,14 +27,14 @@ int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, 
 	memset(iso, 0, sizeof(*iso));
 	const char *mode = sfs_kv_get(opts, "isolation");
 	if (!mode)
-		mode = sfs_config_get("local.isolation", "none");
+		mode = sfs_opt_get("local.isolation");
 	if (strcmp(mode, "bwrap") == 0)
 		iso->bwrap = true;
 	else if (strcmp(mode, "none") != 0)
 		return sfs_errf(err, -EINVAL, "local: isolation=%s: expected none or bwrap", mode);
 	const char *net = sfs_kv_get(opts, "network");
 	if (!net)
-		net = iso->bwrap ? sfs_config_get("local.network", "host") : "host";
+		net = iso->bwrap ? sfs_opt_get("local.network") : "host";
 	struct sfs_netpolicy p;
 	int r = sfs_netpolicy_parse(net, &p, err);
 	if (r)
@@ -48,7 +49,7 @@ int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, 
 	if (snprintf(iso->network, sizeof(iso->network), "%s", net) >= (int)sizeof(iso->network))
 		return sfs_errf(err, -EINVAL, "local: network= is too long");
 	if (iso->bwrap)
-		return sfs_holder_check(sfs_config_get("local.bwrap", "/usr/bin/bwrap"), err);
+		return sfs_holder_check(sfs_opt_get("local.bwrap"), err);
 	return 0;
 }
 
@@ -69,7 +70,7 @@ static int start_holder(struct sfs_sandbox *sb, const char *dir, struct local_is
 {
 	char logp[4200], netdir[4200], name[64];
 	struct sfs_holder_spec spec = {
-	    .bwrap = sfs_config_get("local.bwrap", "/usr/bin/bwrap"),
+	    .bwrap = sfs_opt_get("local.bwrap"),
 	    .workspace = dir,
 	    .proxy_dir = state_path(sb, "net", netdir, sizeof(netdir)),
 	    .log_path = state_path(sb, "holder.log", logp, sizeof(logp)),

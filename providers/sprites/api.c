@@ -2,6 +2,7 @@
 #include "sprites.h"
 
 #include "../config.h"
+#include "../options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,7 +26,7 @@ static int need_token(const char **tok, struct sfs_err *err)
 
 static long timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("sprites.timeout", 60.0) * 1000);
+	return (long)(sfs_opt_get_double("sprites.timeout") * 1000);
 }
 
 void sp_path(char *buf, size_t len, const char *name, const char *rest)

@@ -8,6 +8,7 @@
 #include "sprites.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../strbuf.h"
 
 #include <errno.h>
@@ -58,8 +59,7 @@ int sp_exec_open(struct sfs_sandbox *sb, const struct sp_exec *e, struct sfs_ws 
 	long status = 0;
 	struct sfs_ws_opts o = {.url = url.buf,
 				.bearer = tok,
-				.timeout_ms =
-				    (long)(sfs_config_get_double("sprites.timeout", 60.0) * 1000),
+				.timeout_ms = (long)(sfs_opt_get_double("sprites.timeout") * 1000),
 				.what = "sprites"};
 	r = sfs_ws_connect(&o, ws, &status, NULL, err);
 	sfs_buf_free(&url);

@@ -15,6 +15,7 @@
 #include "sprites.h"
 
 #include "../config.h"
+#include "../options.h"
 #include "../sh/sh.h"
 #include "../util.h"
 
@@ -37,7 +38,7 @@ static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size
 
 static long poll_timeout_ms(void)
 {
-	return (long)(sfs_config_get_double("sprites.poll_timeout", 10.0) * 1000);
+	return (long)(sfs_opt_get_double("sprites.poll_timeout") * 1000);
 }
 
 /* Runs a kit command to its end: stdout and exit code. */
@@ -130,7 +131,7 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		return r;
 	struct sp_exec e = {.argv = (const char *const *)c.argv,
 			    .stdin_open = true,
-			    .keep = sfs_config_get("sprites.keep", "720h")};
+			    .keep = sfs_opt_get("sprites.keep")};
 	struct sfs_ws *ws;
 	long session = 0;
 	r = sp_exec_open(sb, &e, &ws, &session, err);
@@ -236,7 +237,7 @@ int sp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escal
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof dir);
-	int grace = (int)(sfs_config_get_double("sprites.kill_grace", 5.0) * 1000);
+	int grace = (int)(sfs_opt_get_double("sprites.kill_grace") * 1000);
 	struct sfs_sh_cmd c;
 	int r = sfs_sh_kill(&c, dir, sig, escalate, grace, err);
 	int code = 0;
