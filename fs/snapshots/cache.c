@@ -108,11 +108,16 @@ static void fill(struct sc_entry *e, const struct stat *st)
 	e->mode = st->st_mode;
 }
 
-bool scache_hit(const struct scache *c, const char *path, const struct stat *st, git_oid *oid)
+bool scache_hit(struct scache *c, const char *path, const struct stat *st, git_oid *oid)
 {
 	uint64_t at;
-	if (!pmap_get(&c->index, path, &at))
+	/* records are in the order a walk noted them, and walks of one tree
+	 * go the same way: the record after the last hit is tried first */
+	if (c->next < c->n && strcmp(c->paths[c->next], path) == 0)
+		at = c->next;
+	else if (!pmap_get(&c->index, path, &at))
 		return false;
+	c->next = at + 1;
 	struct sc_entry now;
 	fill(&now, st);
 	const struct sc_entry *e = &c->v[at];

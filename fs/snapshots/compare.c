@@ -1,11 +1,11 @@
 /*
  * What differs between a snapshot's tree and a live directory, as a list of
  * paths, without writing anything: each directory's entries are matched by
- * name against the tree's, a file's blob id comes from the stat cache or
- * from hashing it (git_odb_hash: nothing stored), and a directory that is
- * new, gone or of another kind is one path.  The diff is then made of just
- * those paths (diff.c), which is what keeps `cat snapshots/ID/diff` close to
- * `git diff`: no tree is built or written for the unchanged rest.
+ * name against the snapshot's (its manifest: manifest.c), a file's blob id comes from the stat
+ * cache or from hashing it (git_odb_hash: nothing stored), and a directory that is new, gone or of
+ * another kind is one path.  The diff is then made of just those paths (diff.c), which is what
+ * keeps `cat snapshots/ID/diff` close to `git diff`: no tree is built or written for the unchanged
+ * rest.
  */
 #include "internal.h"
 
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 struct cmp {
+	const struct manifest *m;
 	struct scache *cache;
 	struct paths *out;
 	struct sfs_err *err;
@@ -95,10 +96,10 @@ static void pop(struct cmp *c, size_t old)
 	c->path[old] = '\0';
 }
 
-static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t);
+static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir);
 
-static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char *name,
-		     const char *rel, const git_tree_entry *e)
+static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel,
+		     const struct mf_ent *e)
 {
 	struct stat st;
 	git_filemode_t fm = 0;
@@ -106,29 +107,25 @@ static int cmp_entry(struct cmp *c, git_repository *repo, int dirfd, const char 
 		fm = rec_filemode(&st);
 	if (!fm) /* gone, or a special file (never recorded) */
 		return e ? paths_add(c->out, rel) : 0;
-	if (!e || git_tree_entry_filemode(e) != fm)
+	if (!e || e->mode != fm)
 		return paths_add(c->out, rel);
 	if (fm == GIT_FILEMODE_TREE) {
-		git_tree *sub = NULL;
-		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0 || git_tree_lookup(&sub, repo, git_tree_entry_id(e)) < 0) {
-			if (fd >= 0)
-				close(fd);
+		int fd = e->sub < 0
+			     ? -1
+			     : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
 			return paths_add(c->out, rel); /* let the diff writer say what it is */
-		}
-		int r = cmp_dir(c, repo, fd, sub);
-		git_tree_free(sub);
+		int r = cmp_dir(c, fd, (uint32_t)e->sub);
 		close(fd);
 		return r;
 	}
 	git_oid oid;
-	if (rec_hash(c->cache, dirfd, name, rel, &st, &oid) ||
-	    !git_oid_equal(&oid, git_tree_entry_id(e)))
+	if (rec_hash(c->cache, dirfd, name, rel, &st, &oid) || !git_oid_equal(&oid, &e->oid))
 		return paths_add(c->out, rel);
 	return 0;
 }
 
-static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tree *t)
+static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 {
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -138,27 +135,28 @@ static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tre
 		return sfs_errf(c->err, -errno, "diff: open %s: %s", c->plen ? c->path : ".",
 				strerror(errno));
 	}
-	size_t n = git_tree_entrycount(t), found = 0;
+	const struct manifest *m = c->m;
+	size_t n = m->dirs[dir].n, found = 0;
 	int r = 0;
 	struct dirent *de;
 	while (!r && (de = readdir(d))) {
 		const char *name = de->d_name;
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || rec_ignored(name))
 			continue;
-		const git_tree_entry *e = git_tree_entry_byname(t, name);
+		const struct mf_ent *e = mf_find(m, dir, name);
 		found += e != NULL;
 		size_t old = push(c, name);
 		if (old == (size_t)-1) {
 			r = -ENAMETOOLONG;
 			break;
 		}
-		r = cmp_entry(c, repo, dirfd, name, c->path, e);
+		r = cmp_entry(c, dirfd, name, c->path, e);
 		pop(c, old);
 	}
 	/* the tree's entries the directory lacks (special files that replaced
 	 * one were listed above) */
 	for (size_t i = 0; !r && found < n && i < n; i++) {
-		const char *name = git_tree_entry_name(git_tree_entry_byindex(t, i));
+		const char *name = mf_name(m, &m->ents[m->dirs[dir].first + i]);
 		struct stat st;
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 			continue;
@@ -174,14 +172,14 @@ static int cmp_dir(struct cmp *c, git_repository *repo, int dirfd, const git_tre
 	return r;
 }
 
-int cmp_tree(git_repository *repo, const git_tree *t, int rootfd, struct scache *cache,
-	     struct paths *out, struct sfs_err *err)
+int cmp_tree(const struct manifest *m, int rootfd, struct scache *cache, struct paths *out,
+	     struct sfs_err *err)
 {
 	struct cmp *c = calloc(1, sizeof(*c)); /* its path buffer: not on a worker's stack */
 	if (!c)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	*c = (struct cmp){.cache = cache, .out = out, .err = err};
-	int r = cmp_dir(c, repo, rootfd, t);
+	*c = (struct cmp){.m = m, .cache = cache, .out = out, .err = err};
+	int r = cmp_dir(c, rootfd, 0);
 	free(c);
 	return r;
 }

@@ -1,7 +1,7 @@
 /*
  * snapshots/ID/diff: the paths where the live workspace differs from the
  * snapshot (compare.c, or a copy-on-write base's own list) become two small
- * trees holding just those paths, one from the snapshot (or the base
+ * trees holding just those paths, one from the snapshot's manifest (or the base
  * directory), one from the workspace (blobs stored only for those files),
  * and libgit2 diffs them in git's own patch format: mode changes, new and
  * deleted files, symlinks, "Binary files … differ".
@@ -144,31 +144,25 @@ static int cmp_paths(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A tree holding only the listed paths as they are in tree t. */
-static int sparse_of_tree(struct rec *r, const git_tree *t, const struct paths *p, git_tree *empty,
-			  git_oid *out)
+/* A tree holding only the listed paths as they are in the snapshot. */
+static int sparse_of_snapshot(struct rec *r, const struct manifest *m, const struct paths *p,
+			      git_tree *empty, git_oid *out)
 {
 	git_tree_update *u = calloc(p->n ? p->n : 1, sizeof(*u));
-	git_tree_entry **ents = calloc(p->n ? p->n : 1, sizeof(*ents));
-	if (!u || !ents) {
-		free(u);
-		free(ents);
+	if (!u)
 		return sfs_errf(r->err, -ENOMEM, "out of memory");
-	}
 	size_t k = 0;
 	for (size_t i = 0; i < p->n; i++) {
-		if (git_tree_entry_bypath(&ents[k], t, p->v[i]) < 0)
+		const struct mf_ent *e = mf_bypath(m, p->v[i]);
+		if (!e)
 			continue; /* not in the snapshot: added since */
 		u[k].action = GIT_TREE_UPDATE_UPSERT;
-		u[k].filemode = git_tree_entry_filemode(ents[k]);
-		git_oid_cpy(&u[k].id, git_tree_entry_id(ents[k]));
+		u[k].filemode = e->mode;
+		git_oid_cpy(&u[k].id, &e->oid);
 		u[k].path = p->v[i];
 		k++;
 	}
 	int rc = git_tree_create_updated(out, r->repo, empty, k, u);
-	for (size_t i = 0; i < k; i++)
-		git_tree_entry_free(ents[i]);
-	free(ents);
 	free(u);
 	return rc < 0 ? st_error(r->err, rc, "diff: a tree of the changed paths") : 0;
 }
@@ -179,30 +173,34 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 	struct rec r = {.err = err};
 	struct scache sc;
 	st_writers_shared(); /* it writes blobs and trees, and the cache */
-	scache_load(&sc, cache);
+	scache_open(&sc, cache);
 	struct paths changed = {0};
-	int ret = st_open(&r.repo, err);
-	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
-	if (rc < 0)
-		ret = st_error(err, rc, "diff: the object store");
+	struct manifest *m = NULL;
 	git_oid cid, aid, bid, eid;
-	git_commit *c = NULL;
-	git_tree *snap = NULL, *empty = NULL, *a = NULL, *b = NULL;
-	git_treebuilder *eb = NULL;
-	if (!ret && (git_oid_fromstr(&cid, commit) < 0 || git_commit_lookup(&c, r.repo, &cid) < 0))
+	int rc, ret = 0;
+	if (git_oid_fromstr(&cid, commit) < 0)
 		ret = sfs_errf(err, -ENOENT, "diff: commit %s is not in the store", commit);
-	if (!ret && (rc = git_commit_tree(&snap, c)) < 0)
-		ret = st_error(err, rc, "diff: the snapshot's tree");
+	/* nothing of the store is opened unless the manifest must be read or
+	 * something differs */
 	if (!ret)
-		ret = cmp_tree(r.repo, snap, rootfd, &sc, &changed, err);
+		ret = mf_get(&r.repo, &cid, &m, err);
+	if (!ret)
+		ret = cmp_tree(m, rootfd, &sc, &changed, err);
+	git_tree *empty = NULL, *a = NULL, *b = NULL;
+	git_treebuilder *eb = NULL;
 	if (!ret && changed.n) {
 		qsort(changed.v, changed.n, sizeof(*changed.v), cmp_paths);
-		if ((rc = git_treebuilder_new(&eb, r.repo, NULL)) < 0 ||
-		    (rc = git_treebuilder_write(&eid, eb)) < 0 ||
-		    (rc = git_tree_lookup(&empty, r.repo, &eid)) < 0)
+		if (!r.repo)
+			ret = st_open(&r.repo, err);
+		rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
+		if (rc < 0)
+			ret = st_error(err, rc, "diff: the object store");
+		if (!ret && ((rc = git_treebuilder_new(&eb, r.repo, NULL)) < 0 ||
+			     (rc = git_treebuilder_write(&eid, eb)) < 0 ||
+			     (rc = git_tree_lookup(&empty, r.repo, &eid)) < 0))
 			ret = st_error(err, rc, "diff: the empty tree");
 		if (!ret)
-			ret = sparse_of_tree(&r, snap, &changed, empty, &aid);
+			ret = sparse_of_snapshot(&r, m, &changed, empty, &aid);
 		if (!ret)
 			ret = sparse_tree(&r, rootfd, (const char *const *)changed.v, changed.n,
 					  empty, &bid);
@@ -212,16 +210,14 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 		if (!ret)
 			ret = print(r.repo, a, b, out, err);
 	}
-	if (!ret)
-		scache_save(&sc, cache);
+	scache_close(&sc, cache, !ret);
 	git_tree_free(a);
 	git_tree_free(b);
 	git_tree_free(empty);
-	git_tree_free(snap);
 	git_treebuilder_free(eb);
-	git_commit_free(c);
+	if (m)
+		mf_put(m);
 	paths_free(&changed);
-	scache_free(&sc);
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);

@@ -228,6 +228,9 @@ int snap_gc(const char *cache_glob, struct snap_gc_stats *st, struct sfs_err *er
 		st_writers_unlock();
 		return r;
 	}
+	/* no operation holds a cache now (writers wait): the next one reads
+	 * its file, which drop_caches checks */
+	scache_pool_clear();
 	struct oidset live = {0};
 	r = mark_refs(repo, &live, err);
 	if (!r) {
@@ -235,6 +238,7 @@ int snap_gc(const char *cache_glob, struct snap_gc_stats *st, struct sfs_err *er
 		snprintf(objects, sizeof(objects), "%s/objects", git_repository_path(repo));
 		sweep(objects, &live, st);
 		drop_caches(cache_glob, &live, st);
+		mf_cache_clear(); /* a dropped snapshot's manifest names swept blobs */
 	}
 	set_free(&live);
 	git_repository_free(repo);

@@ -42,15 +42,23 @@ struct scache {
 	size_t bloblen;
 	size_t n, cap;
 	int64_t now; /* entries changed in this second or later are not kept */
+	size_t next; /* the record after the last hit: where the next lookup looks first */
 	bool dirty;
 };
 int scache_load(struct scache *c, const char *path);
 /* The blob id of the file at path if the cache knows it unchanged. */
-bool scache_hit(const struct scache *c, const char *path, const struct stat *st, git_oid *oid);
+bool scache_hit(struct scache *c, const char *path, const struct stat *st, git_oid *oid);
 /* Remembers path's blob (not for files changed too recently to trust). */
 int scache_note(struct scache *c, const char *path, const struct stat *st, const git_oid *oid);
 int scache_save(struct scache *c, const char *path);
 void scache_free(struct scache *c);
+/* cache_pool.c: an operation's cache, from memory when the file is still
+ * the one it was kept for, else read (scache_load); and back, written
+ * first when save (a cache not saved with notes is dropped). */
+void scache_open(struct scache *c, const char *path);
+void scache_close(struct scache *c, const char *path, bool save);
+/* Forgets the kept caches (gc, which may remove their files; shutdown). */
+void scache_pool_clear(void);
 
 /* ---- record.c: a directory tree into the store ---- */
 struct rec {
@@ -80,6 +88,7 @@ git_filemode_t rec_filemode(const struct stat *st);
 /* Whether a name is left out of snapshots (".git"). */
 bool rec_ignored(const char *name);
 
+struct manifest;
 /* ---- compare.c: what differs between a tree and a directory ---- */
 struct paths {
 	char **v;
@@ -90,8 +99,42 @@ void paths_free(struct paths *p);
 /* The paths (relative; a directory stands for all below it) where the
  * directory under rootfd differs from tree t; reads only files the cache
  * does not vouch for, and stores nothing. */
-int cmp_tree(git_repository *repo, const git_tree *t, int rootfd, struct scache *cache,
-	     struct paths *out, struct sfs_err *err);
+int cmp_tree(const struct manifest *m, int rootfd, struct scache *cache, struct paths *out,
+	     struct sfs_err *err);
+
+/* ---- manifest.c: a snapshot's tree in memory, shared read-only ---- */
+struct mf_ent {
+	uint32_t name; /* offset in names */
+	git_filemode_t mode;
+	int32_t sub; /* a tree's directory in dirs, or -1 (not a tree, or unreadable) */
+	git_oid oid;
+};
+struct mf_dir {
+	uint32_t first, n; /* ents[first .. first + n), sorted by strcmp of name */
+};
+struct manifest {
+	git_oid commit;
+	struct mf_ent *ents;
+	struct mf_dir *dirs; /* dirs[0] is the root */
+	char *names;
+	size_t nents, ndirs, namelen;
+	unsigned refs; /* under the cache's lock */
+	uint64_t used; /* when last handed out, for eviction */
+};
+/* The manifest of commit cid, from the cache or read (opening *repo when it
+ * is NULL; the caller frees it); release it with mf_put. */
+int mf_get(git_repository **repo, const git_oid *cid, struct manifest **out, struct sfs_err *err);
+void mf_put(struct manifest *m);
+/* Forgets every cached manifest (after gc, and at shutdown). */
+void mf_cache_clear(void);
+/* The entry named name in directory dir, or NULL. */
+const struct mf_ent *mf_find(const struct manifest *m, uint32_t dir, const char *name);
+/* The entry at a relative path ("a/b"), or NULL. */
+const struct mf_ent *mf_bypath(const struct manifest *m, const char *path);
+static inline const char *mf_name(const struct manifest *m, const struct mf_ent *e)
+{
+	return m->names + e->name;
+}
 
 /* The modes blob of a commit as path -> mode. */
 int st_modes_load(git_repository *repo, const git_commit *c, struct pmap *modes);

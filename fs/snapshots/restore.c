@@ -258,7 +258,7 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
 	struct scache sc;
 	st_writers_shared(); /* the cache it rewrites names blobs */
-	scache_load(&sc, cache);
+	scache_open(&sc, cache);
 	s.cache = &sc;
 	int ret = st_open(&s.repo, err);
 	int rc = ret ? 0 : git_repository_odb(&s.odb, s.repo);
@@ -275,13 +275,12 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 		ret = st_error(err, rc, "restore: the snapshot's tree");
 	if (!ret)
 		ret = restore_tree(&s, rootfd, t, "");
-	scache_save(&sc, cache);
+	scache_close(&sc, cache, true);
 	if (st)
 		*st = s.st;
 	git_tree_free(t);
 	git_commit_free(c);
 	pmap_free(&s.modes);
-	scache_free(&sc);
 	git_odb_free(s.odb);
 	git_repository_free(s.repo);
 	st_writers_unlock();

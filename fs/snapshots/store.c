@@ -103,6 +103,8 @@ void snap_store_shutdown(void)
 	git_repository_free(browse_repo);
 	browse_repo = NULL;
 	pthread_mutex_unlock(&browse_mu);
+	mf_cache_clear();
+	scache_pool_clear();
 }
 
 int st_open(git_repository **repo, struct sfs_err *err)
@@ -140,7 +142,7 @@ int snap_take(int rootfd, const char *cache, const char *key, const char *id, co
 	struct rec r = {.err = err};
 	struct scache sc;
 	st_writers_shared(); /* no sweep until the commit has its ref */
-	scache_load(&sc, cache);
+	scache_open(&sc, cache);
 	r.cache = &sc;
 	int ret = st_open(&r.repo, err);
 	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
@@ -186,11 +188,10 @@ int snap_take(int rootfd, const char *cache, const char *key, const char *id, co
 	git_tree_free(t);
 	if (!ret) {
 		git_oid_tostr(commit, 41, &cid);
-		scache_save(&sc, cache);
 		if (st)
 			*st = r.st;
 	}
-	scache_free(&sc);
+	scache_close(&sc, cache, !ret);
 	sfs_buf_free(&r.modes);
 	git_odb_free(r.odb);
 	git_repository_free(r.repo);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char state[256], ws[300], cache[300];
@@ -440,6 +441,155 @@ static void test_gc_concurrent(void)
 	sfs_rm_rf(state);
 }
 
+/* Waits for the start of a wall-clock second, so what follows (well under
+ * half a second of work) happens within one second. */
+static void start_of_second(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (ts.tv_nsec > 100000000L) {
+		struct timespec rest = {0, 1000000000L - ts.tv_nsec + 1000000L};
+		nanosleep(&rest, NULL);
+	}
+}
+
+/* Rewrites rel with text of the same size and puts its old mtime back
+ * (`touch -r` of itself): only the ctime and the contents differ. */
+static void rewrite_same_size(const char *rel, const char *text)
+{
+	struct stat was = stat_of(rel);
+	CHECK_INT((long long)strlen(text), was.st_size);
+	put(rel, text, was.st_mode & 07777);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", ws, rel);
+	struct timespec times[2] = {was.st_atim, was.st_mtim};
+	CHECK_INT(utimensat(AT_FDCWD, p, times, AT_SYMLINK_NOFOLLOW), 0);
+	struct stat now = stat_of(rel);
+	CHECK(now.st_size == was.st_size && now.st_mtim.tv_sec == was.st_mtim.tv_sec &&
+	      now.st_mtim.tv_nsec == was.st_mtim.tv_nsec);
+}
+
+/* The racy-git rule: a file changed in the second a cache is made (or
+ * later) is not noted in it, so a same-size rewrite with its mtime put
+ * back, in that second, is still read (and shows in the diff). */
+static void test_stat_cache_racy(void)
+{
+	start_of_second();
+	setup(); /* every file written in this second */
+	int fd = rootfd();
+	char c1[41], c2[41];
+	struct snap_stats st;
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, c1, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4);
+	CHECK_INT(snap_take(fd, cache, "k1", "s2", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4); /* none was noted: all changed this second */
+	rewrite_same_size("a.txt", "one\nTWO\nthree\n");
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(c1, fd, cache, &d, &err), 0);
+	CHECK(d.buf && strstr(d.buf, "-two\n+TWO\n"));
+	sfs_buf_free(&d);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+/* Once noted (older than the cache's second), a file rewritten with the
+ * same size and its mtime put back is still read: its ctime moved, and the
+ * cache compares ctimes (which no utimensat can set) to the nanosecond.
+ * And a kept cache (cache_pool.c) is used only while its file is the one
+ * it was kept for. */
+static void test_stat_cache_same_size(void)
+{
+	setup();
+	sleep(1);
+	int fd = rootfd();
+	char c1[41], c2[41];
+	struct snap_stats st;
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, c1, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4);
+	CHECK_INT(snap_take(fd, cache, "k1", "s2", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 0); /* all noted, kept in memory or read back */
+	rewrite_same_size("sub/b.txt", "BEE\n");
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(c1, fd, cache, &d, &err), 0);
+	CHECK(d.buf && strstr(d.buf, "-bee\n+BEE\n"));
+	CHECK(d.buf && !strstr(d.buf, "a.txt"));
+	sfs_buf_free(&d);
+	CHECK_INT(snap_take(fd, cache, "k1", "s3", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 1);
+	/* the cache file replaced behind the daemon's back: not the kept one */
+	CHECK_INT(unlink(cache), 0);
+	CHECK_INT(snap_take(fd, cache, "k1", "s4", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4);
+	put("../statcache", "sandboxfs-statcache 3 not this store\n", 0600);
+	CHECK_INT(snap_take(fd, cache, "k1", "s5", NULL, 1, c2, &st, NULL), 0);
+	CHECK_INT(st.hashed, 4);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
+/* Diffs against two snapshots, in turn and from several threads at once:
+ * each snapshot's kept manifest gives its own diff. */
+struct diff_job {
+	const char *commit, *want, *not ;
+	int fd, bad;
+};
+
+static void *diff_worker(void *arg)
+{
+	struct diff_job *j = arg;
+	for (int i = 0; i < 20; i++) {
+		struct sfs_buf d = {0};
+		struct sfs_err err = {0};
+		if (snap_diff(j->commit, j->fd, cache, &d, &err) != 0 || !d.buf ||
+		    !strstr(d.buf, j->want) || strstr(d.buf, j->not ))
+			j->bad++;
+		sfs_buf_free(&d);
+	}
+	return NULL;
+}
+
+static void test_diff_two_snapshots(void)
+{
+	setup();
+	int fd = rootfd();
+	char c1[41], c2[41];
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, c1, NULL, NULL), 0);
+	put("sub/b.txt", "bee\nsecond\n", 0644);
+	CHECK_INT(snap_take(fd, cache, "k1", "s2", NULL, 1, c2, NULL, NULL), 0);
+	put("a.txt", "one\ntwo\nthree\nfour\n", 0644);
+	struct diff_job jobs[4] = {
+	    {c1, "+second\n", "deleted file", fd, 0},
+	    {c2, "+four\n", "+second\n", fd, 0},
+	    {c1, "+four\n", "deleted file", fd, 0},
+	    {c2, " three\n+four\n", "sub/b.txt", fd, 0},
+	};
+	for (int i = 0; i < 4; i++)
+		diff_worker(&jobs[i]);
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		CHECK_INT(pthread_create(&t[i], NULL, diff_worker, &jobs[i]), 0);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		CHECK_INT(jobs[i].bad, 0);
+	}
+	/* gone from the store: no diff from a kept manifest */
+	CHECK_INT(snap_forget("k1", "s1", NULL), 1);
+	CHECK_INT(snap_gc(NULL, NULL, NULL), 0);
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(c1, fd, cache, &d, &err), -ENOENT);
+	sfs_buf_free(&d);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
 CHECK_MAIN(CHECK_CASE(test_take_info_browse), CHECK_CASE(test_stat_cache),
-	   CHECK_CASE(test_diff_restore), CHECK_CASE(test_diff_dirs), CHECK_CASE(test_diff_paths),
-	   CHECK_CASE(test_forget), CHECK_CASE(test_gc), CHECK_CASE(test_gc_concurrent))
+	   CHECK_CASE(test_stat_cache_racy), CHECK_CASE(test_stat_cache_same_size),
+	   CHECK_CASE(test_diff_two_snapshots), CHECK_CASE(test_diff_restore),
+	   CHECK_CASE(test_diff_dirs), CHECK_CASE(test_diff_paths), CHECK_CASE(test_forget),
+	   CHECK_CASE(test_gc), CHECK_CASE(test_gc_concurrent))
