@@ -19,9 +19,28 @@ static const char *const secret_words[] = {"token",    "secret",     "key",
 
 int sfs_redact_key_is_secret(const char *key)
 {
-	for (size_t i = 0; i < sizeof(secret_words) / sizeof(secret_words[0]); i++)
-		if (strcasestr(key, secret_words[i]))
-			return 1;
+	/* one pass, a word's first letter before the rest (what strcasestr
+	 * finds, at a fraction of six two-way searches: every log line and
+	 * audit detail asks) */
+	for (const char *p = key; *p; p++) {
+		/* | 0x20 makes an ASCII letter lower case and no other byte
+		 * one of these letters */
+		switch (*p | 0x20) {
+		case 't':
+		case 's':
+		case 'k':
+		case 'p':
+		case 'c':
+		case 'a':
+			break;
+		default:
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(secret_words) / sizeof(secret_words[0]); i++)
+			if ((*p | 0x20) == secret_words[i][0] &&
+			    strncasecmp(p, secret_words[i], strlen(secret_words[i])) == 0)
+				return 1;
+	}
 	return 0;
 }
 
@@ -200,6 +219,10 @@ char *sfs_redact_values_dup(const char *in)
 
 char *sfs_redact_dup(const char *in)
 {
+	/* a key is a piece of the text: with no secret-looking word anywhere
+	 * in it, pass 1 would copy it unchanged */
+	if (!sfs_redact_key_is_secret(in ? in : ""))
+		return sfs_redact_values_dup(in);
 	struct sfs_buf keys = {0}, all = {0};
 	int r = redact_keys(in ? in : "", &keys);
 	if (!r)
