@@ -179,93 +179,41 @@ void audit_free(struct sfs_sandbox *sb)
 	sb->audit = NULL;
 }
 
-/* PATH as one word: bytes other than printable ASCII (and UTF-8 text) as
- * \xNN, so a name with a blank or a newline cannot forge a field or a line. */
-static int add_word(struct sfs_buf *o, const char *s)
-{
-	bool utf8 = sfs_utf8_valid(s);
-	int r = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && !r; p++) {
-		if (*p <= ' ' || *p == 0x7f || *p == '\\' || (*p >= 0x80 && !utf8))
-			r = sfs_buf_printf(o, "\\x%02x", *p);
-		else
-			r = sfs_buf_add(o, (const char *)p, 1);
-	}
-	return r;
-}
-
-void audit_word(const char *in, char *out, size_t len)
-{
-	struct sfs_buf b = {0};
-	if (add_word(&b, in) == 0 && b.buf)
-		snprintf(out, len, "%s", b.buf);
-	else
-		snprintf(out, len, "?");
-	sfs_buf_free(&b);
-}
-
-void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int err,
-		const char *detail)
+/* Formats a line and appends it to sb's buffer: the lock is held for the
+ * copy only. */
+static void append(struct sfs_sandbox *sb, const char *op, const char *path, int err,
+		   const char *to, const char *detail)
 {
 	struct sfs_audit *a = sb ? writer(sb) : NULL;
 	if (!a)
 		return;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	struct tm tm;
-	gmtime_r(&ts.tv_sec, &tm);
-	char t[64], who[16];
-	/* not strftime: glibc's may look at the time zone on every call */
-	snprintf(t, sizeof(t), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-	uid_t uid = caller;
-	if (uid == (uid_t)-1)
-		snprintf(who, sizeof(who), "-");
-	else
-		snprintf(who, sizeof(who), "%u", (unsigned)uid);
-	int e = err < 0 ? -err : err;
-	const char *ename = e ? strerrorname_np(e) : "0";
 	struct sfs_buf line = {0};
-	int r = sfs_buf_printf(&line, "%s.%03ldZ %s %s ", t, ts.tv_nsec / 1000000, who, op);
-	/* secrets never reach the file, and are looked for before escaping
-	 * (a value with a blank or a control byte would not match after):
-	 * a workspace path (the hot path) gets the search for values, a
-	 * command line or status the whole redactor */
-	char *rpath = path && *path ? sfs_redact_values_dup(path) : NULL;
-	if (!r && path && *path && !rpath)
-		r = -ENOMEM;
-	if (!r)
-		r = rpath ? add_word(&line, rpath) : sfs_buf_adds(&line, "-");
-	free(rpath);
-	if (!r && ename)
-		r = sfs_buf_printf(&line, " %s", ename);
-	else if (!r)
-		r = sfs_buf_printf(&line, " %d", e);
-	if (!r && detail && *detail) {
-		/* one line: a command's own newlines would forge lines */
-		char shown[2048];
-		sfs_escape_redacted(detail, strlen(detail), strlen(detail), shown, sizeof(shown),
-				    NULL);
-		for (char *p = shown; *p; p++)
-			if (*p == '\n')
-				*p = ' ';
-		r = sfs_buf_printf(&line, " %s", shown);
-	}
-	if (!r)
-		r = sfs_buf_adds(&line, "\n");
-	const char *text = r ? NULL : line.buf;
-	if (text) {
-		size_t len = strlen(text);
+	int r = audit_format(&line, &ts, caller, op, path, err, to, detail);
+	bool wake = false;
+	if (!r) {
 		pthread_mutex_lock(&a->mu);
-		int ar = sfs_buf_add(&a->buf, text, len);
-		bool wake = a->buf.len >= AUDIT_WAKE_BYTES;
+		r = sfs_buf_add(&a->buf, line.buf, line.len);
+		wake = a->buf.len >= AUDIT_WAKE_BYTES;
 		pthread_mutex_unlock(&a->mu);
-		if (ar)
-			sfs_log(SFS_LOG_WARN, "audit: out of memory: a line is lost");
-		if (wake)
-			pthread_cond_signal(&aw.wake);
 	}
+	if (r)
+		sfs_log(SFS_LOG_WARN, "audit: out of memory: a line is lost");
+	if (wake)
+		pthread_cond_signal(&aw.wake);
 	sfs_buf_free(&line);
+}
+
+void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int err,
+		const char *detail)
+{
+	append(sb, op, path, err, NULL, detail);
+}
+
+void audit_change(struct sfs_sandbox *sb, const char *op, const char *path, int err, const char *to)
+{
+	append(sb, op, path, err, to, NULL);
 }
 
 static void flush_all(void)

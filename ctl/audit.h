@@ -26,9 +26,11 @@
 #define SFS_CTL_AUDIT_H
 
 #include "../providers/provider.h"
+#include "../providers/strbuf.h"
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 /* "-o audit=false" turns the whole thing off: no file, no SANDBOX/audit. */
 bool audit_enabled(void);
@@ -50,10 +52,18 @@ uid_t audit_caller(void);
  * is 0 or a negative or positive errno. */
 void audit_line(struct sfs_sandbox *sb, const char *op, const char *path, int err,
 		const char *detail);
+/* The same for a change with a destination (rename, link): its DETAIL is
+ * "-> TO", TO shown like PATH. */
+void audit_change(struct sfs_sandbox *sb, const char *op, const char *path, int err,
+		  const char *to);
 
-/* in as one word of a line (what PATH gets): blanks, controls and bytes
- * that are not UTF-8 text as \xNN. */
-void audit_word(const char *in, char *out, size_t len);
+/* The text of a line (ctl/audit_line.c), appended to out: at time ts, by
+ * uid ((uid_t)-1: the daemon), detail "-> TO" when to is not NULL.  PATH
+ * and TO get the registered values hidden, then bytes other than printable
+ * ASCII and UTF-8 text as \xNN; DETAIL the whole redactor, escaped, on one
+ * line, at most 2047 bytes.  0 or -ENOMEM. */
+int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, const char *op,
+		 const char *path, int err, const char *to, const char *detail);
 
 /* The writer thread: started after daemonizing, stopped (everything written)
  * before the records are freed. */

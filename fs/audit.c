@@ -3,7 +3,6 @@
 
 #include "../ctl/audit.h"
 #include "../ctl/tree.h"
-#include "../providers/redact.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,25 +23,37 @@ void fs_audit_note_reply(int err)
 		replied = err;
 }
 
-/* "workspace/DIR/NAME" of name in directory ino (or of ino), and its
- * sandbox, taken (tree_put by the caller when *put). */
-static struct sfs_sandbox *where(fuse_ino_t ino, const char *name, char *path, size_t len,
-				 bool *put)
+/* The path of node ino ("workspace/a/b") into path and its sandbox, taken
+ * (tree_put by the caller when *put); NULL when either is gone. */
+static struct sfs_sandbox *where(fuse_ino_t ino, char *path, size_t len, bool *put)
 {
 	struct sfs_sandbox *sb = NULL;
-	char p[4096];
 	*put = false;
 	if (SFS_INO_KIND(ino) == SFS_K_WS) {
 		unsigned serial;
-		if (ws_where(ino, &serial, p, sizeof(p)) == 0 && (sb = tree_get_serial(serial)))
+		if (ws_where(ino, &serial, path, len) == 0 && (sb = tree_get_serial(serial)))
 			*put = true;
 	} else if (SFS_INO_KIND(ino) == SFS_K_RWS) {
-		if (rws_where(ino, &sb, p, sizeof(p)) != 0)
+		if (rws_where(ino, &sb, path, len) != 0)
 			sb = NULL;
 	}
-	if (sb)
-		snprintf(path, len, "%s%s%s", p, name ? "/" : "", name ? name : "");
 	return sb;
+}
+
+/* DIR/NAME (or DIR when name is NULL) into out, cut at len. */
+static const char *join(char *out, size_t len, const char *dir, const char *name)
+{
+	if (!name)
+		return dir;
+	size_t d = strnlen(dir, len - 1), n = strlen(name);
+	memcpy(out, dir, d);
+	if (d + 1 < len)
+		out[d++] = '/';
+	if (n > len - 1 - d)
+		n = len - 1 - d;
+	memcpy(out + d, name, n);
+	out[d + n] = '\0';
+	return out;
 }
 
 void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const char *name,
@@ -72,24 +83,27 @@ void fs_audit_end(struct fs_audit *a)
 	if (!a->on)
 		return;
 	armed = false;
-	char path[4200], to[4200], w[4200], detail[4300];
+	char dir[4096], path[4200], to_dir[4096], to[4200];
 	bool put, put_to = false;
-	struct sfs_sandbox *sb = where(a->ino, a->name, path, sizeof(path), &put);
+	struct sfs_sandbox *sb = where(a->ino, dir, sizeof(dir), &put);
 	if (!sb)
 		return; /* its sandbox is gone, or the layer forgot the node */
-	const char *d = a->detail;
+	const char *p = join(path, sizeof(path), dir, a->name);
 	if (a->to_name) {
-		struct sfs_sandbox *tsb = where(a->to_ino, a->to_name, to, sizeof(to), &put_to);
-		/* redacted before audit_word escapes it (see audit_line) */
-		char *rto = sfs_redact_values_dup(tsb ? to : "?");
-		audit_word(rto ? rto : "?", w, sizeof(w));
-		free(rto);
-		snprintf(detail, sizeof(detail), "-> %s", w);
-		d = detail;
+		/* an editor's save renames within one directory: found once */
+		struct sfs_sandbox *tsb = sb;
+		const char *td = dir;
+		if (a->to_ino != a->ino) {
+			tsb = where(a->to_ino, to_dir, sizeof(to_dir), &put_to);
+			td = to_dir;
+		}
+		const char *t = tsb ? join(to, sizeof(to), td, a->to_name) : "?";
+		audit_change(sb, a->op, p, replied, t);
 		if (put_to)
 			tree_put(tsb);
+	} else {
+		audit_line(sb, a->op, p, replied, a->detail);
 	}
-	audit_line(sb, a->op, path, replied, d);
 	if (put)
 		tree_put(sb);
 }

@@ -18,26 +18,40 @@ static struct root {
 } * roots;
 static size_t nroots;
 
+/* The host path of fd, by /proc/self/fd/N (the kernel's own name for it:
+ * right even after a rename made outside the mount).  Not snprintf: this
+ * runs for every audited change. */
 static ssize_t fd_path(int fd, char *buf, size_t len)
 {
-	char proc[WS_PROC_PATH_MAX];
-	ws_proc_path(proc, fd);
-	ssize_t n = readlink(proc, buf, len - 1);
-	if (n < 0 || (size_t)n >= len - 1)
+	char proc[WS_PROC_PATH_MAX] = "/proc/self/fd/";
+	char digits[16];
+	size_t n = sizeof(digits), at = strlen(proc);
+	unsigned v = (unsigned)fd;
+	do
+		digits[--n] = (char)('0' + v % 10);
+	while ((v /= 10) && n);
+	memcpy(proc + at, digits + n, sizeof(digits) - n);
+	proc[at + sizeof(digits) - n] = '\0';
+	ssize_t r = readlink(proc, buf, len - 1);
+	if (r < 0 || (size_t)r >= len - 1)
 		return -1;
-	buf[n] = '\0';
-	return n;
+	buf[r] = '\0';
+	return r;
 }
 
-/* Copies the cached root of serial into buf; false when not cached yet. */
-static bool cached_root(uint32_t serial, char *buf, size_t len)
+/* Copies the cached root of serial into buf; its length, or -1 when not
+ * cached yet (or longer than buf). */
+static ssize_t cached_root(uint32_t serial, char *buf, size_t len)
 {
-	bool found = false;
+	ssize_t found = -1;
 	pthread_mutex_lock(&roots_mu);
-	for (size_t i = 0; i < nroots && !found; i++)
+	for (size_t i = 0; i < nroots && found < 0; i++)
 		if (roots[i].serial == serial) {
-			snprintf(buf, len, "%s", roots[i].path);
-			found = true;
+			size_t l = strlen(roots[i].path);
+			if (l < len) {
+				memcpy(buf, roots[i].path, l + 1);
+				found = (ssize_t)l;
+			}
 		}
 	pthread_mutex_unlock(&roots_mu);
 	return found;
@@ -57,6 +71,19 @@ static void cache_root(uint32_t serial, const char *path)
 	free(copy);
 }
 
+/* "workspace" then rest into path (cut at len). */
+static void put_path(char *path, size_t len, const char *prefix, const char *rest)
+{
+	size_t p = strlen(prefix), r = strlen(rest);
+	if (p > len - 1)
+		p = len - 1;
+	if (r > len - 1 - p)
+		r = len - 1 - p;
+	memcpy(path, prefix, p);
+	memcpy(path + p, rest, r);
+	path[p + r] = '\0';
+}
+
 int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 {
 	char host[4096], root[4096];
@@ -69,8 +96,8 @@ int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 	}
 	n->users++;
 	*serial = n->serial;
-	bool have_root = cached_root(n->serial, root, sizeof(root));
-	if (!have_root) {
+	ssize_t rl = cached_root(n->serial, root, sizeof(root));
+	if (rl < 0) {
 		struct ws_sandbox_info *info = ws_sandbox_info_locked(n->serial);
 		r = info ? ws_find_key_locked(n->serial, info->root_dev, info->root_ino) : NULL;
 		if (r && (r->gone || r->fd < 0))
@@ -80,21 +107,18 @@ int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 	}
 	pthread_mutex_unlock(&ws.lock);
 	int err = fd_path(n->fd, host, sizeof(host)) < 0 ? -ENAMETOOLONG : 0;
-	if (!have_root && r && fd_path(r->fd, root, sizeof(root)) >= 0) {
+	if (rl < 0 && r && (rl = fd_path(r->fd, root, sizeof(root))) >= 0)
 		cache_root(*serial, root);
-		have_root = true;
-	}
 	if (r)
 		ws_put(r);
 	ws_put(n);
 	if (err)
 		return err;
-	size_t rl = have_root ? strlen(root) : 0;
-	if (have_root && !strcmp(host, root))
-		snprintf(path, len, "workspace");
-	else if (have_root && !strncmp(host, root, rl) && host[rl] == '/')
-		snprintf(path, len, "workspace%s", host + rl);
+	if (rl >= 0 && !strcmp(host, root))
+		put_path(path, len, "workspace", "");
+	else if (rl >= 0 && !strncmp(host, root, (size_t)rl) && host[rl] == '/')
+		put_path(path, len, "workspace", host + rl);
 	else /* renamed away meanwhile: the host's name says where it went */
-		snprintf(path, len, "%s", host);
+		put_path(path, len, "", host);
 	return 0;
 }

@@ -1,0 +1,168 @@
+/*
+ * The text of one SANDBOX/audit line (ctl/audit.h gives its form), apart
+ * from the writer so unit tests check it byte for byte.
+ *
+ * It is made on the FUSE thread for every change made through the mount
+ * (two lines per editor save), so it is built without printf and without
+ * a call per byte: the time's text up to the second is kept per thread, a
+ * path is copied in runs between the bytes it escapes, and the line's
+ * buffer is reserved once.  What is redacted is unchanged: a path gets the
+ * registered values hidden, a detail the whole redactor.
+ */
+#include "audit.h"
+
+#include "../providers/err.h"
+#include "../providers/redact.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* "YYYY-MM-DDTHH:MM:SS" of the last second this thread formatted: gmtime
+ * and the digits once a second, not once a line. */
+static __thread struct {
+	time_t sec;
+	bool valid;
+	char text[32];
+} second;
+
+static void add_time(struct sfs_buf *o, const struct timespec *ts)
+{
+	if (!second.valid || second.sec != ts->tv_sec) {
+		struct tm tm;
+		gmtime_r(&ts->tv_sec, &tm);
+		/* not strftime: glibc's may look at the time zone on every call */
+		snprintf(second.text, sizeof(second.text), "%04d-%02d-%02dT%02d:%02d:%02d",
+			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+			 tm.tm_sec);
+		second.sec = ts->tv_sec;
+		second.valid = true;
+	}
+	long ms = ts->tv_nsec / 1000000;
+	char frac[6] = {
+	    '.', (char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10), 'Z',
+	    ' '};
+	sfs_buf_adds(o, second.text);
+	sfs_buf_add(o, frac, sizeof(frac));
+}
+
+/* v in decimal (the caller's uid, an unnamed errno). */
+static void add_uint(struct sfs_buf *o, unsigned long v)
+{
+	char d[24];
+	size_t n = sizeof(d);
+	do
+		d[--n] = (char)('0' + v % 10);
+	while ((v /= 10) && n);
+	sfs_buf_add(o, d + n, sizeof(d) - n);
+}
+
+/* Bytes a word shows as \xNN: blanks, controls, DEL, the backslash (so an
+ * escape in a name cannot pass for one), and bytes >= 0x80 unless the
+ * whole word is UTF-8 text. */
+static bool escaped(unsigned char c, bool utf8)
+{
+	return c <= ' ' || c == 0x7f || c == '\\' || (c >= 0x80 && !utf8);
+}
+
+/* s as one word, the plain runs copied whole. */
+static void add_word(struct sfs_buf *o, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	bool utf8 = sfs_utf8_valid(s);
+	const unsigned char *p = (const unsigned char *)s, *run = p;
+	for (; *p; p++) {
+		if (!escaped(*p, utf8))
+			continue;
+		char e[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
+		sfs_buf_add(o, run, (size_t)(p - run));
+		sfs_buf_add(o, e, sizeof(e));
+		run = p + 1;
+	}
+	sfs_buf_add(o, run, (size_t)(p - run));
+}
+
+/* A path with the registered values hidden: NULL for "-" (nothing to
+ * show), *failed on ENOMEM.  Points at path itself when no value is
+ * registered (the common case: no copy); else *copy holds it. */
+static const char *path_shown(const char *path, char **copy, bool *failed)
+{
+	*copy = NULL;
+	if (!path || !*path)
+		return NULL;
+	if (sfs_redact_longest() == 0)
+		return path;
+	*copy = sfs_redact_values_dup(path);
+	*failed = !*copy;
+	return *copy;
+}
+
+int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, const char *op,
+		 const char *path, int err, const char *to, const char *detail)
+{
+	bool failed = false;
+	char *pcopy = NULL, *tcopy = NULL;
+	const char *p = path_shown(path, &pcopy, &failed);
+	const char *t = to ? path_shown(to, &tcopy, &failed) : NULL;
+	if (to && !t)
+		t = "?";
+	if (failed) {
+		free(pcopy);
+		free(tcopy);
+		return -ENOMEM;
+	}
+	/* a rename's or link's "-> PATH": a word, then through the detail's
+	 * redactor like any detail */
+	struct sfs_buf arrow = {0};
+	if (to) {
+		sfs_buf_adds(&arrow, "-> ");
+		add_word(&arrow, t);
+		detail = arrow.buf;
+	}
+	char shown[2048] = "";
+	bool has_detail = detail && *detail;
+	if (has_detail) {
+		/* one line: a command's own newlines would forge lines */
+		sfs_escape_redacted(detail, strlen(detail), strlen(detail), shown, sizeof(shown),
+				    NULL);
+		for (char *c = shown; *c; c++)
+			if (*c == '\n')
+				*c = ' ';
+	}
+	int e = err < 0 ? -err : err;
+	const char *ename = e ? strerrorname_np(e) : "0";
+	/* at most 4 bytes per byte of the path, the rest bounded */
+	int r = sfs_buf_reserve(out, 64 + strlen(op) + (p ? 4 * strlen(p) : 1) + strlen(shown));
+	if (!r && to && !arrow.buf)
+		r = -ENOMEM;
+	if (!r) {
+		add_time(out, ts);
+		if (uid == (uid_t)-1)
+			sfs_buf_adds(out, "-");
+		else
+			add_uint(out, uid);
+		sfs_buf_adds(out, " ");
+		sfs_buf_adds(out, op);
+		sfs_buf_adds(out, " ");
+		if (p)
+			add_word(out, p);
+		else
+			sfs_buf_adds(out, "-");
+		sfs_buf_adds(out, " ");
+		if (ename)
+			sfs_buf_adds(out, ename);
+		else
+			add_uint(out, (unsigned)e);
+		if (has_detail) {
+			sfs_buf_adds(out, " ");
+			sfs_buf_adds(out, shown);
+		}
+		r = sfs_buf_adds(out, "\n");
+	}
+	sfs_buf_free(&arrow);
+	free(pcopy);
+	free(tcopy);
+	return r;
+}
