@@ -15,6 +15,7 @@
 #include "../providers/redact.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,9 +125,10 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 	char shown[2048] = "";
 	bool has_detail = detail && *detail;
 	if (has_detail) {
-		/* one line: a command's own newlines would forge lines */
-		sfs_escape_redacted(detail, strlen(detail), strlen(detail), shown, sizeof(shown),
-				    NULL);
+		/* one line: a command's own newlines would forge lines.  The
+		 * redacted text is shown whole (up to shown's size): a marker
+		 * longer than the value it hides is not cut to the value's length */
+		sfs_escape_redacted(detail, strlen(detail), SIZE_MAX, shown, sizeof(shown), NULL);
 		for (char *c = shown; *c; c++)
 			if (*c == '\n')
 				*c = ' ';

@@ -103,9 +103,12 @@ T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 	echo "new demo secret.API_TOKEN=env:SFS_AUDIT_SECRET" >"$MNT/ctl"
 	echo "exec echo $SFS_AUDIT_SECRET" >"$MNT/demo/ctl"
 	echo "env PLAIN=$SFS_AUDIT_SECRET" >"$MNT/demo/ctl"
+	# a secret-looking key's short value: the whole marker, not cut to the value's length
+	echo "env API_TOKEN=abc" >"$MNT/demo/ctl"
 	touch "$MNT/demo/workspace/$SFS_AUDIT_SECRET"
 	audit_has demo 'create workspace/\[redacted\] 0'
 	audit_has demo 'ctl ctl 0 env PLAIN=\[redacted\]'
+	audit_has demo 'ctl ctl 0 env API_TOKEN=\[redacted\]$'
 	audit_has demo 'run\.start runs/1 0 echo \[redacted\]'
 	run grep -c "$SFS_AUDIT_SECRET" "$STATE"/sandboxes/*/audit
 	[ "$output" = 0 ]

@@ -78,6 +78,11 @@ static void test_rename_destination(void)
 	    "2026-11-30T22:14:03.123Z 1 rename workspace/a.txt 0 -> workspace/d/b\\x20c.txt\n");
 	CHECK_STREQ(line(&t0, 1, "link", "workspace/a", -EXDEV, "?", NULL),
 		    "2026-11-30T22:14:03.123Z 1 link workspace/a EXDEV -> ?\n");
+	/* the destination goes through the detail's redactor, as before */
+	CHECK_STREQ(
+	    line(&t0, 1, "rename", "workspace/a", 0, "workspace/token=abc", NULL),
+	    "2026-11-30T22:14:03.123Z 1 rename workspace/a 0 -> workspace/token=" SFS_REDACTED
+	    "\n");
 	/* a detail is cut at 2047 bytes */
 	char longp[3000];
 	memset(longp, 'b', sizeof(longp) - 1);
@@ -91,6 +96,8 @@ static void test_detail(void)
 	/* one line, escaped, the whole redactor */
 	CHECK_STREQ(line(&t0, 1, "ctl", "ctl", 0, NULL, "exec a\nb\x01 c"),
 		    "2026-11-30T22:14:03.123Z 1 ctl ctl 0 exec a b\\x01 c\n");
+	CHECK_STREQ(line(&t0, 1, "ctl", "ctl", 0, NULL, "env API_TOKEN=hunter2"),
+		    "2026-11-30T22:14:03.123Z 1 ctl ctl 0 env API_TOKEN=" SFS_REDACTED "\n");
 	/* a path gets the values only (a key-like name is a name) */
 	CHECK_STREQ(line(&t0, 1, "create", "workspace/token=abc", 0, NULL, NULL),
 		    "2026-11-30T22:14:03.123Z 1 create workspace/token=abc 0\n");
