@@ -68,13 +68,18 @@ static bool escaped(unsigned char c, bool utf8)
 	return c <= ' ' || c == 0x7f || c == '\\' || (c >= 0x80 && !utf8);
 }
 
-/* s as one word, the plain runs copied whole. */
+/* s as one word, the plain runs copied whole (UTF-8 validity is looked
+ * at only when a byte >= 0x80 is there). */
 static void add_word(struct sfs_buf *o, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
-	bool utf8 = sfs_utf8_valid(s);
 	const unsigned char *p = (const unsigned char *)s, *run = p;
+	bool utf8 = true, looked = false;
 	for (; *p; p++) {
+		if (*p >= 0x80 && !looked) {
+			utf8 = sfs_utf8_valid(s);
+			looked = true;
+		}
 		if (!escaped(*p, utf8))
 			continue;
 		char e[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
@@ -85,28 +90,43 @@ static void add_word(struct sfs_buf *o, const char *s)
 	sfs_buf_add(o, run, (size_t)(p - run));
 }
 
-/* A path with the registered values hidden: NULL for "-" (nothing to
- * show), *failed on ENOMEM.  Points at path itself when no value is
- * registered (the common case: no copy); else *copy holds it. */
-static const char *path_shown(const char *path, char **copy, bool *failed)
+/* A path with the registered values hidden (values: some are registered):
+ * NULL for "-" (nothing to show), *failed on ENOMEM.  Points at path
+ * itself when no value is registered (the common case: no copy); else
+ * *copy holds it. */
+static const char *path_shown(const char *path, bool values, char **copy, bool *failed)
 {
 	*copy = NULL;
 	if (!path || !*path)
 		return NULL;
-	if (sfs_redact_longest() == 0)
+	if (!values)
 		return path;
 	*copy = sfs_redact_values_dup(path);
 	*failed = !*copy;
 	return *copy;
 }
 
+/* True when the redactor and the escape would hand s back unchanged and
+ * whole: printable ASCII (no byte to escape, no line break), no
+ * registered value, no secret-looking word (no key to hide a value of),
+ * shorter than the detail's bound.  Editors' saves (a rename's "-> PATH",
+ * setattr's "mode") take this way. */
+static bool shown_as_is(const char *s, bool values, size_t bound)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if (s[n] < 0x20 || s[n] > 0x7e)
+			return false;
+	return !values && n < bound && !sfs_redact_key_is_secret(s);
+}
+
 int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, const char *op,
 		 const char *path, int err, const char *to, const char *detail)
 {
-	bool failed = false;
+	bool failed = false, values = sfs_redact_longest() > 0;
 	char *pcopy = NULL, *tcopy = NULL;
-	const char *p = path_shown(path, &pcopy, &failed);
-	const char *t = to ? path_shown(to, &tcopy, &failed) : NULL;
+	const char *p = path_shown(path, values, &pcopy, &failed);
+	const char *t = to ? path_shown(to, values, &tcopy, &failed) : NULL;
 	if (to && !t)
 		t = "?";
 	if (failed) {
@@ -122,9 +142,10 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 		add_word(&arrow, t);
 		detail = arrow.buf;
 	}
-	char shown[2048] = "";
+	char shown[2048];
 	bool has_detail = detail && *detail;
-	if (has_detail) {
+	const char *d = detail;
+	if (has_detail && !shown_as_is(detail, values, sizeof(shown))) {
 		/* one line: a command's own newlines would forge lines.  The
 		 * redacted text is shown whole (up to shown's size): a marker
 		 * longer than the value it hides is not cut to the value's length */
@@ -132,11 +153,13 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 		for (char *c = shown; *c; c++)
 			if (*c == '\n')
 				*c = ' ';
+		d = shown;
 	}
 	int e = err < 0 ? -err : err;
 	const char *ename = e ? strerrorname_np(e) : "0";
 	/* at most 4 bytes per byte of the path, the rest bounded */
-	int r = sfs_buf_reserve(out, 64 + strlen(op) + (p ? 4 * strlen(p) : 1) + strlen(shown));
+	int r = sfs_buf_reserve(out, 64 + strlen(op) + (p ? 4 * strlen(p) : 1) +
+					 (has_detail ? strlen(d) : 0));
 	if (!r && to && !arrow.buf)
 		r = -ENOMEM;
 	if (!r) {
@@ -159,7 +182,7 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 			add_uint(out, (unsigned)e);
 		if (has_detail) {
 			sfs_buf_adds(out, " ");
-			sfs_buf_adds(out, shown);
+			sfs_buf_adds(out, d);
 		}
 		r = sfs_buf_adds(out, "\n");
 	}

@@ -83,6 +83,11 @@ static void test_rename_destination(void)
 	    line(&t0, 1, "rename", "workspace/a", 0, "workspace/token=abc", NULL),
 	    "2026-11-30T22:14:03.123Z 1 rename workspace/a 0 -> workspace/token=" SFS_REDACTED
 	    "\n");
+	/* UTF-8 text is kept, bytes that are not UTF-8 escaped */
+	CHECK_STREQ(line(&t0, 1, "rename", "workspace/a", 0, "workspace/caf\xc3\xa9", NULL),
+		    "2026-11-30T22:14:03.123Z 1 rename workspace/a 0 -> workspace/caf\xc3\xa9\n");
+	CHECK_STREQ(line(&t0, 1, "rename", "workspace/a", 0, "workspace/\xff", NULL),
+		    "2026-11-30T22:14:03.123Z 1 rename workspace/a 0 -> workspace/\\xff\n");
 	/* a detail is cut at 2047 bytes */
 	char longp[3000];
 	memset(longp, 'b', sizeof(longp) - 1);
