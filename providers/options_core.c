@@ -148,5 +148,19 @@ const struct sfs_opt sfs_core_options[] = {
      .help = "names the network=allow: proxy resolves to fixed addresses instead of asking DNS "
 	     "(space- or ;-separated; for tests and split-horizon names); such addresses may be "
 	     "private or loopback, which DNS answers may not"},
+    {.key = "proxy.max_connections",
+     .type = SFS_OPT_INT,
+     .def = "128",
+     .min = 1,
+     .max = 65536,
+     .help = "connections one sandbox may hold open through the network=allow: proxy at once; "
+	     "more are answered 503 (the proxy as a whole holds at most a quarter of the "
+	     "daemon's file descriptor limit)"},
+    {.key = "proxy.head_timeout",
+     .type = SFS_OPT_DOUBLE,
+     .def = "10",
+     .min = 0.1,
+     .max = 3600,
+     .help = "seconds a client of the network=allow: proxy has to send its whole request head"},
     {0},
 };

@@ -139,6 +139,13 @@ void sfs_now_rfc3339(char *buf, size_t len)
 	strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+int64_t sfs_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int sfs_random_hex(char *buf, size_t n)
 {
 	unsigned char raw[64];

@@ -19,6 +19,8 @@ int sfs_mkdir_p(const char *path, unsigned mode);
 int sfs_rm_rf(const char *path);
 /* Current time as RFC 3339 UTC. */
 void sfs_now_rfc3339(char *buf, size_t len);
+/* CLOCK_MONOTONIC in milliseconds (for deadlines). */
+int64_t sfs_now_ms(void);
 /* "2024-05-01T10:20:30.123456Z" (or with an offset, or a space for the T)
  * to unix seconds; 0 when NULL or unparseable. */
 int64_t sfs_parse_time(const char *s);

@@ -8,6 +8,13 @@
  * relays bytes both ways.  Listener fds are closed only by the acceptor
  * (a detach marks its sandbox dead and wakes it), so poll never sees a
  * reused fd number.  Locks: P.mu is a leaf; no I/O is done under it.
+ *
+ * A sandbox is a hostile client: it may open connections without end or
+ * send its head a byte at a time.  Each connection costs the daemon a
+ * thread and two fds, and the daemon's fds are also every mount user's
+ * (a workspace open, a ctl write), so a sandbox holds at most
+ * proxy.max_connections at once, the proxy as a whole at most a quarter
+ * of the fd limit, and a head must arrive within proxy.head_timeout.
  */
 #include "proxy.h"
 
@@ -30,6 +37,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +49,8 @@ struct psb {
 	int unix_fd, tcp_fd;
 	pid_t target; /* the holder the tcp listener lives in */
 	uint64_t start;
-	bool dead; /* detached: the acceptor closes its fds and frees it */
+	bool dead;   /* detached: the acceptor closes its fds and frees it */
+	bool warned; /* "too many connections" logged (again below half) */
 	struct psb *next;
 };
 
@@ -316,10 +325,18 @@ static void serve(struct pconn *c)
 	size_t got = 0;
 	struct sfs_proxy_req req;
 	int pr = 0;
+	/* one deadline for the whole head, not per read: a client sending a
+	 * byte now and then would hold the thread for hours */
+	int64_t deadline =
+	    sfs_now_ms() + (int64_t)(sfs_config_get_double("proxy.head_timeout", 10) * 1000);
 	while (pr == 0) {
 		struct pollfd p = {.fd = c->client, .events = POLLIN};
-		if (poll(&p, 1, 10000) != 1)
+		int64_t left = deadline - sfs_now_ms();
+		if (left <= 0 || poll(&p, 1, (int)left) != 1) {
+			if (left <= 0 || p.revents == 0)
+				reply(c->client, "408 Request Timeout", "head-timeout");
 			return;
+		}
 		ssize_t n = read(c->client, buf + got, sizeof(buf) - got);
 		if (n <= 0)
 			return;
@@ -330,6 +347,13 @@ static void serve(struct pconn *c)
 	if (pr < 0) {
 		reply(c->client, pr == -EPROTONOSUPPORT ? "501 Not Implemented" : "400 Bad Request",
 		      pr == -EPROTONOSUPPORT ? "https-needs-connect" : "bad-request");
+		return;
+	}
+	/* the head a server gets is the proxy's reading of it, or nothing */
+	char head[SFS_PROXY_HEAD_MAX + 512];
+	int hn = req.connect ? 0 : sfs_proxy_origin_head(buf, &req, head, sizeof(head));
+	if (hn < 0) {
+		reply(c->client, "400 Bad Request", "bad-request");
 		return;
 	}
 	if (!decide(c->key, req.host, req.port, name)) {
@@ -354,13 +378,9 @@ static void serve(struct pconn *c)
 		ok = sfs_write_all(c->client, est, sizeof(est) - 1) == 0 &&
 		     sfs_write_all(up, buf + req.head_len, got - req.head_len) == 0;
 	} else {
-		/* origin form upstream: METHOD /path VERSION, then the rest as sent */
-		char line[SFS_PROXY_HEAD_MAX + 64];
-		int n = snprintf(line, sizeof(line), "%s %s%.*s %s\r\n", req.method,
-				 req.path_root ? "/" : "", (int)req.path_len, buf + req.path_off,
-				 req.version);
-		ok = n > 0 && (size_t)n < sizeof(line) && sfs_write_all(up, line, (size_t)n) == 0 &&
-		     sfs_write_all(up, buf + req.line_len, got - req.line_len) == 0;
+		/* origin form upstream, Host the URI's (checked before dialing) */
+		ok = sfs_write_all(up, head, (size_t)hn) == 0 &&
+		     sfs_write_all(up, buf + req.head_len, got - req.head_len) == 0;
 	}
 	if (ok)
 		relay(c->client, up);
@@ -412,15 +432,69 @@ static void reap_conns(bool all)
 	}
 }
 
-static void accept_one(int lfd, const char *key)
+/* The most connections the proxy holds at once: each takes two fds, and
+ * together they may take a quarter of the daemon's limit. */
+static int proxy_cap(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur / 8 > 65536)
+		return 65536;
+	return rl.rlim_cur < 8 ? 1 : (int)(rl.rlim_cur / 8);
+}
+
+/* Whether sandbox key may open one more connection; logs the first refusal
+ * (and again after its count fell below half the limit). */
+static bool admit(const char *key)
+{
+	int per = (int)sfs_config_get_double("proxy.max_connections", 128);
+	int all = proxy_cap();
+	int mine = 0, total = 0;
+	char name[64];
+	bool log = false;
+	snprintf(name, sizeof(name), "%s", key);
+	pthread_mutex_lock(&P.mu);
+	for (struct pconn *o = P.conns; o; o = o->next)
+		if (!o->done) {
+			total++;
+			mine += strcmp(o->key, key) == 0;
+		}
+	bool over = mine >= per || total >= all;
+	for (struct psb *s = P.sbs; s; s = s->next)
+		if (!s->dead && strcmp(s->key, key) == 0) {
+			snprintf(name, sizeof(name), "%s", s->name);
+			if (over && !s->warned)
+				log = s->warned = true;
+			else if (!over && mine < per / 2)
+				s->warned = false;
+			break;
+		}
+	pthread_mutex_unlock(&P.mu);
+	if (log)
+		sfs_log(SFS_LOG_WARN,
+			"%s: network: refusing connections: %d open (proxy.max_connections %d), "
+			"%d in all (the proxy's limit %d)",
+			name, mine, per, total, all);
+	return !over;
+}
+
+/* 0, or -errno when accept failed (-EMFILE: the daemon is out of fds). */
+static int accept_one(int lfd, const char *key)
 {
 	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
-		return;
+		return -errno;
+	if (!admit(key)) {
+		/* never blocks: a fresh socket's buffer takes the short answer */
+		fcntl(fd, F_SETFL, O_NONBLOCK);
+		reply(fd, "503 Service Unavailable", "too-many-connections");
+		close(fd);
+		return 0;
+	}
 	struct pconn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		close(fd);
-		return;
+		return -ENOMEM;
 	}
 	c->client = fd;
 	snprintf(c->key, sizeof(c->key), "%s", key);
@@ -434,7 +508,9 @@ static void accept_one(int lfd, const char *key)
 	if (r) {
 		close(fd);
 		free(c);
+		return -r;
 	}
+	return 0;
 }
 
 static void *acceptor(void *arg)
@@ -474,10 +550,27 @@ static void *acceptor(void *arg)
 				;
 		}
 		/* the fds polled stay open: only this thread closes them */
+		int starved = 0;
 		for (nfds_t i = 1; i < n; i++)
-			if (fds[i].revents & POLLIN)
-				accept_one(fds[i].fd, keys[i]);
+			if (fds[i].revents & POLLIN) {
+				int r = accept_one(fds[i].fd, keys[i]);
+				if (r == -EMFILE || r == -ENFILE || r == -ENOMEM || r == -EAGAIN ||
+				    r == -ENOBUFS)
+					starved = r;
+			}
 		reap_conns(false);
+		if (starved) {
+			/* the pending connection keeps its listener readable: without a
+			 * pause this loop would spin until an fd is free */
+			static int64_t logged;
+			if (sfs_now_ms() - logged > 60000) {
+				logged = sfs_now_ms();
+				sfs_log(SFS_LOG_WARN, "network: proxy cannot accept: %s",
+					strerror(-starved));
+			}
+			struct timespec pause = {0, 100 * 1000 * 1000};
+			nanosleep(&pause, NULL);
+		}
 	}
 	return NULL;
 }

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -121,4 +122,100 @@ int sfs_proxy_parse(const char *buf, size_t len, struct sfs_proxy_req *r)
 		return -EINVAL;
 	r->path_root = r->path_len == 0 || auth[alen] != '/';
 	return 1;
+}
+
+/* ---- the head sent upstream ------------------------------------------- */
+
+static int put(char *out, size_t len, size_t *at, const char *s, size_t n)
+{
+	if (n >= len - *at)
+		return -E2BIG;
+	memcpy(out + *at, s, n);
+	*at += n;
+	out[*at] = '\0';
+	return 0;
+}
+
+/* RFC 9110 5.6.2 token characters: what a field name is made of. */
+static bool tchar(unsigned char c)
+{
+	return isalnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* Whether name[0..n) is one of the fields the proxy drops: its own
+ * (Proxy-*), the hop-by-hop ones, and Host, which it writes itself. */
+static bool dropped(const char *name, size_t n)
+{
+	static const char *const hop[] = {"host",    "connection", "keep-alive",
+					  "upgrade", "te",	   "trailer"};
+	if (n >= 6 && strncasecmp(name, "proxy-", 6) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+		if (strlen(hop[i]) == n && strncasecmp(name, hop[i], n) == 0)
+			return true;
+	return false;
+}
+
+int sfs_proxy_origin_head(const char *buf, const struct sfs_proxy_req *r, char *out, size_t len)
+{
+	if (r->connect || len == 0)
+		return -EINVAL;
+	/* line ends are CRLF and nothing else, and no NUL: a server that
+	 * splits on a lone LF would see fields the proxy did not */
+	for (size_t i = 0; i < r->head_len; i++) {
+		char c = buf[i];
+		if (c == '\0' || (c == '\r' && (i + 1 >= r->head_len || buf[i + 1] != '\n')) ||
+		    (c == '\n' && (i == 0 || buf[i - 1] != '\r')))
+			return -EINVAL;
+	}
+	const char *path = buf + r->path_off;
+	for (size_t i = 0; i < r->path_len; i++)
+		if ((unsigned char)path[i] <= 0x20 || (unsigned char)path[i] >= 0x7f)
+			return -EINVAL;
+	size_t at = 0;
+	int e;
+	out[0] = '\0';
+	if ((e = put(out, len, &at, r->method, strlen(r->method))) ||
+	    (e = put(out, len, &at, " ", 1)) ||
+	    (r->path_root && (e = put(out, len, &at, "/", 1))) ||
+	    (e = put(out, len, &at, path, r->path_len)) || (e = put(out, len, &at, " ", 1)) ||
+	    (e = put(out, len, &at, r->version, strlen(r->version))) ||
+	    (e = put(out, len, &at, "\r\n", 2)))
+		return e;
+	bool has_length = false, has_chunked = false;
+	/* the field lines: from after the request line to the blank line */
+	for (size_t i = r->line_len; i + 2 < r->head_len;) {
+		const char *line = buf + i;
+		const char *eol = memchr(line, '\r', r->head_len - i);
+		size_t n = (size_t)(eol - line);
+		const char *colon = memchr(line, ':', n);
+		/* a folded line (obs-fold) or a name with blanks: refused, as
+		 * RFC 9112 5.1 and 5.2 let a proxy do */
+		if (!colon || colon == line)
+			return -EINVAL;
+		for (const char *c = line; c < colon; c++)
+			if (!tchar((unsigned char)*c))
+				return -EINVAL;
+		size_t nl = (size_t)(colon - line);
+		if (nl == 14 && strncasecmp(line, "content-length", nl) == 0)
+			has_length = true;
+		if (nl == 17 && strncasecmp(line, "transfer-encoding", nl) == 0)
+			has_chunked = true;
+		if (!dropped(line, nl) && (e = put(out, len, &at, line, n + 2)))
+			return e;
+		i += n + 2;
+	}
+	if (has_length && has_chunked)
+		return -EINVAL;
+	char host[300];
+	bool v6 = strchr(r->host, ':') != NULL;
+	int hn = r->port == 80 ? snprintf(host, sizeof(host), "Host: %s%s%s\r\n", v6 ? "[" : "",
+					  r->host, v6 ? "]" : "")
+			       : snprintf(host, sizeof(host), "Host: %s%s%s:%d\r\n", v6 ? "[" : "",
+					  r->host, v6 ? "]" : "", r->port);
+	static const char close_[] = "Connection: close\r\n\r\n";
+	if ((e = put(out, len, &at, host, (size_t)hn)) ||
+	    (e = put(out, len, &at, close_, sizeof(close_) - 1)))
+		return e;
+	return (int)at;
 }

@@ -33,4 +33,16 @@ struct sfs_proxy_req {
  * -EPROTONOSUPPORT: an https:// absolute URI. */
 int sfs_proxy_parse(const char *buf, size_t len, struct sfs_proxy_req *r);
 
+/* The head an absolute-URI request r (parsed from buf) is sent upstream
+ * with, into out: the request line in origin form, the client's header
+ * lines but Host, Connection, Keep-Alive and Proxy-*, then `Host: ` the
+ * URI's authority (RFC 9112 3.2.2: a proxy replaces the client's Host, so a
+ * server on an allowed address cannot be asked for another site) and
+ * `Connection: close` (one request per connection: a second one would go
+ * to the same server unread).  Its length; -EINVAL for a head a server
+ * could read differently from the proxy (a CR or LF alone, a NUL, a
+ * control byte in the target, a folded header line, both Content-Length
+ * and Transfer-Encoding); -E2BIG when it does not fit in len. */
+int sfs_proxy_origin_head(const char *buf, const struct sfs_proxy_req *r, char *out, size_t len);
+
 #endif

@@ -1,8 +1,9 @@
 /*
  * libFuzzer harness: the allow-list proxy's request-head parser and the
  * network policy parser (providers/netpolicy).  Each input is both a
- * request head (which must parse into fields that lie inside it, and give
- * the same answer whatever prefix arrived first) and policy text (whose
+ * request head (which must parse into fields that lie inside it, give
+ * the same answer whatever prefix arrived first, and be sent upstream with
+ * CRLF lines and one Host) and policy text (whose
  * rules must match their own hosts).
  */
 #include "providers/netpolicy/policy.h"
@@ -28,6 +29,19 @@ static void check_request(const char *buf, size_t len)
 	 * before the head must ask for more, never decide otherwise */
 	struct sfs_proxy_req q;
 	if (sfs_proxy_parse(buf, r.head_len - 1, &q) != 0)
+		abort();
+	/* the head sent upstream: CRLF lines only, and one Host, the proxy's */
+	static char out[SFS_PROXY_HEAD_MAX + 512];
+	int n = r.connect ? -1 : sfs_proxy_origin_head(buf, &r, out, sizeof(out));
+	if (n <= 0)
+		return;
+	if ((size_t)n != strlen(out) || n < 4 || strcmp(out + n - 4, "\r\n\r\n") != 0)
+		abort();
+	for (int i = 0; i < n; i++)
+		if ((out[i] == '\n') != (i > 0 && out[i - 1] == '\r'))
+			abort();
+	const char *h = strstr(out, "\r\nHost: ");
+	if (!h || strstr(h + 1, "\r\nHost: "))
 		abort();
 }
 

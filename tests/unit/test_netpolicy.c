@@ -153,6 +153,59 @@ static void test_request_incomplete(void)
 	CHECK_INT(sfs_proxy_parse(big, sizeof(big), &r), -E2BIG);
 }
 
+/* origin_head(TEXT): the head sfs_proxy_origin_head makes of TEXT, or its
+ * negative errno as text. */
+static const char *origin_head(const char *text)
+{
+	static char out[SFS_PROXY_HEAD_MAX + 512];
+	struct sfs_proxy_req r;
+	if (req(text, &r) != 1)
+		return "unparsed";
+	int n = sfs_proxy_origin_head(text, &r, out, sizeof(out));
+	if (n < 0)
+		snprintf(out, sizeof(out), "%d", n);
+	return out;
+}
+
+static void test_origin_head(void)
+{
+	/* Host is the URI's whatever the client said (a server on an allowed
+	 * address must not be asked for another site); hop-by-hop and Proxy-*
+	 * fields go; one request per connection */
+	CHECK_STREQ(
+	    origin_head("GET http://good.test:8080/a?b HTTP/1.1\r\nHost: evil.test\r\n"
+			"Accept: */*\r\nProxy-Authorization: Basic eA==\r\nhOsT: evil2\r\n"
+			"Connection: keep-alive\r\nProxy-Connection: keep-alive\r\n\r\nbody"),
+	    "GET /a?b HTTP/1.1\r\nAccept: */*\r\nHost: good.test:8080\r\n"
+	    "Connection: close\r\n\r\n");
+	CHECK_STREQ(origin_head("POST http://[::1]?q HTTP/1.0\r\nContent-Length: 3\r\n\r\n"),
+		    "POST /?q HTTP/1.0\r\nContent-Length: 3\r\nHost: [::1]\r\n"
+		    "Connection: close\r\n\r\n");
+	/* heads a server could read otherwise than the proxy: refused */
+	CHECK_STREQ(origin_head("GET http://good.test/ HTTP/1.1\r\nX: a\nHost: evil\r\n\r\n"),
+		    "-22");
+	CHECK_STREQ(origin_head("GET http://good.test/ HTTP/1.1\r\nX: a\rHost: evil\r\n\r\n"),
+		    "-22");
+	CHECK_STREQ(origin_head("GET http://good.test/ HTTP/1.1\r\nX: a\r\n Host: evil\r\n\r\n"),
+		    "-22");
+	CHECK_STREQ(origin_head("GET http://good.test/ HTTP/1.1\r\nHost : evil\r\n\r\n"), "-22");
+	CHECK_STREQ(origin_head("GET http://good.test/ HTTP/1.1\r\nno colon\r\n\r\n"), "-22");
+	CHECK_STREQ(origin_head("GET http://good.test/\x01 HTTP/1.1\r\n\r\n"), "-22");
+	CHECK_STREQ(origin_head("POST http://good.test/ HTTP/1.1\r\nContent-Length: 5\r\n"
+				"Transfer-Encoding: chunked\r\n\r\n"),
+		    "-22");
+	/* a NUL inside the head */
+	static const char nul[] = "GET http://good.test/ HTTP/1.1\r\nX: a\0b\r\n\r\n";
+	struct sfs_proxy_req r;
+	char out[256];
+	CHECK_INT(sfs_proxy_parse(nul, sizeof(nul) - 1, &r), 1);
+	CHECK_INT(sfs_proxy_origin_head(nul, &r, out, sizeof(out)), -EINVAL);
+	/* too small a buffer is E2BIG, never a cut head */
+	const char *t = "GET http://good.test/ HTTP/1.1\r\nAccept: */*\r\n\r\n";
+	CHECK_INT(req(t, &r), 1);
+	CHECK_INT(sfs_proxy_origin_head(t, &r, out, 20), -E2BIG);
+}
+
 CHECK_MAIN(CHECK_CASE(test_modes), CHECK_CASE(test_bad_text), CHECK_CASE(test_matcher),
 	   CHECK_CASE(test_request_connect), CHECK_CASE(test_request_absolute),
-	   CHECK_CASE(test_request_incomplete))
+	   CHECK_CASE(test_request_incomplete), CHECK_CASE(test_origin_head))
