@@ -1,4 +1,5 @@
 #include "secrets.h"
+#include "audit.h"
 #include "tree_internal.h"
 
 #include "../providers/redact.h"
@@ -49,6 +50,55 @@ int secret_ref_check(const char *name, const char *ref, struct sfs_err *err)
 			"the secret %s: its source is env:VAR or file:PATH, not \"%s\"", name, ref);
 }
 
+/* Whom a secret file (and every directory and symlink on its path) may
+ * belong to: the ctl writer, sandboxfs's user, or root.  Anything else is
+ * another party's word: a user who planted /tmp/x, or a sandbox whose
+ * workspace the path goes through (its run could put a symlink to
+ * /etc/shadow there, or a file saying "running", which would then be
+ * redacted from every status until restart). */
+static bool trusted_owner(uid_t uid)
+{
+	uid_t caller = audit_caller();
+	return uid == 0 || uid == geteuid() || (caller != (uid_t)-1 && uid == caller);
+}
+
+/* Checks the path as written: each directory on it trusted and not
+ * writable by others (a sticky one, /tmp, may be: nobody else can replace
+ * an entry there), each symlink on it trusted.  0 or -EPERM with why. */
+static int path_trusted(const char *name, const char *path, struct sfs_err *err)
+{
+	char pre[4096];
+	size_t n = strlen(path);
+	if (n >= sizeof(pre))
+		return sfs_errf(err, -ENAMETOOLONG, "the secret %s: file:%.64s...: path too long",
+				name, path);
+	for (size_t i = 1; i <= n; i++) {
+		if (i < n && path[i] != '/')
+			continue;
+		memcpy(pre, path, i);
+		pre[i] = '\0';
+		struct stat l, st;
+		if (lstat(pre, &l) < 0)
+			return 0; /* open() says what is missing */
+		if (S_ISLNK(l.st_mode) && !trusted_owner(l.st_uid))
+			return sfs_errf(
+			    err, -EPERM,
+			    "the secret %s: file:%s goes through the symlink %s of uid %u, "
+			    "who could point it anywhere",
+			    name, path, pre, (unsigned)l.st_uid);
+		if (i == n || stat(pre, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (!trusted_owner(st.st_uid) ||
+		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)))
+			return sfs_errf(
+			    err, -EPERM,
+			    "the secret %s: file:%s is in %s (uid %u, mode %04o), which "
+			    "someone else may change",
+			    name, path, pre, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	return 0;
+}
+
 /* The file's bytes, at most SECRET_MAX + 1 of them, into b. */
 static int read_file(const char *name, const char *path, struct sfs_buf *b, struct sfs_err *err)
 {
@@ -74,6 +124,18 @@ static int read_file(const char *name, const char *path, struct sfs_buf *b, stru
 			     "the secret %s: file:%s is a file of the sandboxfs mount itself (%s); "
 			     "a secret is read from a host file",
 			     name, path, sfs_mount_dir);
+	else if (!trusted_owner(st.st_uid))
+		r = sfs_errf(err, -EPERM,
+			     "the secret %s: file:%s belongs to uid %u; a secret file must be "
+			     "yours, sandboxfs's user's or root's",
+			     name, path, (unsigned)st.st_uid);
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		r = sfs_errf(err, -EPERM,
+			     "the secret %s: file:%s may be written by others (mode %04o); `chmod "
+			     "go-w` it",
+			     name, path, (unsigned)(st.st_mode & 07777));
+	else
+		r = path_trusted(name, path, err);
 	char chunk[8192];
 	while (!r && b->len <= SECRET_MAX) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));

@@ -30,7 +30,9 @@ int secret_ref_check(const char *name, const char *ref, struct sfs_err *err);
 /* Reads the value ref names into *val (malloc'd) and registers it with the
  * redactor.  A file's one trailing newline ("\n" or "\r\n") is dropped.
  * -ENOENT (unset variable, missing file), -EACCES, -EINVAL (not a regular
- * file, a NUL byte, shorter than SECRET_MIN), -EFBIG (over SECRET_MAX). */
+ * file, a NUL byte, shorter than SECRET_MIN), -EFBIG (over SECRET_MAX),
+ * -EPERM (a file, or a directory or symlink on its path, that a user other
+ * than the caller, sandboxfs's user or root owns or may write). */
 int secret_read(const char *name, const char *ref, char **val, struct sfs_err *err);
 
 /* `new`: every secret.NAME= option of opts read into sb (not yet listed),

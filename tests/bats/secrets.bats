@@ -127,6 +127,47 @@ EOF
 	echo kill >"$MNT/own/ctl"
 }
 
+# bats test_tags=core
+@test "a secret file another user owns or may change (the file, a directory or a symlink on its path) is refused; a sticky /tmp-like directory is fine" {
+	echo 'new own' >"$MNT/ctl"
+	local d="$BATS_TEST_TMPDIR/sec" f want
+	mkdir -p "$d/theirs" "$d/sticky"
+	chmod 1777 "$d/sticky"
+	chown nobody "$d/theirs"
+	printf 'value-of-nobody\n' >"$d/nobody.txt"
+	chown nobody "$d/nobody.txt"
+	printf 'value-world-writable\n' >"$d/open.txt"
+	chmod 0666 "$d/open.txt"
+	printf 'value-group-writable\n' >"$d/group.txt"
+	chmod 0620 "$d/group.txt"
+	# a sandbox's workspace (its uid's) where a run put a file or a symlink
+	# to a root file
+	printf 'value-in-their-dir\n' >"$d/theirs/token"
+	ln -s /etc/shadow "$d/link"
+	chown -h nobody "$d/link"
+	printf 'value-in-sticky-dir\n' >"$d/sticky/mine"
+	while IFS='|' read -r f want; do
+		run ctl_write "$MNT/own/ctl" "secret K=file:$f"
+		[ "$status" -ne 0 ] || { echo "$f was taken" >&2; return 1; }
+		[[ "$output" == *"error:"*"$want"* ]] || { echo "$f: $output" >&2; return 1; }
+		[[ "$output" == *"Operation not permitted"* ]]
+	done <<EOF
+$d/nobody.txt|belongs to uid 65534
+$d/open.txt|may be written by others (mode 0666)
+$d/group.txt|may be written by others (mode 0620)
+$d/theirs/token|is in $d/theirs (uid 65534, mode 0755), which someone else may change
+$d/link|goes through the symlink $d/link of uid 65534
+EOF
+	run grep '^secrets' "$MNT/own/status"
+	[[ "$output" != *K* ]]
+	# and nothing of theirs was registered: it is not redacted
+	echo "exec echo value-of-nobody value-in-their-dir" >"$MNT/own/ctl"
+	timeout 20 cat "$MNT/own/runs/1/wait" >/dev/null
+	grep -qx "value-of-nobody value-in-their-dir" "$MNT/own/runs/1/journal"
+	ctl_write "$MNT/own/ctl" "secret K=file:$d/sticky/mine"
+	grep -qx 'secrets K' "$MNT/own/status"
+}
+
 @test "the secret verb sets, replaces and removes a secret for later runs, saved as a reference" {
 	mkdir "$MNT/demo"
 	run ctl_write "$MNT/demo/ctl" "secret API_KEY=file:$SECRET_FILE"
