@@ -41,7 +41,6 @@ GET /_emu/stats gives request counts, live sandboxes and processes.  Both
 need no auth and are not the bridge's.
 """
 
-import argparse
 import base64
 import io
 import json
@@ -50,33 +49,22 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tarfile
-import tempfile
 import threading
 import time
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+
+EMU = sfs_emu.Emulator({"rate_limit": 0})
+EMU.stats.update(rate_limited=0, execs=0)
+LOCK, FAULTS, STATS, CFG = EMU.lock, EMU.faults, EMU.stats, EMU.cfg
 SANDBOXES = {}  # id -> {"dir", "ws", "tunnels"}
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-          "hang": False, "fail_paths": "", "rate_limit": 0}
-STATS = {"requests": 0, "by_route": {}, "rate_limited": 0, "execs": 0}
-CFG = {}
 ID_RE = re.compile(r"^[a-z2-7]{1,128}$")
 BODY_MAX = 32 << 20
 B32 = "abcdefghijklmnopqrstuvwxyz234567"
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if not path:
-        return
-    with LOCK:
-        with open(path, "a") as f:
-            f.write(text + "\n")
 
 
 class ApiError(Exception):
@@ -105,24 +93,12 @@ def sandbox(sid, start=True):
 
 def procs_of(sid=None):
     """Live processes carrying CF_EMU_SANDBOX (=sid when given)."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % d, "rb") as f:
-                env = f.read().split(b"\0")
-            mine = [e for e in env if e.startswith(b"CF_EMU_SANDBOX=")]
-            if not mine or (sid and mine[0] != b"CF_EMU_SANDBOX=" + sid.encode()):
-                continue
-            if not any(e.startswith(b"HOME=" + CFG["root"].encode()) for e in env):
-                continue
-            with open("/proc/%s/stat" % d) as s:
-                if s.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                    pids.append(int(d))
-        except OSError:
-            pass
-    return pids
+    def match(env):
+        mine = [e for e in env if e.startswith(b"CF_EMU_SANDBOX=")]
+        if not mine or (sid and mine[0] != b"CF_EMU_SANDBOX=" + sid.encode()):
+            return False
+        return any(e.startswith(b"HOME=" + CFG["root"].encode()) for e in env)
+    return sfs_emu.live_pids(match)
 
 
 def destroy(sid):
@@ -179,58 +155,27 @@ def hydrate(sb, body):
 
 # ---- HTTP ------------------------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
+class Handler(sfs_emu.Handler):
+    emu = EMU
 
     def _body(self):
         n = int(self.headers.get("Content-Length") or 0)
         if n > BODY_MAX:
             self.rfile.read(n)
             raise ApiError(413, "payload_too_large", "body of %d bytes is over 32 MiB" % n)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status, payload=None, ctype="application/json", raw=None, headers=None):
-        data = raw if raw is not None else (b"" if payload is None else
-                                            json.dumps(payload).encode())
-        slow = random.random() < FAULTS["slow_rate"]
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if slow and len(data) > 1:
-            half = len(data) // 2
-            self.wfile.write(data[:half])
-            self.wfile.flush()
-            time.sleep(1.0)
-            self.wfile.write(data[half:])
-        elif status != 204:
-            self.wfile.write(data)
-        self.wfile.flush()
+        return self.read_body()
 
     def _error(self, status, code, message, headers=None):
-        self._send(status, {"error": message, "code": code}, headers=headers)
+        self.send(status, {"error": message, "code": code}, headers=headers)
 
-    def _drop(self):
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.close_connection = True
+    def _injected(self, status, headers):
+        if status == 429:
+            return self._error(429, "rate_limited", "Too many requests", headers=headers)
+        return self._error(status, "capacity_exceeded", "injected failure", headers=headers)
 
-    def _dispatch(self):
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
-        STATS["requests"] += 1
-        route = "%s /%s" % (self.command, "/".join(parts[:1] + parts[3:4]))
-        STATS["by_route"][route] = STATS["by_route"].get(route, 0) + 1
-        log_line("%s %s %s" % (time.strftime("%H:%M:%S"), self.command, self.path))
+    def dispatch(self):
+        url, parts, q = self.split_url()
+        self.count("%s /%s" % (self.command, "/".join(parts[:1] + parts[3:4])))
         try:
             body = self._body()
         except ApiError as e:
@@ -239,28 +184,10 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["_emu"]:
             return self._emu(parts, body)
         if parts == ["health"]:
-            return self._send(200, {"ok": True})
+            return self.send(200, {"ok": True})
         # fault injection, before auth so it hits everything
-        while FAULTS["hang"]:
-            time.sleep(0.05)
-        if FAULTS["latency_ms"]:
-            time.sleep(FAULTS["latency_ms"] / 1000.0)
-        with LOCK:
-            limited = FAULTS["rate_limit"] > 0
-            if limited:
-                FAULTS["rate_limit"] -= 1
-                STATS["rate_limited"] += 1
-        if limited:
-            log_line("  -> injected 429")
-            return self._error(429, "rate_limited", "Too many requests",
-                               headers={"Retry-After": "1"})
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and random.random() < FAULTS["drop_rate"]:
-            log_line("  -> dropped")
-            return self._drop()
-        if targeted and random.random() < FAULTS["fail_rate"]:
-            log_line("  -> injected 503")
-            return self._error(503, "capacity_exceeded", "injected failure")
+        if self.inject_faults(self._injected):
+            return
 
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("Bearer ") or auth[7:] not in CFG["tokens"]:
@@ -270,7 +197,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self._v1(parts[2:], q, body)
             raise ApiError(404, "not_found", "no route %s %s" % (self.command, url.path))
         except ApiError as e:
-            log_line("  -> %d %s" % (e.status, e.message))
+            EMU.log("  -> %d %s" % (e.status, e.message))
             return self._error(e.status, e.code, e.message)
         except FileNotFoundError as e:
             return self._error(404, "workspace_read_not_found", "file not found: %s" % e.filename)
@@ -279,29 +206,12 @@ class Handler(BaseHTTPRequestHandler):
         except OSError as e:
             return self._error(400, "invalid_request", "%s: %s" % (e.strerror, e.filename))
 
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_PUT(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
-
     # ---- emulator control -------------------------------------------------------
 
     def _emu(self, parts, body):
-        if parts[1:] == ["faults"] and self.command == "POST":
-            FAULTS.update(json.loads(body or b"{}"))
-            return self._send(200, FAULTS)
-        if parts[1:] == ["stats"]:
-            with LOCK:
-                n = len(SANDBOXES)
-            return self._send(200, dict(STATS, sandboxes=n, processes=len(procs_of())))
-        return self._send(404, {"error": "no such emulator route", "code": "not_found"})
+        if not self.emu_control(parts, body, lambda: {"sandboxes": len(SANDBOXES),
+                                                      "processes": len(procs_of())}):
+            self.send(404, {"error": "no such emulator route", "code": "not_found"})
 
     # ---- the bridge -------------------------------------------------------------
 
@@ -311,69 +221,65 @@ class Handler(BaseHTTPRequestHandler):
             if cmd != "POST":
                 raise ApiError(405, "invalid_request", "use POST /v1/sandbox")
             sid = "".join(random.choice(B32) for _ in range(26))
-            return self._send(200, {"id": sid})
+            return self.send(200, {"id": sid})
         sid, rest = parts[0], parts[1:]
         if not rest and cmd == "DELETE":
             sandbox(sid, start=False)  # validates the id
             destroy(sid)
-            return self._send(204)
+            return self.send(204)
         sb = sandbox(sid)
         what = rest[0] if rest else ""
         if what == "running" and cmd == "GET":
-            return self._send(200, {"running": True, "workspace": sb["ws"]})
+            return self.send(200, {"running": True, "workspace": sb["ws"]})
         if what == "exec" and cmd == "POST":
             return self._exec(sb, sid, body)
         if what == "file" and cmd in ("GET", "PUT"):
             path = resolve(sb, "/".join(rest[1:]))
             if cmd == "GET":
                 with open(path, "rb") as f:
-                    return self._send(200, raw=f.read(), ctype="application/octet-stream")
+                    return self.send(200, raw=f.read(), ctype="application/octet-stream")
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             with os.fdopen(fd, "wb") as f:
                 f.write(body)
-            return self._send(200, {"ok": True})
+            return self.send(200, {"ok": True})
         if what == "persist" and cmd == "POST":
             ex = set(x for x in q.get("excludes", "").split(",") if x)
-            return self._send(200, raw=persist(sb, ex), ctype="application/x-tar")
+            return self.send(200, raw=persist(sb, ex), ctype="application/x-tar")
         if what == "hydrate" and cmd == "POST":
             hydrate(sb, body)
-            return self._send(200, {"ok": True})
+            return self.send(200, {"ok": True})
         if what == "tunnel" and len(rest) == 2 and rest[1].isdigit():
             port = int(rest[1])
             if port < 1 or port > 65535 or port == 3000:
                 raise ApiError(400, "invalid_request", "port %d cannot be tunnelled" % port)
             if cmd == "DELETE":
                 sb["tunnels"].pop(port, None)
-                return self._send(204)
+                return self.send(204)
             host = "%s.trycloudflare.com" % "".join(random.choice(B32) for _ in range(12))
             t = sb["tunnels"].setdefault(port, {
                 "id": "tun%d" % port, "port": port, "url": "https://" + host,
                 "hostname": host, "name": None,
                 "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-            return self._send(200, t)
+            return self.send(200, t)
         if what == "session" and cmd == "POST" and len(rest) == 1:
             s = "".join(random.choice(B32) for _ in range(16))
             sb["sessions"].add(s)
-            return self._send(200, {"id": s})
+            return self.send(200, {"id": s})
         if what == "session" and cmd == "DELETE" and len(rest) == 2:
             sb["sessions"].discard(rest[1])
-            return self._send(204)
+            return self.send(204)
         raise ApiError(404, "not_found", "no route %s %s" % (cmd, self.path))
 
     def _event(self, name, data):
         ev = ("event: %s\ndata: %s\n\n" % (name, data)).encode()
         if random.random() < FAULTS["slow_rate"] and len(ev) > 2:
             cut = random.randint(1, len(ev) - 1)  # split anywhere, even mid-line
-            self._chunk(ev[:cut])
+            self.send_chunk(ev[:cut])
             time.sleep(0.2)
-            self._chunk(ev[cut:])
+            self.send_chunk(ev[cut:])
         else:
-            self._chunk(ev)
-
-    def _chunk(self, data):
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
+            self.send_chunk(ev)
 
     def _exec(self, sb, sid, body):
         try:
@@ -446,56 +352,24 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 code = p.wait()
                 self._event("exit", json.dumps({"exit_code": code if code >= 0 else 128 - code}))
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            self.send_chunk(b"")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
 def main():
-    env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--port", type=int, default=int(env("CF_EMU_PORT", "0")))
-    ap.add_argument("--root", default=env("CF_EMU_ROOT"))
+    ap = sfs_emu.arg_parser(__doc__, "CF_EMU_")
     ap.add_argument("--token", action="append",
                     help="a bearer token it accepts (repeatable; default emulator-token)")
-    ap.add_argument("--latency-ms", type=int, default=int(env("CF_EMU_LATENCY_MS", "0")))
-    ap.add_argument("--fail-rate", type=float, default=float(env("CF_EMU_FAIL_RATE", "0")))
-    ap.add_argument("--drop-rate", type=float, default=float(env("CF_EMU_DROP_RATE", "0")))
-    ap.add_argument("--slow-rate", type=float, default=float(env("CF_EMU_SLOW_RATE", "0")))
-    ap.add_argument("--log", default=env("CF_EMU_LOG"))
-    ap.add_argument("--port-file", default=env("CF_EMU_PORT_FILE"))
     a = ap.parse_args()
-    root = a.root or tempfile.mkdtemp(prefix="cloudflare-emu-")
-    os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), tokens=a.token or ["emulator-token"], log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
-                  slow_rate=a.slow_rate)
-    srv = Server(("127.0.0.1", a.port), Handler)
-    CFG["port"] = srv.server_address[1]
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % CFG["port"])
-        os.rename(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % CFG["port"], flush=True)
+    EMU.setup(a, root_prefix="cloudflare-emu-")
+    CFG["tokens"] = a.token or ["emulator-token"]
 
-    def stop(*_):
-        threading.Thread(target=srv.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        srv.serve_forever(poll_interval=0.2)
-    finally:
+    def cleanup():
         for sid in list(SANDBOXES):
             destroy(sid)
-        if not a.root:
-            shutil.rmtree(root, ignore_errors=True)
+
+    sfs_emu.serve(EMU, Handler, a, cleanup)
 
 
 if __name__ == "__main__":

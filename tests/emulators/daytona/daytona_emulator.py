@@ -19,46 +19,26 @@ chosen port is printed as "listening on 127.0.0.1:PORT" and written to
 GET /_emu/stats gives request counts.  Both need no auth and are not Daytona.
 """
 
-import argparse
-import base64
 import datetime
-import io
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+from sfs_emu import now_iso as now  # noqa: E402
+
+EMU = sfs_emu.Emulator()
+LOCK, CFG = EMU.lock, EMU.cfg
 SANDBOXES = {}   # id -> dict
 SNAPSHOTS = {}   # name -> {"id","name","dir","createdAt"}
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-          "hang": False, "fail_paths": ""}
-STATS = {"requests": 0, "by_route": {}}
-CFG = {}
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if not path:
-        return
-    with LOCK:
-        with open(path, "a") as f:
-            f.write(text + "\n")
 
 
 class ApiError(Exception):
@@ -195,101 +175,34 @@ def file_info(path, name=None):
 
 def parse_multipart(ctype, body):
     """Returns {field: (filename, bytes)} of a multipart/form-data body."""
-    marker = "boundary="
-    if marker not in ctype:
-        raise ApiError(400, "multipart boundary missing")
-    boundary = ctype.split(marker, 1)[1].split(";")[0].strip().strip('"').encode()
-    parts = {}
-    for chunk in body.split(b"--" + boundary):
-        if not chunk or chunk.startswith(b"--"):
-            continue
-        if chunk.startswith(b"\r\n"):
-            chunk = chunk[2:]
-        head, _, data = chunk.partition(b"\r\n\r\n")
-        if data.endswith(b"\r\n"):
-            data = data[:-2]
-        name = filename = None
-        for line in head.decode("utf-8", "replace").split("\r\n"):
-            if line.lower().startswith("content-disposition"):
-                for item in line.split(";"):
-                    item = item.strip()
-                    if item.startswith("name="):
-                        name = item[5:].strip('"')
-                    elif item.startswith("filename="):
-                        filename = item[9:].strip('"')
-        if name:
-            parts[name] = (filename, data)
-    return parts
+    try:
+        return {name: (fn, data) for name, fn, data in sfs_emu.parse_multipart(ctype, body)}
+    except ValueError as e:
+        raise ApiError(400, str(e))
 
 
 # ---- the handler ----------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(sfs_emu.Handler):
+    emu = EMU
     server_version = "daytona-emulator/1"
 
-    def log_message(self, fmt, *args):
-        pass
-
-    def _body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status, payload=None, ctype="application/json", raw=None):
-        data = raw if raw is not None else (b"" if payload is None else
-                                            json.dumps(payload).encode())
-        slow = random.random() < FAULTS["slow_rate"]
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if slow and len(data) > 1:
-            half = len(data) // 2
-            self.wfile.write(data[:half])
-            self.wfile.flush()
-            time.sleep(1.0)
-            self.wfile.write(data[half:])
-        else:
-            self.wfile.write(data)
-        self.wfile.flush()
-
     def _error(self, status, message):
-        self._send(status, {"statusCode": status, "message": message,
-                            "code": REASONS.get(status, "Error"), "timestamp": now(),
-                            "path": self.path, "method": self.command,
-                            "error": REASONS.get(status, "Error")})
+        self.send(status, {"statusCode": status, "message": message,
+                           "code": REASONS.get(status, "Error"), "timestamp": now(),
+                           "path": self.path, "method": self.command,
+                           "error": REASONS.get(status, "Error")})
 
-    def _drop(self):
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.close_connection = True
-
-    def _dispatch(self):
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
-        body = self._body()
-        STATS["requests"] += 1
-        route = "%s /%s" % (self.command, "/".join(parts[:1] + parts[2:3] if parts[:1] == ["toolbox"] else parts[:2]))
-        STATS["by_route"][route] = STATS["by_route"].get(route, 0) + 1
-        log_line("%s %s %s" % (time.strftime("%H:%M:%S"), self.command, self.path))
-
+    def dispatch(self):
+        url, parts, q = self.split_url()
+        body = self.read_body()
+        self.count("%s /%s" % (self.command, "/".join(parts[:1] + parts[2:3]
+                                                      if parts[:1] == ["toolbox"] else parts[:2])))
         if parts[:1] == ["_emu"]:
             return self._emu(parts, body)
         # fault injection, before auth so it hits everything
-        while FAULTS["hang"]:
-            time.sleep(0.05)
-        if FAULTS["latency_ms"]:
-            time.sleep(FAULTS["latency_ms"] / 1000.0)
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and random.random() < FAULTS["drop_rate"]:
-            log_line("  -> dropped")
-            return self._drop()
-        if targeted and random.random() < FAULTS["fail_rate"]:
-            log_line("  -> injected 503")
-            return self._error(503, "injected failure")
+        if self.inject_faults(lambda status, _: self._error(status, "injected failure")):
+            return
 
         auth = self.headers.get("Authorization", "")
         if auth != "Bearer " + CFG["api_key"]:
@@ -305,44 +218,21 @@ class Handler(BaseHTTPRequestHandler):
                 return self._toolbox(sb, parts[2:], q, body)
             raise ApiError(404, "Cannot %s %s" % (self.command, url.path))
         except ApiError as e:
-            log_line("  -> %d %s" % (e.status, e.message))
+            EMU.log("  -> %d %s" % (e.status, e.message))
             return self._error(e.status, e.message)
-        except FileNotFoundError as e:
-            return self._error(404, "file not found: %s" % e.filename)
-        except NotADirectoryError as e:
-            return self._error(400, "not a directory: %s" % e.filename)
-        except IsADirectoryError as e:
-            return self._error(400, "is a directory: %s" % e.filename)
-        except FileExistsError as e:
-            return self._error(409, "file exists: %s" % e.filename)
         except OSError as e:
-            return self._error(400, "%s: %s" % (e.strerror, e.filename))
-
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
-
-    def do_PUT(self):
-        self._dispatch()
+            status, _, message = sfs_emu.os_error(e)
+            return self._error(status, message)
 
     # ---- emulator control -------------------------------------------------
 
     def _emu(self, parts, body):
-        if parts[1:] == ["faults"] and self.command == "POST":
-            FAULTS.update(json.loads(body or b"{}"))
-            return self._send(200, FAULTS)
-        if parts[1:] == ["stats"]:
-            with LOCK:
-                return self._send(200, dict(STATS, sandboxes=len(
-                    [s for s in SANDBOXES.values() if s["state"] != "destroyed"]),
-                    processes=sum(len([p for p in s["procs"] if p.poll() is None])
-                                  for s in SANDBOXES.values())))
-        return self._error(404, "no such emulator route")
+        def stats():
+            return {"sandboxes": len([s for s in SANDBOXES.values() if s["state"] != "destroyed"]),
+                    "processes": sum(len([p for p in s["procs"] if p.poll() is None])
+                                     for s in SANDBOXES.values())}
+        if not self.emu_control(parts, body, stats):
+            self._error(404, "no such emulator route")
 
     # ---- control plane ----------------------------------------------------
 
@@ -358,32 +248,32 @@ class Handler(BaseHTTPRequestHandler):
                         raise ApiError(404, "Snapshot %s not found" % data["snapshot"])
                     src = snap["dir"]
                 sb = new_sandbox(data, copy_from=src)
-                return self._send(200, sandbox_json(sb))
+                return self.send(200, sandbox_json(sb))
             if parts == ["sandbox"] and m == "GET":
-                return self._send(200, {"items": [sandbox_json(s) for s in SANDBOXES.values()
+                return self.send(200, {"items": [sandbox_json(s) for s in SANDBOXES.values()
                                                   if s["state"] != "destroyed"],
                                         "nextCursor": None})
             if len(parts) >= 2 and parts[0] == "sandbox":
                 sb = find_sandbox(parts[1])
                 rest = parts[2:]
                 if not rest and m == "GET":
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if not rest and m == "DELETE":
                     kill_procs(sb)
                     sb["state"] = "destroyed"
                     shutil.rmtree(sb["dir"], ignore_errors=True)
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if rest == ["start"] and m == "POST":
                     sb["state"] = "started"
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if rest == ["stop"] and m == "POST":
                     kill_procs(sb)
                     sb["state"] = "stopped"
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if rest == ["archive"] and m == "POST":
                     kill_procs(sb)
                     sb["state"] = "archived"
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if rest == ["snapshot"] and m == "POST":
                     name = data.get("name")
                     if not name:
@@ -395,15 +285,15 @@ class Handler(BaseHTTPRequestHandler):
                                     symlinks=True)
                     SNAPSHOTS[name] = {"id": str(uuid.uuid4()), "name": name, "dir": d,
                                        "createdAt": now()}
-                    return self._send(200, sandbox_json(sb))
+                    return self.send(200, sandbox_json(sb))
                 if rest == ["fork"] and m == "POST":
                     new = new_sandbox({"name": data.get("name"), "env": sb["env"],
                                        "labels": sb["labels"]}, copy_from=sb["dir"])
-                    return self._send(200, sandbox_json(new))
+                    return self.send(200, sandbox_json(new))
                 if len(rest) == 3 and rest[0] == "ports" and rest[2] == "preview-url":
                     port = int(rest[1])
                     token = "preview-" + sb["id"][:8]
-                    return self._send(200, {"sandboxId": sb["id"], "token": token,
+                    return self.send(200, {"sandboxId": sb["id"], "token": token,
                                             "url": "http://127.0.0.1:%d/_preview/%s/%d"
                                             % (CFG["port"], sb["id"], port)})
             if len(parts) == 2 and parts[0] == "snapshots":
@@ -412,12 +302,12 @@ class Handler(BaseHTTPRequestHandler):
                 if not snap:
                     raise ApiError(404, "Snapshot %s not found" % parts[1])
                 if m == "GET":
-                    return self._send(200, {"id": snap["id"], "name": snap["name"],
+                    return self.send(200, {"id": snap["id"], "name": snap["name"],
                                             "state": "active", "createdAt": snap["createdAt"]})
                 if m == "DELETE":
                     shutil.rmtree(snap["dir"], ignore_errors=True)
                     del SNAPSHOTS[snap["name"]]
-                    return self._send(200, None)
+                    return self.send(200, None)
         raise ApiError(404, "Cannot %s /api/%s" % (m, "/".join(parts)))
 
     # ---- toolbox ----------------------------------------------------------
@@ -425,7 +315,7 @@ class Handler(BaseHTTPRequestHandler):
     def _toolbox(self, sb, parts, q, body):
         m = self.command
         if parts in (["work-dir"], ["project-dir"]) and m == "GET":
-            return self._send(200, {"dir": sb["home"]})
+            return self.send(200, {"dir": sb["home"]})
         if parts == ["process", "execute"] and m == "POST":
             data = json.loads(body or b"{}")
             cmd = data.get("command")
@@ -442,7 +332,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(408, "command timed out")
             with LOCK:
                 reap(sb)
-            return self._send(200, {"exitCode": p.returncode,
+            return self.send(200, {"exitCode": p.returncode,
                                     "result": out.decode("utf-8", "replace")})
         if parts[:2] == ["process", "session"]:
             return self._session(sb, parts[2:], body)
@@ -454,16 +344,16 @@ class Handler(BaseHTTPRequestHandler):
                     out.append(file_info(os.path.join(d, name), name))
                 except FileNotFoundError:
                     pass
-            return self._send(200, out)
+            return self.send(200, out)
         if parts == ["files", "info"] and m == "GET":
-            return self._send(200, file_info(resolve(sb, q.get("path"))))
+            return self.send(200, file_info(resolve(sb, q.get("path"))))
         if parts == ["files", "download"] and m == "GET":
             p = resolve(sb, q.get("path"))
             if os.path.isdir(p):
                 raise ApiError(400, "path is a directory")
             with open(p, "rb") as f:
                 data = f.read()
-            return self._send(200, raw=data, ctype="application/octet-stream")
+            return self.send(200, raw=data, ctype="application/octet-stream")
         if parts == ["files", "bulk-download"] and m == "POST":
             # provider-apis.md 1.4: multipart/form-data, one part named "file"
             # per file (filename = the path as asked), a part named "error"
@@ -492,7 +382,7 @@ class Handler(BaseHTTPRequestHandler):
                 out.append(b"--" + boundary.encode() + b"\r\n" + head.encode() + b"\r\n" +
                            data + b"\r\n")
             out.append(b"--" + boundary.encode() + b"--\r\n")
-            return self._send(200, raw=b"".join(out),
+            return self.send(200, raw=b"".join(out),
                               ctype="multipart/form-data; boundary=" + boundary)
         if parts == ["files", "upload"] and m == "POST":
             dest = resolve(sb, q.get("path"))
@@ -506,11 +396,11 @@ class Handler(BaseHTTPRequestHandler):
             if os.path.exists(dest) and not os.path.islink(dest):
                 os.chmod(tmp, stat.S_IMODE(os.stat(dest).st_mode))
             os.replace(tmp, dest)
-            return self._send(200, None)
+            return self.send(200, None)
         if parts == ["files", "folder"] and m == "POST":
             p = resolve(sb, q.get("path"))
             os.mkdir(p, int(q.get("mode") or "0755", 8))
-            return self._send(201, None)
+            return self.send(201, None)
         if parts == ["files"] and m == "DELETE":
             p = resolve(sb, q.get("path"))
             if p == sb["home"]:
@@ -522,17 +412,17 @@ class Handler(BaseHTTPRequestHandler):
                     os.rmdir(p)
             else:
                 os.unlink(p)
-            return self._send(204, None)
+            return self.send(204, None)
         if parts == ["files", "move"] and m == "POST":
             src, dst = resolve(sb, q.get("source")), resolve(sb, q.get("destination"))
             os.lstat(src)
             os.rename(src, dst)
-            return self._send(200, None)
+            return self.send(200, None)
         if parts == ["files", "permissions"] and m == "POST":
             p = resolve(sb, q.get("path"))
             if q.get("mode"):
                 os.chmod(p, int(q["mode"], 8))
-            return self._send(200, None)
+            return self.send(200, None)
         raise ApiError(404, "Cannot %s /toolbox/%s" % (m, "/".join(parts)))
 
     def _session(self, sb, rest, body):
@@ -546,9 +436,9 @@ class Handler(BaseHTTPRequestHandler):
                 if sid in sb["sessions"]:
                     raise ApiError(409, "session already exists")
                 sb["sessions"][sid] = {"commands": {}}
-                return self._send(201, None)
+                return self.send(201, None)
             if not rest and m == "GET":
-                return self._send(200, [{"sessionId": k, "commands": []}
+                return self.send(200, [{"sessionId": k, "commands": []}
                                         for k in sb["sessions"]])
             sess = sb["sessions"].get(rest[0]) if rest else None
             if not sess:
@@ -561,9 +451,9 @@ class Handler(BaseHTTPRequestHandler):
                         except OSError:
                             pass
                 del sb["sessions"][rest[0]]
-                return self._send(204, None)
+                return self.send(204, None)
             if len(rest) == 1 and m == "GET":
-                return self._send(200, {"sessionId": rest[0], "commands": [
+                return self.send(200, {"sessionId": rest[0], "commands": [
                     {"id": k, "command": c["command"], "exitCode": c["proc"].poll()}
                     for k, c in sess["commands"].items()]})
             if rest[1:] == ["exec"] and m == "POST":
@@ -575,13 +465,13 @@ class Handler(BaseHTTPRequestHandler):
                 p = spawn(sb, cmd, stdout=logf)
                 sess["commands"][cid] = {"command": cmd, "proc": p, "log": logf}
                 if data.get("runAsync") or data.get("async"):
-                    return self._send(202, {"cmdId": cid})
+                    return self.send(202, {"cmdId": cid})
         # synchronous session exec: wait outside the lock
         if rest[1:] == ["exec"]:
             p.wait()
             logf.seek(0)
             out = logf.read().decode("utf-8", "replace")
-            return self._send(200, {"cmdId": cid, "output": out, "stdout": out, "stderr": "",
+            return self.send(200, {"cmdId": cid, "output": out, "stdout": out, "stderr": "",
                                     "exitCode": p.returncode})
         with LOCK:
             if len(rest) >= 3 and rest[1] == "command":
@@ -589,59 +479,27 @@ class Handler(BaseHTTPRequestHandler):
                 if not c:
                     raise ApiError(404, "command not found")
                 if len(rest) == 3 and m == "GET":
-                    return self._send(200, {"id": rest[2], "command": c["command"],
+                    return self.send(200, {"id": rest[2], "command": c["command"],
                                             "exitCode": c["proc"].poll()})
                 if rest[3:] == ["logs"] and m == "GET":
                     c["log"].seek(0)
                     out = c["log"].read().decode("utf-8", "replace")
-                    return self._send(200, {"output": out, "stdout": out, "stderr": ""})
+                    return self.send(200, {"output": out, "stdout": out, "stderr": ""})
         raise ApiError(404, "Cannot %s session route" % m)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
 def main():
-    env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--port", type=int, default=int(env("DAYTONA_EMU_PORT", "0")))
-    ap.add_argument("--root", default=env("DAYTONA_EMU_ROOT"))
-    ap.add_argument("--api-key", default=env("DAYTONA_EMU_API_KEY", "emulator-key"))
-    ap.add_argument("--latency-ms", type=int, default=int(env("DAYTONA_EMU_LATENCY_MS", "0")))
-    ap.add_argument("--fail-rate", type=float, default=float(env("DAYTONA_EMU_FAIL_RATE", "0")))
-    ap.add_argument("--drop-rate", type=float, default=float(env("DAYTONA_EMU_DROP_RATE", "0")))
-    ap.add_argument("--slow-rate", type=float, default=float(env("DAYTONA_EMU_SLOW_RATE", "0")))
-    ap.add_argument("--log", default=env("DAYTONA_EMU_LOG"))
-    ap.add_argument("--port-file", default=env("DAYTONA_EMU_PORT_FILE"))
+    ap = sfs_emu.arg_parser(__doc__, "DAYTONA_EMU_")
+    ap.add_argument("--api-key", default=os.environ.get("DAYTONA_EMU_API_KEY", "emulator-key"))
     a = ap.parse_args()
-    root = a.root or tempfile.mkdtemp(prefix="daytona-emu-")
-    os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), api_key=a.api_key, log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
-                  slow_rate=a.slow_rate)
-    srv = Server(("127.0.0.1", a.port), Handler)
-    CFG["port"] = srv.server_address[1]
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % CFG["port"])
-        os.rename(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % CFG["port"], flush=True)
+    EMU.setup(a, root_prefix="daytona-emu-")
+    CFG["api_key"] = a.api_key
 
-    def stop(*_):
-        threading.Thread(target=srv.shutdown, daemon=True).start()
+    def cleanup():
+        for sb in SANDBOXES.values():
+            kill_procs(sb)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        srv.serve_forever(poll_interval=0.2)
-    finally:
-        with LOCK:
-            for sb in SANDBOXES.values():
-                kill_procs(sb)
-        if not a.root:
-            shutil.rmtree(root, ignore_errors=True)
+    sfs_emu.serve(EMU, Handler, a, cleanup)
 
 
 if __name__ == "__main__":

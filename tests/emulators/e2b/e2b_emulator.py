@@ -30,46 +30,28 @@ kill missed still counts).  Both
 need no auth and are not E2B.
 """
 
-import argparse
 import base64
 import datetime
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
-import time
-import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+from sfs_emu import now_iso as now  # noqa: E402
+
+EMU = sfs_emu.Emulator({"status": 503, "retry_after": 0, "fail_count": 0})
+LOCK, CFG = EMU.lock, EMU.cfg
 SANDBOXES = {}   # id -> dict
 SNAPSHOTS = {}   # snapshotID -> {"dir", "names", "sandboxID", "createdAt"}
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-          "hang": False, "fail_paths": "", "status": 503, "retry_after": 0, "fail_count": 0}
-STATS = {"requests": 0, "by_route": {}}
-CFG = {}
 ENVD_VERSION = "0.6.4"
-
-
-def now():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if path:
-        with LOCK:
-            with open(path, "a") as f:
-                f.write(text + "\n")
 
 
 class ApiError(Exception):
@@ -145,21 +127,8 @@ def signal_groups(sb, sig):
 def sandbox_pids(sb):
     """Every process carrying this sandbox's HOME: what envd started and
     whatever those started, setsid'd process groups too."""
-    mark = b"\0HOME=" + sb["home"].encode() + b"\0"
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % d, "rb") as f:
-                env = b"\0" + f.read() + b"\0"
-            with open("/proc/%s/stat" % d, "rb") as f:
-                zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-        except (OSError, IndexError):
-            continue
-        if mark in env and not zombie:
-            pids.append(int(d))
-    return pids
+    mark = b"HOME=" + sb["home"].encode()
+    return sfs_emu.live_pids(lambda env: mark in env)
 
 
 def descendants_signal(sb, sig):
@@ -215,31 +184,10 @@ def entry_info(path, name=None):
 
 def parse_multipart(ctype, body):
     """[(field, filename, bytes)] of a multipart/form-data body."""
-    marker = "boundary="
-    if marker not in ctype:
-        raise RpcError("invalid_argument", "multipart boundary missing")
-    boundary = ctype.split(marker, 1)[1].split(";")[0].strip().strip('"').encode()
-    parts = []
-    for chunk in body.split(b"--" + boundary):
-        if not chunk or chunk.startswith(b"--"):
-            continue
-        if chunk.startswith(b"\r\n"):
-            chunk = chunk[2:]
-        head, _, data = chunk.partition(b"\r\n\r\n")
-        if data.endswith(b"\r\n"):
-            data = data[:-2]
-        name = filename = None
-        for line in head.decode("utf-8", "replace").split("\r\n"):
-            if line.lower().startswith("content-disposition"):
-                for item in line.split(";"):
-                    item = item.strip()
-                    if item.startswith("name="):
-                        name = item[5:].strip('"')
-                    elif item.startswith("filename="):
-                        filename = item[9:].strip('"')
-        if name:
-            parts.append((name, filename, data))
-    return parts
+    try:
+        return sfs_emu.parse_multipart(ctype, body)
+    except ValueError as e:
+        raise RpcError("invalid_argument", str(e))
 
 
 # ---- processes ------------------------------------------------------------
@@ -319,83 +267,28 @@ SIGNALS = {"SIGNAL_SIGKILL": signal.SIGKILL, "SIGNAL_SIGTERM": signal.SIGTERM,
 
 # ---- the handler ----------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(sfs_emu.Handler):
+    emu = EMU
     server_version = "e2b-emulator/1"
 
-    def log_message(self, fmt, *args):
-        pass
-
-    def _body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status, payload=None, ctype="application/json", raw=None, headers=None):
-        data = raw if raw is not None else (b"" if payload is None else
-                                            json.dumps(payload).encode())
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", ctype)
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and len(data) > 1 and random.random() < FAULTS["slow_rate"]:
-            # a body that stalls halfway
-            self.wfile.write(data[:len(data) // 2])
-            self.wfile.flush()
-            time.sleep(1.0)
-            data = data[len(data) // 2:]
-        self.wfile.write(data)
-        self.wfile.flush()
-
     def _api_error(self, status, message, headers=None):
-        self._send(status, {"code": status, "message": message}, headers=headers)
+        self.send(status, {"code": status, "message": message}, headers=headers)
 
     def _rpc_error(self, e):
-        self._send(RpcError.HTTP.get(e.code, 500), {"code": e.code, "message": e.message})
+        self.send(RpcError.HTTP.get(e.code, 500), {"code": e.code, "message": e.message})
 
-    def _drop(self):
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.close_connection = True
-
-    def _dispatch(self):
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
-        body = self._body()
+    def dispatch(self):
+        url, parts, q = self.split_url()
+        body = self.read_body()
         sid = self.headers.get("E2b-Sandbox-Id")
         plane = "envd" if sid else "api"
-        route = "%s %s /%s" % (plane, self.command, "/".join(parts[:1] if plane == "envd"
-                                                             else parts[:1] + parts[2:3]))
-        with LOCK:
-            STATS["requests"] += 1
-            STATS["by_route"][route] = STATS["by_route"].get(route, 0) + 1
-        log_line("%s %s %s %s" % (time.strftime("%H:%M:%S"), plane, self.command, self.path))
+        self.count("%s %s /%s" % (plane, self.command, "/".join(
+            parts[:1] if plane == "envd" else parts[:1] + parts[2:3])), tag=plane)
         if parts[:1] == ["_emu"]:
             return self._emu(parts, body)
-        while FAULTS["hang"]:
-            time.sleep(0.05)
-        if FAULTS["latency_ms"]:
-            time.sleep(FAULTS["latency_ms"] / 1000.0)
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and random.random() < FAULTS["drop_rate"]:
-            log_line("  -> dropped")
-            return self._drop()
-        counted = False
-        if targeted and FAULTS["fail_count"] > 0:
-            with LOCK:
-                counted = FAULTS["fail_count"] > 0
-                FAULTS["fail_count"] -= 1 if counted else 0
-        if targeted and (counted or random.random() < FAULTS["fail_rate"]):
-            status = int(FAULTS["status"])
-            log_line("  -> injected %d" % status)
-            hdr = {"Retry-After": str(FAULTS["retry_after"])} if FAULTS["retry_after"] else None
-            return self._api_error(status, "injected failure", headers=hdr)
+        if self.inject_faults(lambda status, hdr: self._api_error(status, "injected failure",
+                                                                  headers=hdr)):
+            return
         try:
             if plane == "envd":
                 with LOCK:
@@ -412,38 +305,22 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(401, "Invalid API key, please visit https://e2b.dev/docs")
             return self._api(parts, q, body)
         except ApiError as e:
-            log_line("  -> %d %s" % (e.status, e.message))
+            EMU.log("  -> %d %s" % (e.status, e.message))
             return self._api_error(e.status, e.message)
         except RpcError as e:
-            log_line("  -> %s %s" % (e.code, e.message))
+            EMU.log("  -> %s %s" % (e.code, e.message))
             return self._rpc_error(e)
-
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
-
-    def do_PUT(self):
-        self._dispatch()
 
     # ---- emulator control -------------------------------------------------
 
     def _emu(self, parts, body):
-        if parts[1:] == ["faults"] and self.command == "POST":
-            FAULTS.update(json.loads(body or b"{}"))
-            return self._send(200, FAULTS)
-        if parts[1:] == ["stats"]:
-            with LOCK:
-                running = [s for s in SANDBOXES.values() if s["state"] != "killed"]
-                return self._send(200, dict(STATS, sandboxes=len(running),
-                                            processes=sum(len(sandbox_pids(s))
-                                                          for s in running),
-                                            snapshots=len(SNAPSHOTS)))
-        return self._api_error(404, "no such emulator route")
+        def stats():
+            running = [s for s in SANDBOXES.values() if s["state"] != "killed"]
+            return {"sandboxes": len(running),
+                    "processes": sum(len(sandbox_pids(s)) for s in running),
+                    "snapshots": len(SNAPSHOTS)}
+        if not self.emu_control(parts, body, stats):
+            self._api_error(404, "no such emulator route")
 
     # ---- control plane ----------------------------------------------------
 
@@ -456,12 +333,12 @@ class Handler(BaseHTTPRequestHandler):
                 src = SNAPSHOTS[tpl]["dir"] if tpl in SNAPSHOTS else None
                 if not src and tpl not in ("base", "code-interpreter-v1", "desktop"):
                     raise ApiError(404, "template '%s' not found" % tpl)
-                return self._send(201, sandbox_json(new_sandbox(data, copy_from=src)))
+                return self.send(201, sandbox_json(new_sandbox(data, copy_from=src)))
             if parts in (["sandboxes"], ["v2", "sandboxes"]) and m == "GET":
-                return self._send(200, [sandbox_json(s, True) for s in SANDBOXES.values()
+                return self.send(200, [sandbox_json(s, True) for s in SANDBOXES.values()
                                         if s["state"] != "killed"])
             if parts == ["snapshots"] and m == "GET":
-                return self._send(200, [{"snapshotID": k, "names": v["names"]}
+                return self.send(200, [{"snapshotID": k, "names": v["names"]}
                                         for k, v in SNAPSHOTS.items()
                                         if not q.get("sandboxID") or
                                         v["sandboxID"] == q["sandboxID"]])
@@ -470,35 +347,35 @@ class Handler(BaseHTTPRequestHandler):
                 if not snap:
                     raise ApiError(404, "template '%s' not found" % parts[1])
                 shutil.rmtree(snap["dir"], ignore_errors=True)
-                return self._send(204)
+                return self.send(204)
             if len(parts) >= 2 and parts[0] == "sandboxes":
                 sb = find_sandbox(parts[1])
                 rest = parts[2:]
                 if not rest and m == "GET":
-                    return self._send(200, sandbox_json(sb, True))
+                    return self.send(200, sandbox_json(sb, True))
                 if not rest and m == "DELETE":
                     kill_all(sb)
                     sb["state"] = "killed"
                     shutil.rmtree(sb["dir"], ignore_errors=True)
-                    return self._send(204)
+                    return self.send(204)
                 if rest == ["timeout"] and m == "POST":
                     sb["timeout"] = data.get("timeout")
-                    return self._send(204)
+                    return self.send(204)
                 if rest == ["pause"] and m == "POST":
                     if sb["state"] != "running":
                         raise ApiError(409, "sandbox %s is not running" % sb["sandboxID"])
                     descendants_signal(sb, signal.SIGSTOP)
                     sb["state"] = "paused"
-                    return self._send(204)
+                    return self.send(204)
                 if rest in (["connect"], ["resume"]) and m == "POST":
                     if sb["state"] == "running":
                         if rest == ["resume"]:
                             raise ApiError(409, "sandbox %s is already running" %
                                            sb["sandboxID"])
-                        return self._send(200, sandbox_json(sb))
+                        return self.send(200, sandbox_json(sb))
                     descendants_signal(sb, signal.SIGCONT)
                     sb["state"] = "running"
-                    return self._send(201, sandbox_json(sb))
+                    return self.send(201, sandbox_json(sb))
                 if rest == ["snapshots"] and m == "POST":
                     snap_id = "snap_" + uuid.uuid4().hex[:16]
                     d = os.path.join(CFG["root"], "snapshots", snap_id)
@@ -507,7 +384,7 @@ class Handler(BaseHTTPRequestHandler):
                     names = [data["name"]] if data.get("name") else []
                     SNAPSHOTS[snap_id] = {"dir": d, "names": names, "createdAt": now(),
                                           "sandboxID": sb["sandboxID"]}
-                    return self._send(201, {"snapshotID": snap_id, "names": names})
+                    return self.send(201, {"snapshotID": snap_id, "names": names})
                 if rest == ["fork"] and m == "POST":
                     out = []
                     for _ in range(int(data.get("count") or 1)):
@@ -515,7 +392,7 @@ class Handler(BaseHTTPRequestHandler):
                                            "metadata": sb["metadata"],
                                            "envVars": sb["envVars"]}, copy_from=sb["dir"])
                         out.append({"sandbox": sandbox_json(new)})
-                    return self._send(201, out)
+                    return self.send(201, out)
         raise ApiError(404, "Cannot %s /%s" % (m, "/".join(parts)))
 
     # ---- envd -------------------------------------------------------------
@@ -523,7 +400,7 @@ class Handler(BaseHTTPRequestHandler):
     def _envd(self, sb, parts, q, body):
         m = self.command
         if parts == ["health"]:
-            return self._send(204)
+            return self.send(204)
         if parts == ["files"] and m == "GET":
             p = resolve(sb, q.get("path"))
             if os.path.isdir(p):
@@ -533,7 +410,7 @@ class Handler(BaseHTTPRequestHandler):
                     data = f.read()
             except FileNotFoundError:
                 raise RpcError("not_found", "path '%s' does not exist" % q.get("path"))
-            return self._send(200, raw=data, ctype="application/octet-stream")
+            return self.send(200, raw=data, ctype="application/octet-stream")
         if parts == ["files"] and m == "POST":
             ctype = self.headers.get("Content-Type", "")
             if ctype.startswith("multipart/form-data"):
@@ -556,7 +433,7 @@ class Handler(BaseHTTPRequestHandler):
                     os.chmod(tmp, stat.S_IMODE(os.stat(dest).st_mode))
                 os.replace(tmp, dest)
                 out.append({"path": dest, "name": os.path.basename(dest), "type": "file"})
-            return self._send(200, out)
+            return self.send(200, out)
         if len(parts) == 2 and m == "POST":
             if parts[0] == "process.Process" and parts[1] in ("Start", "Connect"):
                 return self._stream(sb, parts[1], body)
@@ -573,7 +450,7 @@ class Handler(BaseHTTPRequestHandler):
     def _filesystem(self, sb, method, req):
         try:
             if method == "Stat":
-                return self._send(200, {"entry": entry_info(resolve(sb, req.get("path")))})
+                return self.send(200, {"entry": entry_info(resolve(sb, req.get("path")))})
             if method == "ListDir":
                 d = resolve(sb, req.get("path"))
                 if not os.path.isdir(d) or os.path.islink(d):
@@ -585,20 +462,20 @@ class Handler(BaseHTTPRequestHandler):
                         out.append(entry_info(os.path.join(d, name), name))
                     except FileNotFoundError:
                         pass
-                return self._send(200, {"entries": out})
+                return self.send(200, {"entries": out})
             if method == "MakeDir":
                 p = resolve(sb, req.get("path"))
                 if os.path.lexists(p):
                     raise RpcError("already_exists", "directory '%s' already exists"
                                    % req.get("path"))
                 os.makedirs(p)
-                return self._send(200, {"entry": entry_info(p)})
+                return self.send(200, {"entry": entry_info(p)})
             if method == "Move":
                 src, dst = resolve(sb, req.get("source")), resolve(sb, req.get("destination"))
                 os.lstat(src)
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 os.rename(src, dst)
-                return self._send(200, {"entry": entry_info(dst)})
+                return self.send(200, {"entry": entry_info(dst)})
             if method == "Remove":
                 p = resolve(sb, req.get("path"))
                 if p == sb["home"]:
@@ -607,7 +484,7 @@ class Handler(BaseHTTPRequestHandler):
                     shutil.rmtree(p)   # envd removes recursively
                 else:
                     os.unlink(p)
-                return self._send(200, {})
+                return self.send(200, {})
         except FileNotFoundError:
             raise RpcError("not_found", "path '%s' does not exist" %
                            (req.get("path") or req.get("source")))
@@ -618,7 +495,7 @@ class Handler(BaseHTTPRequestHandler):
     def _process(self, sb, method, req):
         with LOCK:
             if method == "List":
-                return self._send(200, {"processes": [
+                return self.send(200, {"processes": [
                     {"config": r["config"], "pid": pid, "tag": r["tag"]}
                     for pid, r in live(sb).items()]})
             rec = find_process(sb, req.get("process"))
@@ -629,7 +506,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise RpcError("invalid_argument", "unknown signal %s" % req.get("signal"))
             if p.poll() is None:
                 os.kill(p.pid, sig)
-            return self._send(200, {})
+            return self.send(200, {})
         if method in ("SendInput", "CloseStdin"):
             if not p.stdin:
                 raise RpcError("failed_precondition", "stdin is not enabled for the process")
@@ -642,7 +519,7 @@ class Handler(BaseHTTPRequestHandler):
                     p.stdin.close()
             except (BrokenPipeError, ValueError):
                 raise RpcError("failed_precondition", "stdin of the process is closed")
-            return self._send(200, {})
+            return self.send(200, {})
         raise RpcError("unimplemented", "process.Process/%s" % method)
 
     def _stream(self, sb, method, body):
@@ -692,53 +569,21 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(envelope({}, 0x02))
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            log_line("  -> stream of pid %d dropped by the client" % pid)
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+            EMU.log("  -> stream of pid %d dropped by the client" % pid)
 
 
 def main():
-    env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--port", type=int, default=int(env("E2B_EMU_PORT", "0")))
-    ap.add_argument("--root", default=env("E2B_EMU_ROOT"))
-    ap.add_argument("--api-key", default=env("E2B_EMU_API_KEY", "e2b_emulator_key"))
-    ap.add_argument("--latency-ms", type=int, default=int(env("E2B_EMU_LATENCY_MS", "0")))
-    ap.add_argument("--fail-rate", type=float, default=float(env("E2B_EMU_FAIL_RATE", "0")))
-    ap.add_argument("--drop-rate", type=float, default=float(env("E2B_EMU_DROP_RATE", "0")))
-    ap.add_argument("--slow-rate", type=float, default=float(env("E2B_EMU_SLOW_RATE", "0")))
-    ap.add_argument("--log", default=env("E2B_EMU_LOG"))
-    ap.add_argument("--port-file", default=env("E2B_EMU_PORT_FILE"))
+    ap = sfs_emu.arg_parser(__doc__, "E2B_EMU_")
+    ap.add_argument("--api-key", default=os.environ.get("E2B_EMU_API_KEY", "e2b_emulator_key"))
     a = ap.parse_args()
-    root = a.root or tempfile.mkdtemp(prefix="e2b-emu-")
-    os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), api_key=a.api_key, log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
-                  slow_rate=a.slow_rate)
-    srv = Server(("127.0.0.1", a.port), Handler)
-    CFG["port"] = srv.server_address[1]
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % CFG["port"])
-        os.rename(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % CFG["port"], flush=True)
+    EMU.setup(a, root_prefix="e2b-emu-")
+    CFG["api_key"] = a.api_key
 
-    def stop(*_):
-        threading.Thread(target=srv.shutdown, daemon=True).start()
+    def cleanup():
+        for sb in SANDBOXES.values():
+            kill_all(sb)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        srv.serve_forever(poll_interval=0.2)
-    finally:
-        with LOCK:
-            for sb in SANDBOXES.values():
-                kill_all(sb)
-        if not a.root:
-            shutil.rmtree(root, ignore_errors=True)
+    sfs_emu.serve(EMU, Handler, a, cleanup)
 
 
 if __name__ == "__main__":

@@ -30,17 +30,19 @@ Test-only routes (no auth, not Google's):
     GET  /_emu/tokeninfo?access_token=T  200 when this server issued T, else 400
 """
 
-import argparse
 import base64
 import json
 import os
 import secrets
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
 
 GOOGLE_AUD = "https://oauth2.googleapis.com/token"
 GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -103,11 +105,8 @@ def check_jwt(jwt, own_aud):
     return None
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
+class Handler(sfs_emu.Handler):
+    emu = sfs_emu.Emulator()  # serve() and the request framing only: faults are this file's
 
     def reply(self, status, obj, headers=()):
         body = json.dumps(obj).encode()
@@ -118,10 +117,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         self.wfile.write(body)
-
-    def body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
 
     def fault(self):
         """Answers with the scripted failure and returns True while one is armed."""
@@ -174,7 +169,7 @@ class Handler(BaseHTTPRequestHandler):
         if not url.path.startswith("/_emu/"):
             with LOCK:
                 STATS["requests"] += 1
-        raw = self.body()
+        raw = self.read_body()
         if url.path == "/_emu/faults":
             with LOCK:
                 FAULTS.update(json.loads(raw or b"{}"))
@@ -204,25 +199,14 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = sfs_emu.arg_parser(__doc__, "GCP_OAUTH_EMU_", root=False, faults=False)
     ap.add_argument("--pubkey", required=True)
     ap.add_argument("--email", default="")
     ap.add_argument("--kid", default="")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--port-file", default="")
     ap.add_argument("--expires-in", type=int, default=3599)
     a = ap.parse_args()
     CFG.update(pubkey=a.pubkey, email=a.email, kid=a.kid, expires_in=a.expires_in)
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    srv.daemon_threads = True
-    port = srv.server_address[1]
-    print("listening on 127.0.0.1:%d" % port, flush=True)
-    if a.port_file:
-        tmp = a.port_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("%d\n" % port)
-        os.rename(tmp, a.port_file)
-    srv.serve_forever()
+    sfs_emu.serve(Handler.emu, Handler, a)
 
 
 if __name__ == "__main__":

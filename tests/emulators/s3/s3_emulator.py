@@ -33,37 +33,30 @@ Fault switches (no auth; not S3's):
     GET /_emu/objects?bucket=B   {key: {size, sha256, meta}} of a bucket
 """
 
-import argparse
 import hashlib
 import hmac
 import json
 import os
 import random
 import re
-import signal
-import threading
+import sys
 import time
 import urllib.parse
 import uuid
 import xml.sax.saxutils as sx
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+
+EMU = sfs_emu.Emulator()  # its lock, config and log; S3 has fault switches of its own
+LOCK, CFG = EMU.lock, EMU.cfg
 BUCKETS = {}   # name -> {key: obj}; obj = {data, meta, etag, mtime, ctype}
 UPLOADS = {}   # upload id -> {bucket, key, meta, ctype, parts: {n: (etag, data)}}
 FAULTS = {"latency_ms": 0, "slow_down": 0, "fail_rate": 0.0, "fail_methods": "",
           "fail_paths": "", "deny": False, "hang": False}
 STATS = {"requests": 0, "by": {}}
-CFG = {}
 MIN_PART = 5 * 1024 * 1024
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if path:
-        with LOCK, open(path, "a") as f:
-            f.write(text + "\n")
 
 
 class S3Error(Exception):
@@ -242,11 +235,8 @@ def list_v2(bucket, q):
 
 # ---- HTTP ----------------------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
+class Handler(sfs_emu.Handler):
+    emu = EMU
 
     def _send(self, status, data=b"", ctype="application/xml", headers=None, head=False):
         self.send_response(status)
@@ -269,12 +259,10 @@ class Handler(BaseHTTPRequestHandler):
         data = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error>%s</Error>' % inner).encode()
         self._send(e.status, data if self.command != "HEAD" else b"", headers=e.headers)
 
-    def _dispatch(self):
+    def dispatch(self):
         self.status_sent = 0
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        body = self.read_body()
+        url, _, q = self.split_url()
         try:
             if url.path.startswith("/_emu/"):
                 return self._emu(url.path[6:], q, body)
@@ -305,10 +293,8 @@ class Handler(BaseHTTPRequestHandler):
             key = "%s %d" % (self.command, self.status_sent)
             with LOCK:
                 STATS["by"][key] = STATS["by"].get(key, 0) + 1
-            log_line("%s %s %s %d" % (time.strftime("%H:%M:%S"), self.command, self.path,
+            EMU.log("%s %s %s %d" % (time.strftime("%H:%M:%S"), self.command, self.path,
                                       self.status_sent))
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _dispatch
 
     def _bucket_key(self, url):
         host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
@@ -480,15 +466,9 @@ class Handler(BaseHTTPRequestHandler):
         self._send(404, b"no such emulator route", "text/plain")
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
 def main():
     env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--port", type=int, default=int(env("S3_EMU_PORT", "0")))
+    ap = sfs_emu.arg_parser(__doc__, "S3_EMU_", root=False, faults=False)
     ap.add_argument("--bucket", action="append", help="a bucket that exists (repeatable)")
     ap.add_argument("--key", action="append",
                     help="AKID:SECRET it accepts (repeatable; default AKIDEMULATOR:emulator-secret)")
@@ -496,8 +476,6 @@ def main():
     ap.add_argument("--region", default=env("S3_EMU_REGION", "us-east-1"))
     ap.add_argument("--latency-ms", type=int, default=int(env("S3_EMU_LATENCY_MS", "0")))
     ap.add_argument("--vhost-suffix", default=env("S3_EMU_VHOST_SUFFIX"))
-    ap.add_argument("--log", default=env("S3_EMU_LOG"))
-    ap.add_argument("--port-file", default=env("S3_EMU_PORT_FILE"))
     a = ap.parse_args()
     keys = dict(k.split(":", 1) for k in (a.key or ["AKIDEMULATOR:emulator-secret"]))
     CFG.update(keys=keys, session_token=a.session_token, region=a.region, log=a.log,
@@ -505,20 +483,7 @@ def main():
     for b in a.bucket or []:
         BUCKETS[b] = {}
     FAULTS["latency_ms"] = a.latency_ms
-    srv = Server(("127.0.0.1", a.port), Handler)
-    port = srv.server_address[1]
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % port)
-        os.rename(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % port, flush=True)
-
-    def stop(*_):
-        threading.Thread(target=srv.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    srv.serve_forever(poll_interval=0.2)
+    sfs_emu.serve(EMU, Handler, a)
 
 
 if __name__ == "__main__":

@@ -40,17 +40,14 @@ Conventions where the real API is UNSURE (documented, not guessed silently):
 - checkpoints copy home/ (tmp/ is scratch); DELETE checkpoints/{id} exists.
 """
 
-import argparse
 import base64
 import datetime
 import hashlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import stat
 import struct
 import subprocess
@@ -58,28 +55,19 @@ import sys
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+
+EMU = sfs_emu.Emulator({"no_session_info": False})
+LOCK, FAULTS, CFG = EMU.lock, EMU.faults, EMU.cfg
 SPRITES = {}   # name -> dict
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0, "hang": False,
-          "fail_paths": "", "no_session_info": False}
-STATS = {"requests": 0, "by_route": {}}
-CFG = {}
 NEXT_SESSION = [1]
 MARK = "SPRITES_EMU_SPRITE"  # env var naming the sprite dir in every child
 
 
 def now():
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if path:
-        with LOCK:
-            with open(path, "a") as f:
-                f.write(text + "\n")
 
 
 class ApiError(Exception):
@@ -125,20 +113,8 @@ def marked_pids(sp=None):
     """Live processes started for a sprite (or any), setsid'd or not: they
     carry MARK in their environment.  Zombies are dead: not counted."""
     prefix = ("%s=%s" % (MARK, sp["dir"] if sp else CFG["root"] + "/")).encode()
-    pids = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-            with open("/proc/%s/stat" % pid, "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != b"Z" and any(e == prefix or (not sp and e.startswith(prefix)) for e in env):
-            pids.append(int(pid))
-    return pids
+    return sfs_emu.live_pids(
+        lambda env: any(e == prefix or (not sp and e.startswith(prefix)) for e in env))
 
 
 def kill_everything(sp):
@@ -331,7 +307,7 @@ class Session:
             self.timer.start()
 
     def expire(self):
-        log_line("  session %d: max_run_after_disconnect expired, killed" % self.id)
+        EMU.log("  session %d: max_run_after_disconnect expired, killed" % self.id)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except OSError:
@@ -367,98 +343,54 @@ def child_env(sp, extra):
 
 # ---- HTTP ------------------------------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(sfs_emu.Handler):
+    emu = EMU
 
-    def log_message(self, fmt, *args):
-        pass
-
-    def _body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status, payload=None, ctype="application/json", raw=None):
-        data = raw if raw is not None else (b"" if payload is None else json.dumps(payload).encode())
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Sprite-Version", "emulator")
-        # head and body in one write: two small writes meet Nagle and the
-        # client's delayed ACK (40 ms a request)
-        self._headers_buffer.append(b"\r\n")
-        slow = status != 204 and len(data) > 1 and random.random() < FAULTS["slow_rate"]
-        if status != 204 and not slow:
-            self._headers_buffer.append(data)
-        self.flush_headers()
-        if slow:  # half the body, a pause, the rest
-            half = len(data) // 2
-            self.wfile.write(data[:half])
-            self.wfile.flush()
-            time.sleep(1.0)
-            self.wfile.write(data[half:])
+    def send(self, status, payload=None, ctype="application/json", raw=None, headers=None):
+        super().send(status, payload, ctype, raw, dict(headers or {}, **{"Sprite-Version": "emulator"}))
 
     def _ndjson(self, lines):
         data = b"".join(json.dumps(l).encode() + b"\n" for l in lines)
-        self._send(200, raw=data, ctype="application/x-ndjson")
+        self.send(200, raw=data, ctype="application/x-ndjson")
 
-    def _dispatch(self):
+    def _injected(self, status, headers):
+        self.read_body()
+        self.send(status, {"error": "unavailable", "message": "injected fault"}, headers=headers)
+
+    def dispatch(self):
         u = urllib.parse.urlsplit(self.path)
         parts = [urllib.parse.unquote(p) for p in u.path.strip("/").split("/") if p]
-        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
-        with LOCK:
-            STATS["requests"] += 1
-            route = "/".join(parts[:1] + ["*"] + parts[3:]) if len(parts) > 2 else "/".join(parts)
-            STATS["by_route"][self.command + " " + route] = \
-                STATS["by_route"].get(self.command + " " + route, 0) + 1
-        log_line("%s %s %s" % (time.strftime("%H:%M:%S"), self.command, self.path))
+        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)  # lists: env= repeats
+        self.count(self.command + " " + ("/".join(parts[:1] + ["*"] + parts[3:])
+                                         if len(parts) > 2 else "/".join(parts)))
         if parts[:1] == ["_emu"]:
             return self._emu(parts)
-        while FAULTS["hang"]:
-            time.sleep(0.05)
-        if FAULTS["latency_ms"]:
-            time.sleep(FAULTS["latency_ms"] / 1000.0)
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and random.random() < FAULTS["drop_rate"]:
-            log_line("  -> dropped")
-            self.close_connection = True
-            self.connection.shutdown(socket.SHUT_RDWR)
+        if self.inject_faults(self._injected):
             return
-        if targeted and random.random() < FAULTS["fail_rate"]:
-            log_line("  -> injected 503")
-            self._body()
-            return self._send(503, {"error": "unavailable", "message": "injected fault"})
         try:
             auth = self.headers.get("Authorization", "")
             if auth != "Bearer " + CFG["token"]:
-                self._body()
+                self.read_body()
                 raise ApiError(401, "unauthorized", "missing or bad token")
             if parts[:2] != ["v1", "sprites"]:
                 raise ApiError(404, "not_found", "no route %s" % u.path)
             self._api(parts[2:], q)
         except ApiError as e:
-            log_line("  -> %d %s" % (e.status, e.message))
-            self._send(e.status, {"error": e.code, "message": e.message})
+            EMU.log("  -> %d %s" % (e.status, e.message))
+            self.send(e.status, {"error": e.code, "message": e.message})
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    do_GET = do_POST = do_PUT = do_DELETE = lambda self: self._dispatch()
-
     def _emu(self, parts):
-        body = self._body()
-        if parts[1:] == ["faults"] and self.command == "POST":
-            FAULTS.update(json.loads(body or b"{}"))
-            return self._send(200, FAULTS)
-        if parts[1:] == ["stats"]:
-            with LOCK:
-                live = sum(len(live_sessions(sp)) for sp in SPRITES.values())
-                return self._send(200, {"requests": STATS["requests"], "sandboxes": len(SPRITES),
-                                        "sessions": live, "processes": len(marked_pids()),
-                                        "by_route": STATS["by_route"]})
-        self._send(404, {"error": "not_found", "message": "no such emulator route"})
+        def stats():
+            return {"sandboxes": len(SPRITES),
+                    "sessions": sum(len(live_sessions(sp)) for sp in SPRITES.values()),
+                    "processes": len(marked_pids())}
+        if not self.emu_control(parts, self.read_body(), stats):
+            self.send(404, {"error": "not_found", "message": "no such emulator route"})
 
     def _json_body(self):
-        b = self._body()
+        b = self.read_body()
         try:
             return json.loads(b) if b else {}
         except ValueError:
@@ -472,20 +404,20 @@ class Handler(BaseHTTPRequestHandler):
             if m == "GET":
                 with LOCK:
                     sps = [sprite_json(s) for s in SPRITES.values()]
-                return self._send(200, {"sprites": sps, "has_more": False, "name": "emulator-org",
+                return self.send(200, {"sprites": sps, "has_more": False, "name": "emulator-org",
                                         "running": 0, "warm": len(sps), "cold": 0})
             raise ApiError(405, "method_not_allowed", m)
         sp = find_sprite(rest[0])
         sub = rest[1:]
         if not sub:
             if m == "GET":
-                return self._send(200, sprite_json(sp))
+                return self.send(200, sprite_json(sp))
             if m == "DELETE":
                 with LOCK:
                     SPRITES.pop(sp["name"], None)
                 kill_everything(sp)
                 shutil.rmtree(sp["dir"], ignore_errors=True)
-                return self._send(204)
+                return self.send(204)
             raise ApiError(405, "method_not_allowed", m)
         if sub[0] == "exec":
             return self._exec(sp, sub[1:], q)
@@ -499,8 +431,8 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(400, "bad_request", "rules must be a list")
                 sp["network"] = rules
             else:
-                self._body()
-            return self._send(200, {"rules": sp["network"]})
+                self.read_body()
+            return self.send(200, {"rules": sp["network"]})
         if sub == ["checkpoint"] and m == "POST":
             return self._checkpoint(sp, self._json_body())
         if sub[0] == "checkpoints":
@@ -526,7 +458,7 @@ class Handler(BaseHTTPRequestHandler):
                   "labels": body.get("labels") or [], "sessions": {}, "network": [],
                   "checkpoints": []}
             SPRITES[name] = sp
-        self._send(201, sprite_json(sp))
+        self.send(201, sprite_json(sp))
 
     # -- exec -------------------------------------------------------------------
 
@@ -536,7 +468,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._kill(sp, rest[0], q)
         if self.headers.get("Upgrade", "").lower() != "websocket":
             if m == "GET" and not rest:
-                return self._send(200, {"sessions": [s.json() for s in sp["sessions"].values()]})
+                return self.send(200, {"sessions": [s.json() for s in sp["sessions"].values()]})
             raise ApiError(400, "bad_request", "exec needs a WebSocket upgrade here")
         key = self.headers.get("Sec-WebSocket-Key")
         if not key or self.headers.get("Sec-WebSocket-Version") != "13":
@@ -602,7 +534,7 @@ class Handler(BaseHTTPRequestHandler):
         sess.detach(conn)
 
     def _kill(self, sp, sid, q):
-        self._body()
+        self.read_body()
         sess = sp["sessions"].get(int(sid)) if sid.isdigit() else None
         if not sess:
             raise ApiError(404, "not_found", "session %s not found" % sid)
@@ -646,9 +578,9 @@ class Handler(BaseHTTPRequestHandler):
             if os.path.isdir(p):
                 raise ApiError(400, "is_directory", "%s is a directory" % arg("path"))
             with open(p, "rb") as f:
-                return self._send(200, raw=f.read(), ctype="application/octet-stream")
+                return self.send(200, raw=f.read(), ctype="application/octet-stream")
         if op == "write" and m == "PUT":
-            data = self._body()
+            data = self.read_body()
             p = resolve(sp, arg("path"), wd)
             if arg("mkdir") == "true" or arg("mkdirParents") == "true":
                 os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -662,7 +594,7 @@ class Handler(BaseHTTPRequestHandler):
                 f.write(data)
             os.chmod(tmp, mode)
             os.replace(tmp, p)
-            return self._send(200, {"path": p, "size": len(data), "mode": "%04o" % mode})
+            return self.send(200, {"path": p, "size": len(data), "mode": "%04o" % mode})
         if op == "list" and m == "GET":
             p = resolve(sp, arg("path"), wd)
             if not os.path.lexists(p):
@@ -671,7 +603,7 @@ class Handler(BaseHTTPRequestHandler):
                 ents = [entry(os.path.join(p, n)) for n in sorted(os.listdir(p))]
             else:
                 ents = [entry(p)]
-            return self._send(200, {"path": p, "entries": ents, "count": len(ents)})
+            return self.send(200, {"path": p, "entries": ents, "count": len(ents)})
         if op == "delete" and m == "DELETE":
             body = self._json_body()
             path = body.get("path") or arg("path")
@@ -690,7 +622,7 @@ class Handler(BaseHTTPRequestHandler):
                     os.rmdir(p)
             else:
                 os.unlink(p)
-            return self._send(200, {"deleted": [p], "count": 1})
+            return self.send(200, {"deleted": [p], "count": 1})
         if op == "rename" and m == "POST":
             body = self._json_body()
             wd = resolve(sp, body["workingDir"]) if body.get("workingDir") else wd
@@ -701,7 +633,7 @@ class Handler(BaseHTTPRequestHandler):
                 os.rename(src, dst)
             except OSError as e:
                 raise ApiError(400, "rename_failed", "%s" % e.strerror)
-            return self._send(200, {"source": src, "dest": dst})
+            return self.send(200, {"source": src, "dest": dst})
         if op == "chmod" and m == "POST":
             body = self._json_body()
             p = resolve(sp, body.get("path"), wd)
@@ -709,7 +641,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "not_found", "%s: no such file or directory" % body.get("path"))
             mode = int(body.get("mode") or "0", 8)
             os.chmod(p, mode)
-            return self._send(200, {"affected": [{"path": p, "mode": "%04o" % mode}], "count": 1})
+            return self.send(200, {"affected": [{"path": p, "mode": "%04o" % mode}], "count": 1})
         raise ApiError(404, "not_found", "no fs route %s %s" % (m, op))
 
     # -- checkpoints ------------------------------------------------------------------
@@ -727,20 +659,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def _checkpoints(self, sp, rest):
         m = self.command
-        self._body()
+        self.read_body()
         cps = [c for c in sp["checkpoints"] if not c.get("deleted")]
         pub = lambda c: {k: c[k] for k in ("id", "create_time", "comment")}
         if not rest and m == "GET":
-            return self._send(200, [pub(c) for c in cps])
+            return self.send(200, [pub(c) for c in cps])
         cp = next((c for c in cps if c["id"] == rest[0]), None)
         if not cp:
             raise ApiError(404, "not_found", "checkpoint %s not found" % rest[0])
         if len(rest) == 1 and m == "GET":
-            return self._send(200, pub(cp))
+            return self.send(200, pub(cp))
         if len(rest) == 1 and m == "DELETE":
             cp["deleted"] = True
             shutil.rmtree(cp["dir"], ignore_errors=True)
-            return self._send(204)
+            return self.send(204)
         if rest[1:] == ["restore"] and m == "POST":
             kill_everything(sp)  # "running processes are stopped"
             shutil.rmtree(sp["home"], ignore_errors=True)
@@ -752,40 +684,17 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    env = lambda k, d=None: os.environ.get("SPRITES_EMU_" + k, d)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, default=int(env("PORT", "0")))
-    ap.add_argument("--root", default=env("ROOT"))
-    ap.add_argument("--token", default=env("TOKEN", "emulator/org/token/x"))
-    ap.add_argument("--latency-ms", type=int, default=int(env("LATENCY_MS", "0")))
-    ap.add_argument("--fail-rate", type=float, default=float(env("FAIL_RATE", "0")))
-    ap.add_argument("--drop-rate", type=float, default=float(env("DROP_RATE", "0")))
-    ap.add_argument("--slow-rate", type=float, default=float(env("SLOW_RATE", "0")))
-    ap.add_argument("--log", default=env("LOG"))
-    ap.add_argument("--port-file", default=env("PORT_FILE"))
+    ap = sfs_emu.arg_parser(__doc__, "SPRITES_EMU_")
+    ap.add_argument("--token", default=os.environ.get("SPRITES_EMU_TOKEN", "emulator/org/token/x"))
     a = ap.parse_args()
-    root = a.root or os.path.join(os.environ.get("TMPDIR", "/tmp"), "sprites-emu-%d" % os.getpid())
-    os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), token=a.token, log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
-                  slow_rate=a.slow_rate)
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    srv.daemon_threads = True
-    CFG["port"] = srv.server_address[1]
-    print("listening on 127.0.0.1:%d" % CFG["port"], flush=True)
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write(str(CFG["port"]))
-        os.replace(a.port_file + ".tmp", a.port_file)
+    EMU.setup(a, root_prefix="sprites-emu-")
+    CFG["token"] = a.token
 
-    def stop(*_):
+    def cleanup():
         for sp in list(SPRITES.values()):
             kill_everything(sp)
-        os._exit(0)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    srv.serve_forever()
+    sfs_emu.serve(EMU, Handler, a, cleanup)
 
 
 if __name__ == "__main__":

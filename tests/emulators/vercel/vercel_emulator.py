@@ -27,46 +27,33 @@ GET /_emu/stats gives request counts, live sandboxes and processes.  Both
 need no auth and are not Vercel's.
 """
 
-import argparse
 import gzip
 import io
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import stat
 import subprocess
+import sys
 import tarfile
-import tempfile
 import threading
 import time
-import urllib.parse
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-LOCK = threading.RLock()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import sfs_emu  # noqa: E402
+
+EMU = sfs_emu.Emulator({"rate_limit": 0})
+EMU.stats["rate_limited"] = 0
+LOCK, CFG = EMU.lock, EMU.cfg
 SANDBOXES = {}  # name -> dict
 SESSIONS = {}   # session id -> dict
 SNAPSHOTS = {}  # snapshot id -> dict
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-          "hang": False, "fail_paths": "", "rate_limit": 0}
-STATS = {"requests": 0, "by_route": {}, "rate_limited": 0}
-CFG = {}
 
 
 def now_ms():
     return int(time.time() * 1000)
-
-
-def log_line(text):
-    path = CFG.get("log")
-    if not path:
-        return
-    with LOCK:
-        with open(path, "a") as f:
-            f.write(text + "\n")
 
 
 class ApiError(Exception):
@@ -213,19 +200,7 @@ def create_sandbox(data, project, source_snapshot=None):
 def session_procs(sid):
     """Live processes started in a session: they carry its id in their environment."""
     marker = ("VERCEL_EMU_SESSION=%s" % sid).encode()
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/environ" % d, "rb") as f:
-                if marker in f.read().split(b"\0"):
-                    with open("/proc/%s/stat" % d) as s:
-                        if s.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
-                            pids.append(int(d))
-        except OSError:
-            pass
-    return pids
+    return sfs_emu.live_pids(lambda env: marker in env)
 
 
 def stop_session(se, status="stopped"):
@@ -411,50 +386,11 @@ def untar_into(sb, dest, body):
 
 # ---- HTTP ------------------------------------------------------------------------
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
-
-    def _body(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(n) if n else b""
-
-    def _send(self, status, payload=None, ctype="application/json", raw=None, headers=None):
-        data = raw if raw is not None else (b"" if payload is None else
-                                            json.dumps(payload).encode())
-        slow = random.random() < FAULTS["slow_rate"]
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        if slow and len(data) > 1:
-            half = len(data) // 2
-            self.wfile.write(data[:half])
-            self.wfile.flush()
-            time.sleep(1.0)
-            self.wfile.write(data[half:])
-        else:
-            self.wfile.write(data)
-        self.wfile.flush()
+class Handler(sfs_emu.Handler):
+    emu = EMU
 
     def _error(self, status, code, message, headers=None):
-        self._send(status, {"error": {"code": code, "message": message}}, headers=headers)
-
-    def _drop(self):
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.close_connection = True
-
-    def _chunk(self, text):
-        data = text.encode()
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
+        self.send(status, {"error": {"code": code, "message": message}}, headers=headers)
 
     def _ndjson_start(self):
         self.send_response(200)
@@ -463,42 +399,22 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def _ndjson_end(self):
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self.send_chunk(b"")
 
-    def _dispatch(self):
-        url = urllib.parse.urlsplit(self.path)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        parts = [urllib.parse.unquote(p) for p in url.path.split("/") if p]
-        body = self._body()
-        STATS["requests"] += 1
-        route = "%s /%s" % (self.command, "/".join(parts[:3]))
-        STATS["by_route"][route] = STATS["by_route"].get(route, 0) + 1
-        log_line("%s %s %s" % (time.strftime("%H:%M:%S"), self.command, self.path))
+    def _injected(self, status, headers):
+        if status == 429:
+            return self._error(429, "rate_limited", "Too many requests", headers=headers)
+        return self._error(status, "internal_server_error", "injected failure", headers=headers)
 
+    def dispatch(self):
+        url, parts, q = self.split_url()
+        body = self.read_body()
+        self.count("%s /%s" % (self.command, "/".join(parts[:3])))
         if parts[:1] == ["_emu"]:
             return self._emu(parts, body)
         # fault injection, before auth so it hits everything
-        while FAULTS["hang"]:
-            time.sleep(0.05)
-        if FAULTS["latency_ms"]:
-            time.sleep(FAULTS["latency_ms"] / 1000.0)
-        with LOCK:
-            limited = FAULTS["rate_limit"] > 0
-            if limited:
-                FAULTS["rate_limit"] -= 1
-                STATS["rate_limited"] += 1
-        if limited:
-            log_line("  -> injected 429")
-            return self._error(429, "rate_limited", "Too many requests",
-                               headers={"Retry-After": "1"})
-        targeted = not FAULTS["fail_paths"] or FAULTS["fail_paths"] in self.path
-        if targeted and random.random() < FAULTS["drop_rate"]:
-            log_line("  -> dropped")
-            return self._drop()
-        if targeted and random.random() < FAULTS["fail_rate"]:
-            log_line("  -> injected 503")
-            return self._error(503, "internal_server_error", "injected failure")
+        if self.inject_faults(self._injected):
+            return
 
         auth = self.headers.get("Authorization", "")
         if not auth.startswith("Bearer ") or auth[7:] not in CFG["tokens"]:
@@ -510,46 +426,23 @@ class Handler(BaseHTTPRequestHandler):
                 return self._v2(parts[2:], q, body)
             raise ApiError(404, "not_found", "Cannot %s %s" % (self.command, url.path))
         except ApiError as e:
-            log_line("  -> %d %s" % (e.status, e.message))
+            EMU.log("  -> %d %s" % (e.status, e.message))
             return self._error(e.status, e.code, e.message)
-        except FileNotFoundError as e:
-            return self._error(404, "file_not_found", "file not found: %s" % e.filename)
-        except NotADirectoryError as e:
-            return self._error(400, "not_a_directory", "not a directory: %s" % e.filename)
-        except IsADirectoryError as e:
-            return self._error(400, "is_a_directory", "is a directory: %s" % e.filename)
-        except FileExistsError as e:
-            return self._error(409, "file_exists", "file exists: %s" % e.filename)
         except OSError as e:
-            return self._error(400, "bad_request", "%s: %s" % (e.strerror, e.filename))
-
-    def do_GET(self):
-        self._dispatch()
-
-    def do_POST(self):
-        self._dispatch()
-
-    def do_DELETE(self):
-        self._dispatch()
-
-    def do_PATCH(self):
-        self._dispatch()
+            return self._error(*sfs_emu.os_error(e))
 
     # ---- emulator control -------------------------------------------------------
 
     def _emu(self, parts, body):
-        if parts[1:] == ["faults"] and self.command == "POST":
-            FAULTS.update(json.loads(body or b"{}"))
-            return self._send(200, FAULTS)
-        if parts[1:] == ["stats"]:
-            with LOCK:
-                live = [s for s in SANDBOXES.values() if s["status"] != "deleted"]
-                procs = sum(1 for se in SESSIONS.values() for c in se["cmds"].values()
-                            if c["proc"].poll() is None)
-                return self._send(200, dict(STATS, sandboxes=len(live), processes=procs,
-                                            snapshots=len([s for s in SNAPSHOTS.values()
-                                                           if s["status"] == "created"])))
-        return self._send(404, {"error": {"code": "not_found", "message": "no such emulator route"}})
+        def stats():
+            live = [s for s in SANDBOXES.values() if s["status"] != "deleted"]
+            procs = sum(1 for se in SESSIONS.values() for c in se["cmds"].values()
+                        if c["proc"].poll() is None)
+            return {"sandboxes": len(live), "processes": procs,
+                    "snapshots": len([s for s in SNAPSHOTS.values()
+                                      if s["status"] == "created"])}
+        if not self.emu_control(parts, body, stats):
+            self._error(404, "not_found", "no such emulator route")
 
     # ---- the API ----------------------------------------------------------------
 
@@ -578,17 +471,17 @@ class Handler(BaseHTTPRequestHandler):
                 if m == "DELETE":
                     snap["status"] = "deleted"
                     shutil.rmtree(snap["dir"], ignore_errors=True)
-                return self._send(200, {"snapshot": snapshot_json(snap)})
+                return self.send(200, {"snapshot": snapshot_json(snap)})
         with LOCK:
             if not parts and m == "POST":
                 project = self._project(q, data)
                 sb, se = create_sandbox(data, project)
-                return self._send(200, {"sandbox": sandbox_json(sb), "session": session_json(se),
+                return self.send(200, {"sandbox": sandbox_json(sb), "session": session_json(se),
                                         "routes": routes(sb), "resumed": False})
             if not parts and m == "GET":
                 self._project(q, data)
                 live = [sandbox_json(s) for s in SANDBOXES.values() if s["status"] != "deleted"]
-                return self._send(200, {"sandboxes": live,
+                return self.send(200, {"sandboxes": live,
                                         "pagination": {"count": len(live), "next": None}})
             if not parts:
                 raise ApiError(405, "method_not_allowed", "Cannot %s /sandboxes" % m)
@@ -601,7 +494,7 @@ class Handler(BaseHTTPRequestHandler):
                     resume_sandbox(sb)
                     resumed = True
                 se = SESSIONS.get(sb["currentSessionId"])
-                return self._send(200, {"sandbox": sandbox_json(sb),
+                return self.send(200, {"sandbox": sandbox_json(sb),
                                         "session": session_json(se) if se else None,
                                         "routes": routes(sb), "resumed": resumed})
             if not rest and m == "PATCH":
@@ -625,7 +518,7 @@ class Handler(BaseHTTPRequestHandler):
                 if "networkPolicy" in data:
                     sb["networkPolicy"] = network_policy(data["networkPolicy"])
                 sb["updatedAt"] = now_ms()
-                return self._send(200, {"sandbox": sandbox_json(sb), "routes": routes(sb)})
+                return self.send(200, {"sandbox": sandbox_json(sb), "routes": routes(sb)})
             if not rest and m == "DELETE":
                 for se in SESSIONS.values():
                     if se["sandbox"] == sb["name"] and se["status"] == "running":
@@ -634,7 +527,7 @@ class Handler(BaseHTTPRequestHandler):
                 shutil.rmtree(sb["dir"], ignore_errors=True)
                 out = sandbox_json(sb)
                 del SANDBOXES[sb["name"]]
-                return self._send(200, {"sandbox": out})
+                return self.send(200, {"sandbox": out})
             if rest == ["fork"] and m == "POST":
                 # a new sandbox booted from the source's current snapshot
                 if not sb.get("currentSnapshotId"):
@@ -647,7 +540,7 @@ class Handler(BaseHTTPRequestHandler):
                 d.setdefault("resources", {"vcpus": sb["vcpus"]})
                 nsb, nse = create_sandbox(d, sb["project"], sb["currentSnapshotId"])
                 nsb["disk_snapshot"] = sb["currentSnapshotId"]
-                return self._send(200, {"sandbox": sandbox_json(nsb),
+                return self.send(200, {"sandbox": sandbox_json(nsb),
                                         "session": session_json(nse), "routes": routes(nsb),
                                         "resumed": False})
         raise ApiError(404, "not_found", "Cannot %s /v2/sandboxes/%s" % (m, "/".join(parts)))
@@ -663,7 +556,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(410, "sandbox_stopped", "the sandbox is gone")
             rest = parts[1:]
             if not rest and m == "GET":
-                return self._send(200, {"session": session_json(se), "routes": routes(sb)})
+                return self.send(200, {"session": session_json(se), "routes": routes(sb)})
             if rest == ["stop"] and m == "POST":
                 snap = None
                 if se["status"] == "running":
@@ -671,47 +564,47 @@ class Handler(BaseHTTPRequestHandler):
                 out = {"session": session_json(se), "sandbox": sandbox_json(sb)}
                 if snap:
                     out["snapshot"] = snapshot_json(snap)
-                return self._send(200, out)
+                return self.send(200, out)
             find_session(parts[0])  # the rest needs a running session
             if rest == ["snapshot"] and m == "POST":
                 stop_session(se, "stopped")
                 snap = take_snapshot(sb, se)
                 sb["disk_snapshot"] = snap["id"]
                 sb["status"] = "stopped"
-                return self._send(200, {"snapshot": snapshot_json(snap),
+                return self.send(200, {"snapshot": snapshot_json(snap),
                                         "session": session_json(se)})
             if rest == ["extend-timeout"] and m == "POST":
                 se["timeout"] += int(data.get("duration", 0))
-                return self._send(200, {"session": session_json(se)})
+                return self.send(200, {"session": session_json(se)})
             if rest == ["network-policy"] and m == "POST":
                 sb["networkPolicy"] = network_policy(data)
-                return self._send(200, {"session": session_json(se)})
+                return self.send(200, {"session": session_json(se)})
             if rest == ["fs", "read"] and m == "POST":
                 path = resolve(sb, data.get("path"), data.get("cwd"))
                 if not os.path.isfile(path):
                     if os.path.isdir(path):
                         raise ApiError(400, "is_a_directory", "%s is a directory" % path)
-                    return self._send(404, raw=b"")
+                    return self.send(404, raw=b"")
                 with open(path, "rb") as f:
                     raw = f.read()
-                return self._send(200, raw=raw, ctype="application/octet-stream")
+                return self.send(200, raw=raw, ctype="application/octet-stream")
             if rest == ["fs", "write"] and m == "POST":
                 if self.headers.get("Content-Type") != "application/gzip":
                     raise ApiError(400, "bad_request", "Content-Type must be application/gzip")
                 dest = resolve(sb, self.headers.get("x-cwd") or se["cwd"])
                 untar_into(sb, dest, body)
-                return self._send(200, {})
+                return self.send(200, {})
             if rest == ["fs", "mkdir"] and m == "POST":
                 path = resolve(sb, data.get("path"), data.get("cwd"))
                 if data.get("recursive"):
                     os.makedirs(path, exist_ok=True)
                 else:
                     os.mkdir(path, 0o755)
-                return self._send(200, {})
+                return self.send(200, {})
             if rest == ["cmd"] and m == "POST":
                 c = start_command(sb, se, data)
             elif rest == ["cmd"] and m == "GET":
-                return self._send(200, {"commands": [command_json(c) for c in se["cmds"].values()]})
+                return self.send(200, {"commands": [command_json(c) for c in se["cmds"].values()]})
             elif len(rest) >= 2 and rest[0] == "cmd":
                 c = se["cmds"].get(rest[1])
                 if not c:
@@ -721,18 +614,18 @@ class Handler(BaseHTTPRequestHandler):
         # outside the lock: these wait on the command
         if rest == ["cmd"]:
             if not data.get("wait"):
-                return self._send(200, {"command": command_json(c)})
+                return self.send(200, {"command": command_json(c)})
             self._ndjson_start()
-            self._chunk(json.dumps({"command": command_json(c)}) + "\n")
+            self.send_chunk(json.dumps({"command": command_json(c)}) + "\n")
             if data.get("logs"):
                 self._stream_logs(c)
             wait_command(c)
-            self._chunk(json.dumps({"command": command_json(c)}) + "\n")
+            self.send_chunk(json.dumps({"command": command_json(c)}) + "\n")
             return self._ndjson_end()
         if len(rest) == 2 and m == "GET":
             if q.get("wait") == "true":
                 wait_command(c)
-            return self._send(200, {"command": command_json(c)})
+            return self.send(200, {"command": command_json(c)})
         if rest[2:] == ["logs"] and m == "GET":
             self._ndjson_start()
             self._stream_logs(c)
@@ -744,7 +637,7 @@ class Handler(BaseHTTPRequestHandler):
                     os.kill(c["proc"].pid, sig)
                 except OSError:
                     pass
-            return self._send(200, {"command": command_json(c)})
+            return self.send(200, {"command": command_json(c)})
         raise ApiError(404, "not_found", "Cannot %s command route" % m)
 
     def _stream_logs(self, c):
@@ -757,60 +650,28 @@ class Handler(BaseHTTPRequestHandler):
                 i = len(c["logs"])
                 done = c["open"] == 0
             for name, chunk in batch:
-                self._chunk(log_line_json(name, chunk))
+                self.send_chunk(log_line_json(name, chunk))
             if done and i >= len(c["logs"]):
                 return
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
 def main():
     env = os.environ.get
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--port", type=int, default=int(env("VERCEL_EMU_PORT", "0")))
-    ap.add_argument("--root", default=env("VERCEL_EMU_ROOT"))
+    ap = sfs_emu.arg_parser(__doc__, "VERCEL_EMU_")
     ap.add_argument("--token", action="append",
                     help="a bearer token it accepts (repeatable; default emulator-token)")
     ap.add_argument("--team", default=env("VERCEL_EMU_TEAM", "team_emulator"))
     ap.add_argument("--project", default=env("VERCEL_EMU_PROJECT", "prj_emulator"))
-    ap.add_argument("--latency-ms", type=int, default=int(env("VERCEL_EMU_LATENCY_MS", "0")))
-    ap.add_argument("--fail-rate", type=float, default=float(env("VERCEL_EMU_FAIL_RATE", "0")))
-    ap.add_argument("--drop-rate", type=float, default=float(env("VERCEL_EMU_DROP_RATE", "0")))
-    ap.add_argument("--slow-rate", type=float, default=float(env("VERCEL_EMU_SLOW_RATE", "0")))
-    ap.add_argument("--log", default=env("VERCEL_EMU_LOG"))
-    ap.add_argument("--port-file", default=env("VERCEL_EMU_PORT_FILE"))
     a = ap.parse_args()
-    root = a.root or tempfile.mkdtemp(prefix="vercel-emu-")
-    os.makedirs(root, exist_ok=True)
-    CFG.update(root=os.path.realpath(root), tokens=a.token or ["emulator-token"], team=a.team, project=a.project,
-               log=a.log)
-    FAULTS.update(latency_ms=a.latency_ms, fail_rate=a.fail_rate, drop_rate=a.drop_rate,
-                  slow_rate=a.slow_rate)
-    srv = Server(("127.0.0.1", a.port), Handler)
-    CFG["port"] = srv.server_address[1]
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % CFG["port"])
-        os.rename(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % CFG["port"], flush=True)
+    EMU.setup(a, root_prefix="vercel-emu-")
+    CFG.update(tokens=a.token or ["emulator-token"], team=a.team, project=a.project)
 
-    def stop(*_):
-        threading.Thread(target=srv.shutdown, daemon=True).start()
+    def cleanup():
+        for se in SESSIONS.values():
+            if se["status"] == "running":
+                stop_session(se)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        srv.serve_forever(poll_interval=0.2)
-    finally:
-        with LOCK:
-            for se in SESSIONS.values():
-                if se["status"] == "running":
-                    stop_session(se)
-        if not a.root:
-            shutil.rmtree(root, ignore_errors=True)
+    sfs_emu.serve(EMU, Handler, a, cleanup)
 
 
 if __name__ == "__main__":
