@@ -1,10 +1,10 @@
 /*
- * The gcp provider, skeleton: it registers, its status says whether
- * credentials (GOOGLE_APPLICATION_CREDENTIALS, or a metadata server) and
- * gcp.bucket are there, and `new` proves the credentials by obtaining a
- * token, then refuses: the workspace (GCS) and runs (Cloud Run Jobs) are
- * issue 16's remaining work.  All caps are false; every op that exists
- * answers EOPNOTSUPP with the reason.
+ * The gcp provider (docs/gcp.md): a sandbox is the Cloud Storage prefix
+ * gs://BUCKET/PREFIX/NAME/ (sb->id "BUCKET/PREFIX/NAME/") served by files.c
+ * through the remote workspace layer, plus the job settings its runs need
+ * (project, region, image, cpu, memory), kept in the registry's pdata.
+ * Runs are Cloud Run Jobs executions (runs.c), snapshots server-side
+ * copies (snap.c).  This file: lifecycle, status and the op table.
  */
 #include "gcp.h"
 
@@ -14,94 +14,296 @@
 #include <string.h>
 
 #include "../provider.h"
+#include "../strbuf.h"
 
-static const char not_yet[] = "the gcp workspace (a Cloud Storage prefix) and runs (Cloud Run "
-			      "Jobs) are not implemented yet (issue 16)";
+static const char create_keys[] = "provider bucket prefix image cpu memory project region";
 
-static int auth_open(struct gcp_auth *a, struct sfs_err *err)
+/* guards every sandbox's priv (a json object of its settings): a leaf */
+static pthread_mutex_t settings_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool known_option(const char *k)
 {
-	return gcp_auth_init(a, NULL, sfs_opt_get("gcp.oauth_url"), sfs_opt_get("gcp.metadata_url"),
-			     err);
+	size_t kl = strlen(k);
+	for (const char *p = create_keys; (p = strstr(p, k)); p += kl)
+		if ((p == create_keys || p[-1] == ' ') && (p[kl] == ' ' || !p[kl]))
+			return true;
+	return false;
+}
+
+/* A bucket name as Cloud Storage allows it (3-222 of a-z 0-9 . - _,
+ * starting and ending with a letter or digit); others stay out of URLs. */
+static bool bucket_ok(const char *b)
+{
+	size_t n = strlen(b);
+	if (n < 3 || n > 222)
+		return false;
+	for (const char *c = b; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+		      *c == '-' || *c == '_'))
+			return false;
+	return b[0] != '.' && b[0] != '-' && b[0] != '_' && b[n - 1] != '.' && b[n - 1] != '-' &&
+	       b[n - 1] != '_';
+}
+
+/* Cloud Run's values: cpu 1, 2, 4, 8 (or millicores "1000m"); memory a
+ * number with Mi or Gi ("512Mi", "2Gi"). */
+static bool cpu_ok(const char *v)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+	return *v && n > 0 && n <= 8000 && (!*end || !strcmp(end, "m"));
+}
+
+static bool memory_ok(const char *v)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+	return *v && n > 0 && n <= 65536 && (!strcmp(end, "Mi") || !strcmp(end, "Gi"));
+}
+
+/* A project id or a region: lower-case letters, digits and '-'. */
+static bool name_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (!n || n > 63)
+		return false;
+	for (const char *c = v; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-'))
+			return false;
+	return true;
+}
+
+/* gcp.project, else GOOGLE_CLOUD_PROJECT / GCLOUD_PROJECT, else the key
+ * file's project_id (ADC's order, §7.2). */
+static const char *default_project(char *buf, size_t len)
+{
+	const char *v = sfs_opt_get("gcp.project");
+	if (!v || !*v)
+		v = getenv("GOOGLE_CLOUD_PROJECT");
+	if (!v || !*v)
+		v = getenv("GCLOUD_PROJECT");
+	if (v && *v)
+		return v;
+	struct gcp_auth *a;
+	struct sfs_err e = {0};
+	if (!gcp_session(&a, &e) && a->have_key && a->key.project_id) {
+		snprintf(buf, len, "%s", a->key.project_id);
+		return buf;
+	}
+	return NULL;
+}
+
+void gcp_settings_of(struct sfs_sandbox *sb, struct gcp_settings *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_lock(&settings_mu);
+	json_t *o = sb->priv;
+	const char *v;
+	if ((v = json_string_value(json_object_get(o, "project"))))
+		snprintf(s->project, sizeof(s->project), "%s", v);
+	if ((v = json_string_value(json_object_get(o, "region"))))
+		snprintf(s->region, sizeof(s->region), "%s", v);
+	if ((v = json_string_value(json_object_get(o, "cpu"))))
+		snprintf(s->cpu, sizeof(s->cpu), "%s", v);
+	if ((v = json_string_value(json_object_get(o, "memory"))))
+		snprintf(s->memory, sizeof(s->memory), "%s", v);
+	pthread_mutex_unlock(&settings_mu);
+}
+
+static json_t *gcp_state_save(const struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&settings_mu);
+	json_t *o = sb->priv ? json_deep_copy(sb->priv) : NULL;
+	pthread_mutex_unlock(&settings_mu);
+	return o;
+}
+
+static void set_settings(struct sfs_sandbox *sb, json_t *o)
+{
+	pthread_mutex_lock(&settings_mu);
+	json_t *old = sb->priv;
+	sb->priv = o;
+	pthread_mutex_unlock(&settings_mu);
+	json_decref(old);
+}
+
+static int gcp_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
+{
+	if (!json_is_object(saved))
+		return 0;
+	json_t *o = json_deep_copy(saved);
+	if (!o)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	set_settings(sb, o);
+	return 0;
+}
+
+static void gcp_state_free(struct sfs_sandbox *sb)
+{
+	set_settings(sb, NULL);
 }
 
 static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
 {
-	(void)sb;
-	(void)opts;
-	/* the credentials are checked end to end (a token is obtained) so a
-	 * user learns now whether they work */
-	struct gcp_auth a;
-	int rc = auth_open(&a, err);
-	if (rc)
+	const char *bucket = sfs_opt_get("gcp.bucket"), *prefix = sfs_opt_get("gcp.prefix");
+	const char *region = sfs_opt_get("gcp.region"), *image = NULL;
+	const char *project = NULL, *cpu = NULL, *memory = NULL;
+	char pbuf[128];
+	for (size_t i = 0; opts && i < opts->n; i++) {
+		const char *k = opts->v[i].key, *v = opts->v[i].val;
+		if (!known_option(k))
+			return sfs_errf(err, -EINVAL, "gcp: unknown option \"%s\" (known: %s)", k,
+					create_keys);
+		if (!strcmp(k, "bucket"))
+			bucket = v;
+		else if (!strcmp(k, "prefix"))
+			prefix = v;
+		else if (!strcmp(k, "image"))
+			image = v;
+		else if (!strcmp(k, "project"))
+			project = v;
+		else if (!strcmp(k, "region"))
+			region = v;
+		else if (!strcmp(k, "cpu"))
+			cpu = v;
+		else if (!strcmp(k, "memory"))
+			memory = v;
+	}
+	if (cpu && !cpu_ok(cpu))
+		return sfs_errf(err, -EINVAL,
+				"gcp: cpu=%s: expected Cloud Run's cpu (1, 2, 4, 8 or millicores "
+				"like 1000m)",
+				cpu);
+	if (memory && !memory_ok(memory))
+		return sfs_errf(err, -EINVAL, "gcp: memory=%s: expected a size like 512Mi or 2Gi",
+				memory);
+	if (project && !name_ok(project))
+		return sfs_errf(err, -EINVAL, "gcp: project=%s: expected a project id (a-z 0-9 -)",
+				project);
+	if (region && *region && !name_ok(region))
+		return sfs_errf(err, -EINVAL, "gcp: region=%s: expected a region like us-central1",
+				region);
+	if (!bucket || !*bucket)
+		return sfs_errf(err, -EINVAL, "gcp: no bucket: give bucket= or set gcp.bucket");
+	if (!bucket_ok(bucket))
+		return sfs_errf(err, -EINVAL,
+				"gcp: bucket=%s: expected 3-222 characters of a-z 0-9 . - _",
+				bucket);
+	if (!project)
+		project = default_project(pbuf, sizeof(pbuf));
+	/* PREFIX/NAME/ without leading, doubled or trailing slashes */
+	struct sfs_buf id = {0}, ws = {0};
+	int rc = sfs_buf_printf(&id, "%s/", bucket) ? -ENOMEM : 0;
+	for (const char *p = prefix ? prefix : ""; !rc && *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && !strncmp(p, "..", 2))
+			rc = sfs_errf(err, -EINVAL, "gcp: prefix=%s: no '..' segments", prefix);
+		else if (n && !(n == 1 && *p == '.') && sfs_buf_printf(&id, "%.*s/", (int)n, p))
+			rc = -ENOMEM;
+		p += n + (p[n] == '/');
+	}
+	if (!rc && (sfs_buf_printf(&id, "%s/", sb->name) || sfs_buf_printf(&ws, "gs://%s", id.buf)))
+		rc = -ENOMEM;
+	json_t *settings = rc ? NULL
+			      : json_pack("{s:s, s:s, s:s, s:s}", "project", project ? project : "",
+					  "region", region ? region : "", "cpu", cpu ? cpu : "",
+					  "memory", memory ? memory : "");
+	if (!rc && !settings)
+		rc = -ENOMEM;
+	if (rc == -ENOMEM)
+		sfs_errf(err, rc, "out of memory");
+	if (!rc)
+		rc = sfs_sb_publish(sb, id.buf, image ? image : "none", ws.buf, err);
+	sfs_buf_free(&id);
+	sfs_buf_free(&ws);
+	if (rc) {
+		json_decref(settings);
 		return rc;
-	char *token = NULL;
-	rc = gcp_auth_token(&a, &token, err);
-	free(token);
-	gcp_auth_free(&a);
-	if (rc)
-		return rc;
-	return sfs_errf(err, -EOPNOTSUPP,
-			"gcp: the credentials work (a token was obtained), but %s", not_yet);
+	}
+	set_settings(sb, settings);
+	/* the root's marker: proves the bucket and the credentials now */
+	struct gcp_ws w;
+	rc = gcp_ws_of(sb, &w, err);
+	if (!rc)
+		rc = gcs_put_empty(w.bucket, w.root, 0755, time(NULL), err);
+	return rc;
 }
 
 static int gcp_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	(void)sb;
-	return sfs_errf(err, -EOPNOTSUPP, "gcp: %s", not_yet);
+	struct sfs_rstat st;
+	return gcp_fs_stat(sb, "", &st, err);
 }
 
+/* Every object under the prefix goes (a sandbox owns its prefix), and its
+ * job when it made one. */
 static int gcp_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
-	(void)sb;
-	(void)err;
-	return 0; /* create never succeeds: there is nothing to remove */
+	if (!sb->id)
+		return 0;
+	struct gcp_ws w;
+	int rc = gcp_ws_of(sb, &w, err);
+	if (!rc)
+		rc = gcp_delete_prefix(w.bucket, w.root, err);
+	if (rc == -ENOENT)
+		rc = 0; /* the bucket is gone: so is the sandbox */
+	if (!rc)
+		rc = gcp_job_delete(sb, err);
+	return rc;
 }
 
-static int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+static void gcp_status_lines(const struct sfs_sandbox *sb, char *buf, size_t len)
 {
-	(void)sb;
-	(void)run;
-	return sfs_errf(err, -EOPNOTSUPP, "gcp: %s", not_yet);
-}
-
-static int gcp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
-{
-	(void)sb;
-	(void)run;
-	(void)err;
-	return 0;
+	char missing[200];
+	gcp_run_missing((struct sfs_sandbox *)sb, missing, sizeof(missing));
+	if (*missing)
+		snprintf(buf, len, "runs need %s\n", missing);
+	else
+		buf[0] = '\0';
 }
 
 /* Local checks only (no network on a status read): the key file parses,
  * or a metadata server is named; gcp.bucket is set. */
 static bool gcp_configured(char *why, size_t len)
 {
-	struct gcp_auth a;
+	struct gcp_auth *a;
 	struct sfs_err err = {0};
 	const char *bucket = sfs_opt_get("gcp.bucket");
 	bool have_bucket = bucket && *bucket;
-	if (auth_open(&a, &err)) {
+	if (gcp_session(&a, &err)) {
 		snprintf(why, len, "%s%s", err.msg + (strncmp(err.msg, "gcp: ", 5) ? 0 : 5),
 			 have_bucket ? "" : "; no gcp.bucket");
 		return false;
 	}
 	/* worded so the redactor's key-looking words ("key", "token",
 	 * "credentials") never precede the email or the URL */
-	char src[300];
-	if (a.have_key)
+	char src[300], pbuf[128];
+	if (a->have_key)
 		snprintf(src, sizeof(src),
 			 "authenticates as %s, a service-account JWT exchanged at %s",
-			 a.key.client_email, a.token_url);
+			 a->key.client_email, a->token_url);
 	else
 		snprintf(src, sizeof(src), "authenticates through the metadata server at %s",
-			 a.metadata_url);
-	gcp_auth_free(&a);
+			 a->metadata_url);
 	if (!have_bucket) {
 		snprintf(why, len, "no gcp.bucket (%s)", src);
 		return false;
 	}
-	snprintf(why, len, "%s; bucket %s; but %s", src, bucket, not_yet);
+	const char *project = default_project(pbuf, sizeof(pbuf));
+	const char *region = sfs_opt_get("gcp.region");
+	char *storage = gcp_storage_url();
+	snprintf(why, len, "%s; bucket %s at %s; runs: %s%s%s%s", src, bucket,
+		 storage ? storage : "?", project ? "project " : "no gcp.project",
+		 project ? project : "", region && *region ? ", region " : ", no gcp.region",
+		 region && *region ? region : "");
+	free(storage);
 	return true;
+}
+
+static void gcp_shutdown(void)
+{
+	gcp_runs_shutdown();
+	gcp_session_shutdown();
 }
 
 static const struct sfs_provider_ops gcp_ops = {
@@ -110,6 +312,24 @@ static const struct sfs_provider_ops gcp_ops = {
     .destroy = gcp_destroy,
     .run_start = gcp_run_start,
     .run_refresh = gcp_run_refresh,
+    .journal_read = gcp_journal_read,
+    .run_kill = gcp_run_kill,
+    .fs_stat = gcp_fs_stat,
+    .fs_list = gcp_fs_list,
+    .fs_read = gcp_fs_read,
+    .fs_write = gcp_fs_write,
+    .fs_mkdir = gcp_fs_mkdir,
+    .fs_remove = gcp_fs_remove,
+    .fs_rename = gcp_fs_rename,
+    .fs_chmod = gcp_fs_chmod,
+    .snapshot = gcp_snapshot,
+    .restore = gcp_restore,
+    .snapshot_delete = gcp_snapshot_delete,
+    .shutdown = gcp_shutdown,
+    .state_save = gcp_state_save,
+    .state_load = gcp_state_load,
+    .state_free = gcp_state_free,
+    .status_lines = gcp_status_lines,
     .configured = gcp_configured,
 };
 
@@ -117,8 +337,19 @@ static const char *const gcp_credential_env[] = {"GOOGLE_APPLICATION_CREDENTIALS
 
 const struct sfs_provider sfs_provider_gcp = {
     .name = "gcp",
-    /* no caps: nothing but the credential check works yet */
-    .caps = {false},
+    .caps =
+	{
+	    [SFS_CAP_FS] = true,
+	    [SFS_CAP_EXEC] = true,
+	    [SFS_CAP_ENV] = true,
+	    /* a run is a batch job: no process outlives it, no stdin */
+	    [SFS_CAP_BACKGROUND] = false,
+	    [SFS_CAP_WRITABLE_STDIN] = false,
+	    /* executions:cancel, observed by tests/bats/gcp.bats */
+	    [SFS_CAP_KILLABLE] = true,
+	    [SFS_CAP_SNAPSHOTS] = true,
+	    [SFS_CAP_DURABLE_FS] = true,
+	},
     .host_fs = false,
     .credential_env = gcp_credential_env,
     .ops = &gcp_ops,

@@ -11,15 +11,31 @@ const struct sfs_opt sfs_gcp_options[] = {
      .type = SFS_OPT_STRING,
      .arg = "PREFIX",
      .help = "object prefix of the workspaces (a sandbox is gs://BUCKET/PREFIX/NAME/) when "
-	     "`new` gives no prefix= (not read yet: workspaces are not implemented)"},
+	     "`new` gives no prefix="},
     {.key = "gcp.project",
      .type = SFS_OPT_STRING,
      .arg = "PROJECT",
-     .help = "project id of the Cloud Run jobs (not read yet: runs are not implemented)"},
+     .help = "project of the Cloud Run jobs when `new` gives no project= (default "
+	     "$GOOGLE_CLOUD_PROJECT, else the key file's project_id)"},
     {.key = "gcp.region",
      .type = SFS_OPT_STRING,
      .arg = "REGION",
-     .help = "region of the Cloud Run jobs (not read yet: runs are not implemented)"},
+     .help = "region of the Cloud Run jobs when `new` gives no region= (e.g. us-central1)"},
+    {.key = "gcp.storage_url",
+     .type = SFS_OPT_STRING,
+     .arg = "URL",
+     .help = "Cloud Storage root (default $STORAGE_EMULATOR_HOST, else "
+	     "https://storage.googleapis.com)"},
+    {.key = "gcp.run_url",
+     .type = SFS_OPT_STRING,
+     .arg = "URL",
+     .help = "Cloud Run Admin API root (default $CLOUDSDK_API_ENDPOINT_OVERRIDES_RUN, else "
+	     "https://run.googleapis.com)"},
+    {.key = "gcp.logging_url",
+     .type = SFS_OPT_STRING,
+     .arg = "URL",
+     .help = "Cloud Logging API root (default $CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING, else "
+	     "https://logging.googleapis.com)"},
     /* not "token_url": the redactor hides the value of any key naming a
      * token, and this URL belongs in messages */
     {.key = "gcp.oauth_url",

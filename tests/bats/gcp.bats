@@ -1,16 +1,23 @@
 #!/usr/bin/env bats
-# The gcp provider skeleton (issue 16, first layer): its status names what is
-# missing (credentials, gcp.bucket), and `new` proves the credentials against
-# the OAuth token emulator (tests/emulators/gcp_oauth, which checks the
-# JWT's RS256 signature with the key's public half) before refusing: the
-# workspace and runs are not implemented, so nothing is ever made.  The RSA
-# keys are test-only, generated per file with openssl.
+# The gcp provider (docs/gcp.md) against two emulators: the OAuth token
+# endpoint (tests/emulators/gcp_oauth, which checks the JWT's RS256
+# signature with the key's public half) and the Google APIs
+# (tests/emulators/gcp: Cloud Storage over real files, Cloud Run Jobs whose
+# executions are local process groups or containers, Cloud Logging), which
+# accepts only bearer tokens the OAuth emulator issued.  The RSA keys are
+# test-only, generated per file with openssl.  Every test starts its own
+# emulators and daemon; teardown stops them all, even when it failed.
 
 load helpers
+load remote_helpers  # write_checked, no_pending
+load docker_helpers
 
 OAUTH_EMU="$SFS_ROOT/tests/emulators/gcp_oauth/gcp_oauth_emulator.py"
+GCP_EMU="$SFS_ROOT/tests/emulators/gcp/gcp_emulator.py"
 EMAIL=sfs-test@sfs-test-project.iam.gserviceaccount.com
 KID=sfs-test-kid-0123456789
+PROJECT=sfs-test-project
+REGION=us-central1
 
 # key_json PEM OUT [drop_field]: a service-account key file
 key_json() {
@@ -32,64 +39,148 @@ setup_file() {
 	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/other.pem" 2>/dev/null
 }
 
+# start_emu NAME PIDFILE PORTFILE CMD...: a background emulator, its port.
+start_emu() {
+	local out=$1 pidf=$2 portf=$3
+	shift 3
+	rm -f "$portf"
+	"$@" >"$out" 2>&1 3>&- &
+	echo $! >"$pidf"
+	wait_for test -s "$portf" || {
+		cat "$out" >&2
+		return 1
+	}
+}
+
+stop_emu() {
+	[ -f "$1" ] || return 0
+	local pid
+	pid=$(cat "$1")
+	curl -s -m 2 -X POST -d '{"hang":false}' "http://127.0.0.1:${2:-0}/_emu/faults" >/dev/null 2>&1 || true
+	kill -TERM "$pid" 2>/dev/null || true
+	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
+	rm -f "$1"
+}
+
 oauth_start() {
 	EMU_DIR="$BATS_TEST_TMPDIR/emu"
 	mkdir -p "$EMU_DIR"
-	python3 "$OAUTH_EMU" --pubkey "$BATS_FILE_TMPDIR/pub.pem" --email "$EMAIL" --kid "$KID" \
-		--port-file "$EMU_DIR/port" >"$EMU_DIR/out" 2>&1 3>&- &
-	echo $! >"$BATS_TEST_TMPDIR/emu.pid"
-	wait_for test -s "$EMU_DIR/port" || {
-		cat "$EMU_DIR/out" >&2
-		return 1
-	}
-	EMU_PORT=$(cat "$EMU_DIR/port")
+	start_emu "$EMU_DIR/oauth.out" "$BATS_TEST_TMPDIR/oauth.pid" "$EMU_DIR/oauth.port" \
+		python3 "$OAUTH_EMU" --pubkey "$BATS_FILE_TMPDIR/pub.pem" --email "$EMAIL" --kid "$KID" \
+		--port-file "$EMU_DIR/oauth.port"
+	OAUTH_PORT=$(cat "$EMU_DIR/oauth.port")
 }
 
-oauth_stop() {
-	[ -f "$BATS_TEST_TMPDIR/emu.pid" ] || return 0
-	local pid
-	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
-	kill -TERM "$pid" 2>/dev/null || true
-	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
-	rm -f "$BATS_TEST_TMPDIR/emu.pid"
+# gcp_start [emulator flags...]: the APIs emulator with bucket "bkt", trusting
+# the OAuth emulator's tokens, and the variables that point sandboxfs at it.
+gcp_start() {
+	mkdir -p "$EMU_DIR/root"
+	start_emu "$EMU_DIR/gcp.out" "$BATS_TEST_TMPDIR/gcp.pid" "$EMU_DIR/gcp.port" \
+		python3 "$GCP_EMU" --root "$EMU_DIR/root" --bucket bkt --oauth "http://127.0.0.1:$OAUTH_PORT" \
+		--port-file "$EMU_DIR/gcp.port" --log "$EMU_DIR/requests.log" "$@"
+	GCP_PORT=$(cat "$EMU_DIR/gcp.port")
+	export STORAGE_EMULATOR_HOST="127.0.0.1:$GCP_PORT"
+	export CLOUDSDK_API_ENDPOINT_OVERRIDES_RUN="http://127.0.0.1:$GCP_PORT/"
+	export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING="http://127.0.0.1:$GCP_PORT/"
+}
+
+gcp_stop() {
+	stop_emu "$BATS_TEST_TMPDIR/gcp.pid" "${GCP_PORT:-0}"
+	# executions it ran carry a path under its root in their environment
+	local p
+	for p in $(grep -lszF -- "=$EMU_DIR/root" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
+		kill -9 "$p" 2>/dev/null || true
+	done
+	docker ps -q --filter name=sfs-gcp-emu- 2>/dev/null | xargs -r docker rm -f >/dev/null 2>&1 || true
+}
+
+# gcp_mount [options]: the key file, bucket bkt, the OAuth emulator, project and region.
+gcp_mount() {
+	key_json "$BATS_FILE_TMPDIR/key.pem" "$BATS_TEST_TMPDIR/key.json"
+	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
+		sfs_mount --log-level 3 -o gcp.bucket=bkt -o "gcp.oauth_url=http://127.0.0.1:$OAUTH_PORT/token" \
+		-o gcp.project=$PROJECT -o gcp.region=$REGION "$@"
 }
 
 oauth_stat() {
-	curl -s -m 5 "http://127.0.0.1:$EMU_PORT/_emu/stats" |
+	curl -s -m 5 "http://127.0.0.1:$OAUTH_PORT/_emu/stats" |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"
 }
 
+gcp_stat() {
+	curl -s -m 5 "http://127.0.0.1:$GCP_PORT/_emu/stats" |
+		python3 -c 'import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("/"):
+    v = v.get(k, 0) if isinstance(v, dict) else 0
+print(v)' "$1"
+}
+
+gcp_faults() {
+	curl -s -m 5 -X POST -d "$1" "http://127.0.0.1:$GCP_PORT/_emu/faults" >/dev/null
+}
+
+# gcs_obj NAME FIELD: size, sha256 or meta.KEY of an object in bkt ("" if absent).
+gcs_obj() {
+	curl -s -m 5 "http://127.0.0.1:$GCP_PORT/_emu/objects?bucket=bkt" | python3 -c '
+import json, sys
+o = json.load(sys.stdin).get(sys.argv[1])
+f = sys.argv[2]
+print("" if o is None else (o["metadata"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
+}
+
+gcs_names() {
+	curl -s -m 5 "http://127.0.0.1:$GCP_PORT/_emu/objects?bucket=bkt" |
+		python3 -c 'import json, sys; print(" ".join(sorted(json.load(sys.stdin))))'
+}
+
+# run_wait SANDBOX CMD: runs CMD, waits, prints the run's number.
+run_wait() {
+	local n
+	n=$(ctl_write "$MNT/$1/ctl" "exec $2") || return 1
+	cat "$MNT/$1/runs/$n/wait" >/dev/null
+	echo "$n"
+}
+
 setup() {
-	unset GOOGLE_APPLICATION_CREDENTIALS GCE_METADATA_HOST
+	unset GOOGLE_APPLICATION_CREDENTIALS GCE_METADATA_HOST GOOGLE_CLOUD_PROJECT GCLOUD_PROJECT
+	unset STORAGE_EMULATOR_HOST CLOUDSDK_API_ENDPOINT_OVERRIDES_RUN CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING
 	oauth_start
 }
 
 teardown() {
 	sfs_teardown
-	oauth_stop
+	gcp_stop
+	stop_emu "$BATS_TEST_TMPDIR/oauth.pid" "${OAUTH_PORT:-0}"
 }
+
+# ---- credentials and status
 
 @test "gcp: without credentials or bucket, status names both and new fails naming the variable" {
 	sfs_mount --log-level 3
 	grep -qx 'configured false' "$MNT/providers/gcp/status"
 	grep -q '^reason .*GOOGLE_APPLICATION_CREDENTIALS.*GCE_METADATA_HOST.*; no gcp.bucket' \
 		"$MNT/providers/gcp/status"
-	run ctl_write "$MNT/ctl" "new g1 provider=gcp"
+	run ctl_write "$MNT/ctl" "new g1 provider=gcp bucket=bkt"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"error: "*GOOGLE_APPLICATION_CREDENTIALS* ]]
 	[ ! -e "$MNT/g1" ]
 	[ "$(oauth_stat requests)" -eq 0 ]
-	# every cap false: nothing but the credential check works yet
-	run grep -c ' true$' "$MNT/providers/gcp/caps"
-	[ "$output" = 0 ]
+	# the caps a batch provider has: runs are jobs, no background or stdin
+	grep -qx 'exec true' "$MNT/providers/gcp/caps"
+	grep -qx 'backgroundProcesses false' "$MNT/providers/gcp/caps"
+	grep -qx 'writableStdin false' "$MNT/providers/gcp/caps"
+	grep -qx 'durableFilesystem true' "$MNT/providers/gcp/caps"
+	grep -qx 'killableProcesses true' "$MNT/providers/gcp/caps"
+	grep -qx 'snapshots true' "$MNT/providers/gcp/caps"
 }
 
 @test "gcp: a key file and no bucket: status names gcp.bucket and whose key it is, never the key" {
 	key_json "$BATS_FILE_TMPDIR/key.pem" "$BATS_TEST_TMPDIR/key.json"
 	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
-		sfs_mount --log-level 3 -o "gcp.oauth_url=http://127.0.0.1:$EMU_PORT/token"
+		sfs_mount --log-level 3 -o "gcp.oauth_url=http://127.0.0.1:$OAUTH_PORT/token"
 	grep -qx 'configured false' "$MNT/providers/gcp/status"
-	grep -q "^reason no gcp.bucket (authenticates as $EMAIL, a service-account JWT exchanged at http://127.0.0.1:$EMU_PORT/token)" \
+	grep -q "^reason no gcp.bucket (authenticates as $EMAIL, a service-account JWT exchanged at http://127.0.0.1:$OAUTH_PORT/token)" \
 		"$MNT/providers/gcp/status"
 	run grep -E "PRIVATE KEY|$KID" "$MNT/providers/gcp/status"
 	[ "$status" -eq 1 ]
@@ -107,38 +198,350 @@ teardown() {
 	[ "$(oauth_stat requests)" -eq 0 ]
 }
 
-@test "gcp: new proves the key against the token endpoint, then refuses: nothing is made" {
-	key_json "$BATS_FILE_TMPDIR/key.pem" "$BATS_TEST_TMPDIR/key.json"
-	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
-		sfs_mount --log-level 3 -o gcp.bucket=bkt -o "gcp.oauth_url=http://127.0.0.1:$EMU_PORT/token"
-	grep -qx 'configured true' "$MNT/providers/gcp/status"
-	grep -q "^reason authenticates as $EMAIL, .*; bucket bkt; but .*not implemented" "$MNT/providers/gcp/status"
-	run ctl_write "$MNT/ctl" "new g1 provider=gcp"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: gcp: the credentials work (a token was obtained), but "*"not implemented"* ]]
-	[ "$(oauth_stat tokens)" -eq 1 ]
-	[ "$(oauth_stat rejected)" -eq 0 ]
-	[ ! -e "$MNT/g1" ]
-}
-
-@test "gcp: a key the token endpoint does not know: new's error is Google's invalid_grant" {
+@test "gcp: a key the token endpoint does not know: new's error is Google's invalid_grant, nothing made" {
+	gcp_start
 	key_json "$BATS_FILE_TMPDIR/other.pem" "$BATS_TEST_TMPDIR/key.json"
 	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
-		sfs_mount --log-level 3 -o gcp.bucket=bkt -o "gcp.oauth_url=http://127.0.0.1:$EMU_PORT/token"
+		sfs_mount --log-level 3 -o gcp.bucket=bkt -o "gcp.oauth_url=http://127.0.0.1:$OAUTH_PORT/token"
 	run ctl_write "$MNT/ctl" "new g1 provider=gcp"
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: gcp: exchanging for an access token at http://127.0.0.1:$EMU_PORT/token failed: HTTP 400: invalid_grant: Invalid JWT Signature."* ]]
+	[[ "$output" == *"error: gcp: exchanging for an access token at http://127.0.0.1:$OAUTH_PORT/token failed: HTTP 400: invalid_grant: Invalid JWT Signature."* ]]
 	[ "$(oauth_stat rejected)" -eq 1 ]
 	[ "$(oauth_stat tokens)" -eq 0 ]
 	[ ! -e "$MNT/g1" ]
+	[ -z "$(gcs_names)" ]
 }
 
 @test "gcp: with no key file, the metadata server named by GCE_METADATA_HOST gives the token" {
-	GCE_METADATA_HOST="127.0.0.1:$EMU_PORT" sfs_mount --log-level 3 -o gcp.bucket=bkt
-	grep -q "^reason authenticates through the metadata server at http://127.0.0.1:$EMU_PORT; bucket bkt" \
+	gcp_start
+	GCE_METADATA_HOST="127.0.0.1:$OAUTH_PORT" sfs_mount --log-level 3 -o gcp.bucket=bkt
+	grep -q "^reason authenticates through the metadata server at http://127.0.0.1:$OAUTH_PORT; bucket bkt at http://127.0.0.1:$GCP_PORT; runs: no gcp.project, no gcp.region" \
 		"$MNT/providers/gcp/status"
-	run ctl_write "$MNT/ctl" "new g1 provider=gcp"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"the credentials work (a token was obtained)"* ]]
+	ctl_write "$MNT/ctl" "new g1 provider=gcp"
+	echo meta >"$MNT/g1/workspace/f"
+	[ "$(gcs_obj g1/f size)" = 5 ]
 	[ "$(oauth_stat tokens)" -eq 1 ]
+}
+
+# ---- the workspace
+
+@test "gcp: new makes gs://bkt/PREFIX/NAME/ with a JWT-issued token; status says where and what runs lack" {
+	gcp_start
+	gcp_mount -o gcp.prefix=team/ws
+	grep -qx 'configured true' "$MNT/providers/gcp/status"
+	grep -q "^reason authenticates as $EMAIL, .*; bucket bkt at http://127.0.0.1:$GCP_PORT; runs: project $PROJECT, region $REGION" \
+		"$MNT/providers/gcp/status"
+	ctl_write "$MNT/ctl" "new g1 provider=gcp"
+	grep -qx 'id bkt/team/ws/g1/' "$MNT/g1/status"
+	grep -qx 'workspace gs://bkt/team/ws/g1/' "$MNT/g1/status"
+	# no image: the workspace works, runs need one
+	grep -qx 'runs need image= (the job.s container image)' "$MNT/g1/status"
+	[ "$(gcs_obj team/ws/g1/ meta.goog-reserved-posix-mode)" = 755 ]
+	[ "$(oauth_stat tokens)" -eq 1 ]
+	[ "$(gcp_stat auth_checks)" -ge 1 ]
+	# bucket= and prefix= on new win over gcp.bucket/gcp.prefix; bad values are refused
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp bucket=Bad_Bucket"
+	[[ "$output" == *"error: gcp: bucket=Bad_Bucket: expected 3-222 characters"* ]]
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp memory=lots"
+	[[ "$output" == *"error: gcp: memory=lots: expected a size like 512Mi"* ]]
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp prefix=a/../b"
+	[[ "$output" == *"error: gcp: prefix=a/../b: no '..' segments"* ]]
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp colour=red"
+	[[ "$output" == *"error: gcp: unknown option \"colour\""* ]]
+	[ ! -e "$MNT/g2" ]
+	ctl_write "$MNT/ctl" "new g3 provider=gcp prefix=other cpu=2 memory=1Gi"
+	grep -qx 'workspace gs://bkt/other/g3/' "$MNT/g3/status"
+}
+
+@test "gcp: workspace read, write, ls -l modes, mkdir, mv, rm; objects carry mode and mtime" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new w1 provider=gcp"
+	W="$MNT/w1/workspace"
+	echo hello >"$W/a.txt"
+	mkdir "$W/d"
+	printf 'x%.0s' $(seq 1 100) >"$W/d/b.txt"
+	echo '#!/bin/sh' >"$W/run.sh"
+	chmod 0750 "$W/run.sh"
+	touch -d @1700000000 "$W/a.txt"
+	[ "$(cat "$W/a.txt")" = hello ]
+	[ "$(gcs_obj w1/a.txt size)" = 6 ]
+	[ "$(gcs_obj w1/a.txt meta.goog-reserved-posix-mode)" = 644 ]
+	[ -n "$(gcs_obj w1/a.txt meta.goog-reserved-file-mtime)" ]
+	[ "$(gcs_obj w1/d/ meta.goog-reserved-posix-mode)" = 755 ]
+	[ "$(gcs_obj w1/run.sh meta.goog-reserved-posix-mode)" = 750 ]
+	[ "$(gcs_obj w1/d/b.txt size)" = 100 ]
+	# the listing asks for the attributes it shows, metadata included
+	[ "$(gcp_stat fields)" = 'items(name,size,updated,metadata),prefixes,nextPageToken' ]
+	# a second daemon reads modes and contents back from the bucket, one
+	# list call per directory
+	sfs_unmount
+	gcp_mount
+	W="$MNT/w1/workspace"
+	before=$(gcp_stat by/GET\ list)
+	[ "$(ls "$W" | tr '\n' ' ')" = "a.txt d run.sh " ]
+	[ "$(stat -c %a "$W/run.sh")" = 750 ]
+	[ "$(( $(gcp_stat by/GET\ list) - before ))" -le 2 ]
+	[ "$(cat "$W/run.sh")" = '#!/bin/sh' ]
+	mv "$W/a.txt" "$W/d/c.txt"
+	[ -z "$(gcs_obj w1/a.txt size)" ]
+	[ "$(gcs_obj w1/d/c.txt size)" = 6 ]
+	mv "$W/d" "$W/e"
+	[ "$(cat "$W/e/c.txt")" = hello ]
+	[ "$(gcs_obj w1/e/b.txt size)" = 100 ]
+	[ "$(gcs_obj w1/e/ meta.goog-reserved-posix-mode)" = 755 ]
+	[ -z "$(gcs_obj w1/d/b.txt size)" ]
+	[ -z "$(gcs_obj w1/d/ size)" ]
+	run rmdir "$W/e"
+	[ "$status" -ne 0 ]
+	rm "$W/e/b.txt" "$W/e/c.txt"
+	rmdir "$W/e"
+	[ -z "$(gcs_obj w1/e/ size)" ]
+	[ "$(ls "$W")" = run.sh ]
+	chmod 0700 "$W/run.sh"
+	[ "$(gcs_obj w1/run.sh meta.goog-reserved-posix-mode)" = 700 ]
+}
+
+@test "gcp: a file over 8 MiB goes up as a resumable upload in chunks and reads back whole" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new m1 provider=gcp"
+	head -c $((17 * 1024 * 1024 + 123)) /dev/urandom >"$BATS_TEST_TMPDIR/big"
+	cp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big"
+	echo small >"$MNT/m1/workspace/small"
+	[ "$(gcp_stat uploads/resumable)" = 1 ]
+	# the session, then three chunks (8 MiB, 8 MiB, the rest)
+	[ "$(grep -c 'PUT /upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=.* -> 308' "$EMU_DIR/requests.log")" = 2 ]
+	grep -q 'PUT /upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=.* -> 200' "$EMU_DIR/requests.log"
+	[ "$(gcs_obj m1/big sha256)" = "$(sha256sum <"$BATS_TEST_TMPDIR/big" | cut -d' ' -f1)" ]
+	[ "$(gcs_obj m1/big meta.goog-reserved-posix-mode)" = 644 ]
+	# small files are one multipart upload (resource + bytes)
+	[ "$(gcs_obj m1/small size)" = 6 ]
+	sfs_unmount
+	gcp_mount
+	cmp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big"
+	# a rename of it is a rewrite that takes several calls (rewriteToken)
+	gcp_faults '{"rewrite_chunk":4194304}'
+	mv "$MNT/m1/workspace/big" "$MNT/m1/workspace/big2"
+	[ "$(gcp_stat by/POST\ rewrite)" -ge 5 ]
+	[ "$(gcs_obj m1/big2 sha256)" = "$(sha256sum <"$BATS_TEST_TMPDIR/big" | cut -d' ' -f1)" ]
+	[ -z "$(gcs_obj m1/big size)" ]
+}
+
+@test "gcp: a rename failing midway loses nothing (every copy before any delete)" {
+	gcp_start
+	gcp_mount -o remote.attr_timeout=60
+	ctl_write "$MNT/ctl" "new r1 provider=gcp"
+	W="$MNT/r1/workspace"
+	mkdir "$W/d"
+	for f in a b c; do echo "$f" >"$W/d/$f"; done
+	# the copy of d/b fails: not one object of d may be gone
+	gcp_faults '{"fail_paths":"rewriteTo/b/bkt/o/r1%2Fe%2Fb","fail_status":403,"fail_count":100}'
+	run mv "$W/d" "$W/e"
+	[ "$status" -ne 0 ]
+	for f in a b c; do [ "$(gcs_obj "r1/d/$f" size)" = 2 ]; done
+	# and the copies made before the failure are gone again
+	[ -z "$(gcs_obj r1/e/a size)" ]
+	[ ! -e "$W/e" ]
+	gcp_faults '{"fail_count":0,"fail_paths":""}'
+	mv "$W/d" "$W/e"
+	for f in a b c; do
+		[ "$(gcs_obj "r1/e/$f" size)" = 2 ]
+		[ -z "$(gcs_obj "r1/d/$f" size)" ]
+	done
+}
+
+@test "gcp: throttling (429 with Retry-After) is retried; a write during an outage fails with EIO and lands later" {
+	gcp_start
+	gcp_mount -o remote.attr_timeout=60
+	ctl_write "$MNT/ctl" "new f1 provider=gcp"
+	W="$MNT/f1/workspace"
+	gcp_faults '{"fail_status":429,"fail_count":2,"retry_after":1,"fail_paths":"/upload/"}'
+	start=$(date +%s%N)
+	echo throttled >"$W/t.txt"
+	[ "$(gcs_obj f1/t.txt size)" = 10 ]
+	# two refusals honoured with Retry-After: 1 s each
+	[ "$(( ($(date +%s%N) - start) / 1000000 ))" -ge 1900 ]
+	[ "$(grep -c 'injected 429' "$EMU_DIR/requests.log")" = 2 ]
+	# every upload fails: close reports EIO, the bytes stay, and land once GCS is back
+	echo before >"$W/keep.txt"
+	gcp_faults '{"fail_status":503,"fail_count":100000,"fail_paths":"/upload/"}'
+	run write_checked "$W/keep.txt" precious
+	[ "$status" -eq 5 ]
+	[ "$output" = "close: errno 5" ]
+	grep -rqx 'keep.txt' "$STATE"/sandboxes/*/rcache/*.pending
+	[ "$(cat "$W/keep.txt")" = precious ]
+	[ "$(gcs_obj f1/keep.txt size)" = 7 ]
+	gcp_faults '{"fail_count":0}'
+	wait_for no_pending
+	[ "$(gcs_obj f1/keep.txt size)" = 8 ]
+	[ "$(cat "$W/keep.txt")" = precious ]
+}
+
+@test "gcp: a revoked token is refreshed once; 403, a missing bucket and endless 429 are clear, redacted errors" {
+	gcp_start
+	gcp_mount -o remote.attr_timeout=0
+	ctl_write "$MNT/ctl" "new b1 provider=gcp"
+	[ "$(oauth_stat tokens)" -eq 1 ]
+	# the cached token stops working (expired early, revoked): one new one, the call goes through
+	gcp_faults '{"revoke":true}'
+	echo after-revoke >"$MNT/b1/workspace/f"
+	[ "$(gcs_obj b1/f size)" = 13 ]
+	[ "$(oauth_stat tokens)" -eq 2 ]
+	# a bucket nobody has
+	run ctl_write "$MNT/ctl" "new b2 provider=gcp bucket=nosuch"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: gcp: gcs upload gs://nosuch/b2/: HTTP 404"*"The specified bucket does not exist."* ]]
+	[ ! -e "$MNT/b2" ]
+	# permission denied
+	gcp_faults '{"deny":true}'
+	run ctl_write "$MNT/ctl" "new b3 provider=gcp"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: gcp: gcs upload gs://bkt/b3/: HTTP 403 PERMISSION_DENIED: "*"(the service account lacks a permission here)"* ]]
+	run ls "$MNT/b1/workspace"
+	[ "$status" -ne 0 ]
+	gcp_faults '{"deny":false}'
+	# throttled past every retry
+	gcp_faults '{"fail_status":429,"fail_count":100,"retry_after":0}'
+	run ctl_write "$MNT/ctl" "new b4 provider=gcp"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: gcp: gcs upload gs://bkt/b4/: HTTP 429 RESOURCE_EXHAUSTED: emulated failure (throttled: still refused after the retries)"* ]]
+	gcp_faults '{"fail_count":0}'
+	# the tokens never show: not in errors, status, the log or the state
+	sfs_unmount
+	run grep -rqE 'ya29\.emu-|PRIVATE KEY' "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
+	[ "$status" -eq 1 ]
+}
+
+@test "gcp: an expired token is not used: the next call fetches a fresh one first" {
+	gcp_start
+	curl -s -m 5 -X POST -d '{"expires_in":1}' "http://127.0.0.1:$OAUTH_PORT/_emu/faults" >/dev/null
+	gcp_mount -o remote.attr_timeout=0
+	ctl_write "$MNT/ctl" "new e1 provider=gcp"
+	sleep 1.2
+	echo x >"$MNT/e1/workspace/f"
+	[ "$(gcs_obj e1/f size)" = 2 ]
+	[ "$(oauth_stat tokens)" -ge 2 ]
+	# no call was refused for its token
+	run grep -c ' -> 401' "$EMU_DIR/requests.log"
+	[ "$output" = 0 ]
+}
+
+# ---- runs
+
+@test "gcp: exec without an image or a region fails naming what is missing; the workspace still works" {
+	gcp_start
+	key_json "$BATS_FILE_TMPDIR/key.pem" "$BATS_TEST_TMPDIR/key.json"
+	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
+		sfs_mount --log-level 3 -o gcp.bucket=bkt -o "gcp.oauth_url=http://127.0.0.1:$OAUTH_PORT/token"
+	ctl_write "$MNT/ctl" "new x1 provider=gcp"
+	run ctl_write "$MNT/x1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	# the project comes from the key file; region and image are missing
+	[[ "$output" == *"error: gcp: exec runs a Cloud Run job, which needs gcp.region (or region=), image= (the job's container image); the workspace gs://bkt/x1/ works without them"* ]]
+	[ "$(gcp_stat by/POST\ jobs.run)" = 0 ]
+	echo ok >"$MNT/x1/workspace/f"
+	[ "$(gcs_obj x1/f size)" = 3 ]
+	ctl_write "$MNT/ctl" "new x2 provider=gcp region=europe-west1 image=img"
+	run grep -c '^runs need' "$MNT/x2/status"
+	[ "$output" = 0 ]
+}
+
+@test "gcp: exec is a Cloud Run execution that reads and writes the workspace; status from its exit code, journal from its logs" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new j1 provider=gcp image=sandboxfs-test:latest cpu=1 memory=512Mi"
+	W="$MNT/j1/workspace"
+	echo from-host >"$W/in.txt"
+	ctl_write "$MNT/j1/ctl" "env GREETING=hello-env"
+	n=$(run_wait j1 'cat in.txt; echo "$GREETING"; echo out-from-job >out.txt; rm in.txt; echo oops >&2; exit 3')
+	[ "$(cat "$MNT/j1/runs/$n/status")" = "exited 3" ]
+	[ "$(cat "$MNT/j1/runs/$n/journal")" = "$(printf 'from-host\nhello-env\noops')" ]
+	# the run's writes are in the bucket and the workspace shows them
+	[ "$(gcs_obj j1/out.txt size)" = 13 ]
+	[ -z "$(gcs_obj j1/in.txt size)" ]
+	[ "$(cat "$W/out.txt")" = out-from-job ]
+	[ ! -e "$W/in.txt" ]
+	# one job, made at the first run with the sandbox's image and the workspace volume
+	[ "$(gcp_stat by/POST\ jobs.create)" = 1 ]
+	[ "$(gcp_stat sandboxes)" = 1 ]
+	n=$(run_wait j1 'echo second; exit 0')
+	[ "$(cat "$MNT/j1/runs/$n/status")" = "exited 0" ]
+	[ "$(cat "$MNT/j1/runs/$n/journal")" = second ]
+	[ "$(gcp_stat by/POST\ jobs.create)" = 1 ]
+	[ "$(gcp_stat by/POST\ jobs.run)" = 2 ]
+	grep -q 'POST /v2/entries:list' "$EMU_DIR/requests.log"
+	# a restarted daemon reads the journal again from the logs
+	sfs_unmount
+	gcp_mount
+	[ "$(cat "$MNT/j1/runs/1/journal")" = "$(printf 'from-host\nhello-env\noops')" ]
+	[ "$(cat "$MNT/j1/runs/1/status")" = "exited 3" ]
+	# destroy removes the prefix and the job
+	ctl_write "$MNT/j1/ctl" destroy
+	[ "$(gcp_stat sandboxes)" = 0 ]
+	[ -z "$(gcs_names)" ]
+}
+
+@test "gcp: kill cancels the execution and the run says killed; a finished run cannot be killed" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new k1 provider=gcp image=sandboxfs-test:latest"
+	n=$(ctl_write "$MNT/k1/ctl" "exec echo started; sleep 60; echo never")
+	wait_for grep -qx started "$MNT/k1/runs/$n/journal"
+	[ "$(cat "$MNT/k1/runs/$n/status")" = running ]
+	[ "$(gcp_stat processes)" = 1 ]
+	ctl_write "$MNT/k1/ctl" "kill $n"
+	[ "$(cat "$MNT/k1/runs/$n/status")" = "killed TERM" ]
+	[ "$(gcp_stat processes)" = 0 ]
+	[ "$(gcp_stat by/POST\ executions.cancel)" = 1 ]
+	run grep -c never "$MNT/k1/runs/$n/journal"
+	[ "$output" = 0 ]
+	run ctl_write "$MNT/k1/ctl" "kill $n"
+	[ "$status" -ne 0 ]
+}
+
+@test "gcp: a run as a container on the test dockerd reads and writes the workspace" {
+	docker_require
+	gcp_start --docker
+	gcp_mount
+	ctl_write "$MNT/ctl" "new c1 provider=gcp image=$SFS_DOCKER_IMAGE"
+	echo in-container >"$MNT/c1/workspace/in.txt"
+	n=$(run_wait c1 'cat in.txt; pwd; echo made >made.txt')
+	[ "$(cat "$MNT/c1/runs/$n/status")" = "exited 0" ]
+	[ "$(cat "$MNT/c1/runs/$n/journal")" = "$(printf 'in-container\n/workspace')" ]
+	[ "$(cat "$MNT/c1/workspace/made.txt")" = made ]
+}
+
+# ---- snapshots
+
+@test "gcp: a snapshot is a server-side copy under snapshots/ID/; restore brings it back; delete removes it" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new s1 provider=gcp"
+	W="$MNT/s1/workspace"
+	echo v1 >"$W/f"
+	mkdir "$W/d"
+	echo keep >"$W/d/k"
+	name=$(ctl_write "$MNT/s1/ctl" "snapshot first")
+	[ -d "$MNT/s1/snapshots/$name" ]
+	# the copy: snapshots/ID/ in the bucket, ID the provider's
+	id=$(gcs_names | tr ' ' '\n' | sed -n 's|^snapshots/\([^/]*\)/f$|\1|p')
+	[ -n "$id" ]
+	[ "$(gcs_obj "snapshots/$id/f" size)" = 3 ]
+	[ "$(gcs_obj "snapshots/$id/d/k" size)" = 5 ]
+	# no byte came through this host: rewrites, no uploads of the copies
+	[ "$(gcp_stat by/POST\ rewrite)" -ge 4 ]
+	echo v2 >"$W/f"
+	echo extra >"$W/extra"
+	rm "$W/d/k"
+	ctl_write "$MNT/s1/ctl" "restore $name"
+	[ "$(cat "$W/f")" = v1 ]
+	[ "$(cat "$W/d/k")" = keep ]
+	[ ! -e "$W/extra" ]
+	[ -z "$(gcs_obj s1/extra size)" ]
+	[ "$(gcs_obj s1/f size)" = 3 ]
+	rmdir "$MNT/s1/snapshots/$name"
+	[ -z "$(gcs_obj "snapshots/$id/f" size)" ]
+	run grep -c "snapshots/$id/" <<<"$(gcs_names | tr ' ' '\n')"
+	[ "$output" = 0 ]
 }
