@@ -27,6 +27,7 @@ struct sfs_audit {
 	struct sfs_buf buf; /* lines not yet written, under mu */
 	int fd;		    /* under write_mu; -1 until the first write */
 	off_t size;	    /* the file's size, under write_mu */
+	bool closed;	    /* under write_mu: its state dir is going, write nothing */
 	char path[4200];
 	struct sfs_run run; /* what SANDBOX/audit is read through */
 };
@@ -123,7 +124,7 @@ static void flush_held(struct sfs_audit *a)
 	struct sfs_buf b = a->buf;
 	a->buf = (struct sfs_buf){0};
 	pthread_mutex_unlock(&a->mu);
-	if (!b.len) {
+	if (!b.len || a->closed) {
 		sfs_buf_free(&b);
 		return;
 	}
@@ -152,6 +153,20 @@ static void flush_held(struct sfs_audit *a)
 	sfs_buf_free(&b);
 	if (a->size >= (off_t)sfs_opt_get_double("audit.max_size"))
 		rotate_held(a);
+}
+
+void audit_close(struct sfs_sandbox *sb)
+{
+	struct sfs_audit *a = writer(sb);
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->write_mu);
+	flush_held(a); /* what was said up to now, into the file about to go */
+	a->closed = true;
+	if (a->fd >= 0)
+		close(a->fd);
+	a->fd = -1;
+	pthread_mutex_unlock(&a->write_mu);
 }
 
 void audit_free(struct sfs_sandbox *sb)

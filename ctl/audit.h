@@ -38,6 +38,10 @@ bool audit_enabled(void);
 /* Gives sb its writer and the plain journal its readers follow (from
  * reserve and the registry load; a second call does nothing). */
 int audit_start(struct sfs_sandbox *sb);
+/* Writes what is buffered and writes nothing more: sb's state dir is about
+ * to be removed (forget, destroy), and a later write would recreate the
+ * file in it and keep the directory from going. */
+void audit_close(struct sfs_sandbox *sb);
 /* Writes what is buffered and releases the writer (sandbox_free). */
 void audit_free(struct sfs_sandbox *sb);
 /* The run SANDBOX/audit is read through, or NULL when sb has no audit. */

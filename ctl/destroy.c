@@ -4,6 +4,7 @@
  * destroy, and forget.  The tree's list and registry saves stay in tree.c.
  */
 #include "tree.h"
+#include "audit.h"
 #include "ctl.h"
 #include "forgotten.h"
 #include "registry.h"
@@ -186,6 +187,7 @@ int destroy_write_marker(const struct sfs_sandbox *sb, const char *path)
 /* Everything in dir but the marker: journals, caches. */
 void destroy_empty_statedir(struct sfs_sandbox *sb)
 {
+	audit_close(sb);
 	DIR *d = opendir(sb->statedir);
 	if (!d)
 		return;
@@ -436,6 +438,7 @@ int tree_forget(const char *name, struct sfs_err *err)
 	if (keep) {
 		forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
 	} else {
+		audit_close(sb);
 		int rr = sfs_rm_rf(sb->statedir);
 		if (rr)
 			sfs_log(SFS_LOG_WARN, "%s: %s", sb->statedir, strerror(-rr));

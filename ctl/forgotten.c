@@ -84,7 +84,10 @@ bool forgotten_worth_keeping(const char *dir)
 	while (!keep && (e = readdir(d))) {
 		const char *n = e->d_name;
 		if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, MARK) ||
-		    !strcmp(n, "destroying") || !strcmp(n, "destroyed"))
+		    !strcmp(n, "destroying") || !strcmp(n, "destroyed") ||
+		    /* the audit of a sandbox with nothing else here goes with it:
+		     * whether its last lines were written yet must not decide */
+		    !strcmp(n, "audit") || !strcmp(n, "audit.1"))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, n);
 		if (!strcmp(n, "runs"))

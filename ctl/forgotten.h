@@ -28,7 +28,7 @@ void forgotten_clear_destroy_markers(const struct sfs_sandbox *sb);
 
 /* Whether a state dir holds something worth keeping after forget: a run,
  * a `workspace`, an rcache/ *.pending file, or anything not known to be
- * disposable. */
+ * disposable (an audit file alone is not: it goes with the dir). */
 bool forgotten_worth_keeping(const char *dir);
 
 /* The KEY of the most recently forgotten sandbox of provider pname and id

@@ -314,8 +314,10 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	if (sr < 0)
 		sfs_log(SFS_LOG_ERR, "registry: %s", serr.msg);
 	for (size_t i = 0; i < ngone; i++) {
-		if (!sr)
+		if (!sr) {
+			audit_close(gone[i]);
 			sfs_rm_rf(gone[i]->statedir);
+		}
 		/* destroy_finish_decided loaded its runs, which the journal engine lists */
 		journal_detach_sandbox(gone[i]);
 		sandbox_free(gone[i]);
@@ -422,8 +424,10 @@ again:
  * forgotten sandbox's state dir that a resume took: keep_dir). */
 static void unreserve_keeping(struct sfs_sandbox *sb, bool keep_dir)
 {
-	if (!keep_dir)
+	if (!keep_dir) {
+		audit_close(sb);
 		sfs_rm_rf(sb->statedir);
+	}
 	pthread_mutex_lock(&sfs_records_mu);
 	tree_remove_locked(sb, true);
 	sb->refs--;
