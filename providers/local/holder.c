@@ -21,6 +21,7 @@
 #include <grp.h>
 #include <jansson.h>
 #include <limits.h>
+#include <mntent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,11 +151,56 @@ static void last_log_line(const char *path, char *out, size_t len)
 #define STAGE_WS "/tmp/.sandboxfs-workspace"
 #define STAGE_NET "/tmp/.sandboxfs-net"
 
-/* In the holder child, as root: syscalls only (after fork). */
-static int stage_dirs(bool net)
+/* The FUSE mounts (this daemon's first) the staging namespace must drop.
+ * It is a copy of the daemon's, and the outer bwrap lives in it as long
+ * as the sandbox does: a FUSE mount kept there outlives its unmount on
+ * the host (where / is not shared, as in containers, nothing propagates),
+ * so its daemon is never told and never exits, and a new one finds the
+ * state dir in use.  Listed before fork (getmntent allocates); NULL-ended,
+ * or NULL when they cannot be listed. */
+static char **fuse_mounts(void)
 {
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-	    mount("sandboxfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0 ||
+	FILE *f = setmntent("/proc/self/mounts", "re");
+	if (!f)
+		return NULL;
+	size_t n = 0, cap = 8;
+	char **v = calloc(cap, sizeof(*v));
+	struct mntent me;
+	char buf[8192];
+	while (v && getmntent_r(f, &me, buf, sizeof(buf))) {
+		if (strncmp(me.mnt_type, "fuse", 4) != 0)
+			continue;
+		if (n + 2 > cap) {
+			char **w = realloc(v, cap * 2 * sizeof(*v));
+			if (!w)
+				break;
+			v = w;
+			cap *= 2;
+		}
+		if (!(v[n] = strdup(me.mnt_dir)))
+			break;
+		v[++n] = NULL;
+	}
+	endmntent(f);
+	return v;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* In the holder child, as root: syscalls only (after fork). */
+static int stage_dirs(bool net, char **drop)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return -1;
+	/* best effort: a mount that cannot be detached is only kept */
+	for (size_t i = 0; drop && drop[i]; i++)
+		umount2(drop[i], MNT_DETACH | UMOUNT_NOFOLLOW);
+	if (mount("sandboxfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0 ||
 	    mkdir(STAGE_WS, 0755) < 0 ||
 	    syscall(SYS_move_mount, 4, "", AT_FDCWD, STAGE_WS, MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return -1;
@@ -290,9 +336,11 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 		goto fail_fds;
 	}
 	char *const envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", NULL};
+	char **drop = stage ? fuse_mounts() : NULL;
 	pid_t pid = fork();
 	if (pid < 0) {
 		r = -errno;
+		free_strv(drop);
 		goto fail_fds;
 	}
 	if (pid == 0) {
@@ -308,7 +356,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (stage && stage_dirs(px >= 0) < 0) {
+		if (stage && stage_dirs(px >= 0, drop) < 0) {
 			/* async-signal-safe: the errno by hand */
 			char msg[] =
 			    "sandboxfs: staging the workspace for bwrap failed: errno 000\n";
@@ -336,6 +384,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 		execve(spec->bwrap, (char *const *)a.v, envp);
 		_exit(127);
 	}
+	free_strv(drop);
 	close(info[1]);
 	info[1] = -1;
 	close(ws);

@@ -180,6 +180,20 @@ PY
 	[ -z "$(sfs_run_pids "$STATE")" ]
 }
 
+@test "isolation=bwrap: unmounting ends the daemon while a sandbox's namespace lives on (no copy of the mount pins it), and a new daemon takes the sandbox over" {
+	new_iso box
+	run run_in box 'echo inside'
+	[ "$output" = inside ]
+	fusermount3 -u "$MNT"
+	wait_for daemon_gone
+	# the holder outlived the daemon, as takeover wants
+	[ -n "$(jq -r .holder.target "$STATE"/sandboxes/*/holder)" ]
+	kill -0 "$(jq -r .holder.target "$STATE"/sandboxes/*/holder)"
+	sfs_mount
+	run run_in box 'echo again'
+	[ "$output" = again ]
+}
+
 @test "isolation=bwrap: a missing bwrap is EOPNOTSUPP saying why; bad values are EINVAL; network= needs bwrap" {
 	sfs_unmount
 	sfs_mount -o local.bwrap=/nonexistent/bwrap
