@@ -76,8 +76,10 @@ static mode_t kind_mode(unsigned kind)
 		return S_IFDIR | 0555;
 	case SFS_K_PORT:
 	case SFS_K_SNAP_INFO:
-	case SFS_K_SNAP_DIFF:
 		return S_IFREG | 0444;
+	case SFS_K_SNAP_DIFF:
+		/* it shows the contents of files its reader may not read */
+		return S_IFREG | 0400;
 	}
 	for (size_t i = 0; i < sizeof(sandbox_rows) / sizeof(sandbox_rows[0]); i++)
 		if (sandbox_rows[i].kind == kind)

@@ -372,6 +372,27 @@ PY
 }
 
 # bats test_tags=core
+@test "allow_other: a snapshot's diff shows file contents, so it is the owner's alone; a file's mode holds in the snapshot's tree" {
+	mount_allow_other
+	mkdir "$MNT/demo"
+	(umask 077 && echo before >"$MNT/demo/workspace/private")
+	ctl_write "$MNT/demo/ctl" "snapshot s1" >/dev/null
+	echo "TOPSECRET-after" >"$MNT/demo/workspace/private"
+	grep -q TOPSECRET-after "$MNT/demo/snapshots/s1/diff"
+	[ "$(stat -c %a:%u "$MNT/demo/snapshots/s1/diff")" = "400:$(id -u)" ]
+	run as_nobody cat "$MNT/demo/snapshots/s1/diff"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Permission denied"* ]]
+	[[ "$output" != *TOPSECRET* ]]
+	run as_nobody cat "$MNT/demo/snapshots/s1/tree/private" "$MNT/demo/workspace/private"
+	[ "$status" -ne 0 ]
+	[[ "$output" != *before* ]]
+	[[ "$output" != *TOPSECRET* ]]
+	# what everyone may read stays so
+	as_nobody cat "$MNT/demo/snapshots/s1/info" >/dev/null
+}
+
+# bats test_tags=core
 @test "allow_other: a run's cmd, journal, status and wait are the owner's alone unless runs_mode says" {
 	mount_allow_other
 	mkdir "$MNT/demo"
