@@ -23,54 +23,49 @@ until a new one is fetched.
                     [--port N] [--port-file F] [--log F] [--latency-ms N] [--docker]
 
 Test-only routes (no auth):
-  POST /_emu/faults {"latency_ms", "fail_rate" (503 at random), "drop_rate"
-        (connection closed unanswered), "slow_rate" (2 s delay), "hang",
-        "fail_paths" (substring the rates and counts apply to), "fail_status"
-        + "fail_count" + "retry_after" (the next N matching requests answer
-        that status, with Retry-After), "deny" (403 PERMISSION_DENIED),
-        "revoke" (every token so far is refused), "rewrite_chunk" (bytes a
-        rewrite call copies; more needs rewriteToken calls)}
-  GET  /_emu/stats  {"requests", "sandboxes" (jobs), "processes" (live
-        executions), "by" {"METHOD route": n}, "uploads" {type: n},
-        "fields" (the fields= of the last list)}
+  POST /_emu/faults  the shared switches (tests/emulators/common/sfs_emu.py:
+        latency_ms, fail_rate, drop_rate, slow_rate, hang, fail_paths,
+        fail_count + status + retry_after) and "deny" (403
+        PERMISSION_DENIED), "revoke" (every token so far is refused),
+        "rewrite_chunk" (bytes a rewrite call copies; more needs rewriteToken
+        calls)
+  GET  /_emu/stats  {"requests", "by_route" {"METHOD route": n}, "sandboxes"
+        (jobs), "processes" (live executions), "uploads" {type: n},
+        "resumable_308" (chunks answered 308), "fields" (the fields= of the
+        last list), "auth_checks"}
   GET  /_emu/objects?bucket=B  {name: {size, sha256, metadata}}
   POST /_emu/put?bucket=B&name=N  body = the object (no metadata)
 """
 
-import argparse
 import json
 import os
-import random
-import signal
-import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import sfs_emu  # noqa: E402
 from gcs_store import GcsError, Store, apply_fields  # noqa: E402
 from run_jobs import RunError, Runs  # noqa: E402
 
-LOCK = threading.RLock()
-FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0, "hang": False,
-          "fail_paths": "", "fail_status": 0, "fail_count": 0, "retry_after": None,
-          "deny": False, "revoke": False, "rewrite_chunk": 0}
-STATS = {"requests": 0, "by": {}, "uploads": {}, "fields": "", "auth_checks": 0}
+EMU = sfs_emu.Emulator(extra_faults={"fail_count": 0, "status": 503, "retry_after": None,
+                                     "deny": False, "revoke": False, "rewrite_chunk": 0})
+LOCK = EMU.lock
+FAULTS = EMU.faults
+STATS = EMU.stats
+STATS.update({"uploads": {}, "resumable_308": 0, "fields": "", "auth_checks": 0})
 GOOD, REVOKED = set(), set()
-CFG = {}
+CFG = EMU.cfg
 STORE = None
 RUNS = None
 REWRITES = {}  # token -> (src bucket, src, dst bucket, dst, done bytes)
 
-
-def log_line(text):
-    if CFG.get("log"):
-        with LOCK, open(CFG["log"], "a") as f:
-            f.write("%.3f %s\n" % (time.time(), text))
+STATUS_NAMES = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 500: "INTERNAL",
+                403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
 
 
 def token_ok(tok):
@@ -104,127 +99,49 @@ def token_ok(tok):
     return ok
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, fmt, *args):
-        pass
+class Handler(sfs_emu.Handler):
+    emu = EMU
 
     # ---- replies -------------------------------------------------------------
 
-    def send(self, status, data=b"", ctype="application/json; charset=UTF-8", headers=()):
-        self.send_response(status)
-        if status != 204:
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        if status != 204 and self.command != "HEAD":
-            self.wfile.write(data)
-        log_line("%s %s -> %d" % (self.command, self.path, status))
+    def reply(self, status, data=b"", ctype="application/json; charset=UTF-8", headers=()):
+        self.send(status, raw=data, ctype=ctype, headers=dict(headers))
 
     def json(self, status, obj, headers=()):
-        self.send(status, json.dumps(obj).encode(), headers=headers)
-
-    def setup(self):
-        super().setup()
-        # headers and body are separate writes: without this, Nagle and
-        # delayed ACKs add 40 ms to every answer
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.send(status, obj, ctype="application/json; charset=UTF-8", headers=dict(headers))
 
     def body(self):
-        """The request body, read once (an unread body would be parsed as
-        the next request on this connection)."""
-        if getattr(self, "_body", None) is None:
-            n = int(self.headers.get("Content-Length") or 0)
-            self._body = self.rfile.read(n) if n else b""
         return self._body
+
+    def fail(self, status, headers):
+        self.json(status, {"error": {"code": status, "message": "emulated failure",
+                                     "status": STATUS_NAMES.get(status, "UNKNOWN")}},
+                  (headers or {}).items())
 
     # ---- dispatch -------------------------------------------------------------
 
-    def do_GET(self):
-        self.dispatch()
-
-    def do_POST(self):
-        self.dispatch()
-
-    def do_PUT(self):
-        self.dispatch()
-
-    def do_PATCH(self):
-        self.dispatch()
-
-    def do_DELETE(self):
-        self.dispatch()
-
-    def faults(self):
-        """True when a fault answered (or dropped) the request."""
-        with LOCK:
-            while FAULTS["hang"]:
-                LOCK.release()
-                time.sleep(0.05)
-                LOCK.acquire()
-            f = dict(FAULTS)
-        if f["latency_ms"]:
-            time.sleep(f["latency_ms"] / 1000.0)
-        targeted = not f["fail_paths"] or f["fail_paths"] in self.path
-        if not targeted:
-            return False
-        if f["slow_rate"] and random.random() < f["slow_rate"]:
-            time.sleep(2)
-        if f["drop_rate"] and random.random() < f["drop_rate"]:
-            log_line("%s %s -> dropped" % (self.command, self.path))
-            self.body()
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            return True
-        status, ra = 0, None
-        with LOCK:
-            if FAULTS["fail_count"] > 0:
-                FAULTS["fail_count"] -= 1
-                status, ra = FAULTS["fail_status"] or 503, FAULTS["retry_after"]
-        if not status and f["fail_rate"] and random.random() < f["fail_rate"]:
-            status = 503
-        if status:
-            self.body()
-            log_line("%s %s -> injected %d" % (self.command, self.path, status))
-            names = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 500: "INTERNAL",
-                     403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
-            hdrs = [("Retry-After", str(ra))] if ra is not None else []
-            self.json(status, {"error": {"code": status, "message": "emulated failure",
-                                         "status": names.get(status, "UNKNOWN")}}, hdrs)
-            return True
-        if f["deny"]:
-            self.body()
-            self.json(403, {"error": {"code": 403, "message": "sfs-test@sfs-test-project.iam."
-                                      "gserviceaccount.com does not have storage.objects.list "
-                                      "access to the Google Cloud Storage bucket. Permission "
-                                      "'storage.objects.list' denied on resource (or it may not "
-                                      "exist).", "status": "PERMISSION_DENIED"}})
-            return True
-        return False
-
     def dispatch(self):
-        self._body = None
-        self.body()
-        url = urllib.parse.urlsplit(self.path)
-        path, q = url.path, urllib.parse.parse_qs(url.query, keep_blank_values=True)
-        q = {k: v[0] for k, v in q.items()}
-        if path.startswith("/_emu/"):
-            return self.emu(path, q)
-        with LOCK:
-            STATS["requests"] += 1
-        if self.faults():
+        # read once: an unread body would be parsed as the next request
+        self._body = self.read_body()
+        url, parts, q = self.split_url()
+        path = url.path
+        if parts[:1] == ["_emu"]:
+            return self.emu_routes(parts, q)
+        self.route = self.command + " " + path
+        if self.inject_faults(self.fail):
             return
+        if FAULTS["deny"]:
+            return self.json(403, {"error": {"code": 403, "message": "sfs-test@sfs-test-project.iam."
+                                             "gserviceaccount.com does not have storage.objects.list "
+                                             "access to the Google Cloud Storage bucket. Permission "
+                                             "'storage.objects.list' denied on resource (or it may not "
+                                             "exist).", "status": "PERMISSION_DENIED"}})
         if path.startswith("/computeMetadata/"):
+            self.count("GET metadata")
             return self.metadata(path)
         auth = self.headers.get("Authorization") or ""
         if not token_ok(auth[7:] if auth.startswith("Bearer ") else ""):
-            self.body()
+            self.count("unauthenticated")
             return self.json(401, {"error": {
                 "code": 401, "status": "UNAUTHENTICATED",
                 "message": "Request had invalid authentication credentials. Expected OAuth 2 "
@@ -237,6 +154,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.json(200, RUNS.list_entries(json.loads(self.body() or b"{}")))
             if path.startswith("/v2/"):
                 return self.run(path[4:], q)
+            self.count("unknown")
             self.json(404, {"error": {"code": 404, "message": "no route " + path,
                                       "status": "NOT_FOUND"}})
         except GcsError as e:
@@ -247,18 +165,14 @@ class Handler(BaseHTTPRequestHandler):
             self.json(400, {"error": {"code": 400, "message": "bad request: %s" % e,
                                       "status": "INVALID_ARGUMENT"}})
 
-    def count(self, what):
-        with LOCK:
-            STATS["by"][what] = STATS["by"].get(what, 0) + 1
-
     def metadata(self, path):
         if self.headers.get("Metadata-Flavor") != "Google":
-            return self.send(403, b"Missing required header: Metadata-Flavor", "text/plain")
+            return self.reply(403, b"Missing required header: Metadata-Flavor", "text/plain")
         if path == "/computeMetadata/v1/instance/service-accounts/default/token" and \
                 CFG.get("metadata_token"):
             return self.json(200, {"access_token": CFG["metadata_token"], "expires_in": 3599,
                                    "token_type": "Bearer"}, [("Metadata-Flavor", "Google")])
-        self.send(404, b"not found", "text/plain")
+        self.reply(404, b"not found", "text/plain")
 
     # ---- Cloud Storage ------------------------------------------------------------
 
@@ -317,9 +231,9 @@ class Handler(BaseHTTPRequestHandler):
             if a >= len(data):
                 return self.json(416, {"error": {"code": 416, "message": "Requested range not satisfiable"}})
             chunk = data[a:b + 1]
-            return self.send(206, chunk, "application/octet-stream",
+            return self.reply(206, chunk, "application/octet-stream",
                              [("Content-Range", "bytes %d-%d/%d" % (a, a + len(chunk) - 1, len(data)))])
-        self.send(200, data, "application/octet-stream")
+        self.reply(200, data, "application/octet-stream")
 
     def upload(self, bucket, q):
         STORE.bucket_dir(bucket)
@@ -346,7 +260,7 @@ class Handler(BaseHTTPRequestHandler):
             host = self.headers.get("Host") or "127.0.0.1"
             loc = "http://%s/upload/storage/v1/b/%s/o?uploadType=resumable&upload_id=%s" % (
                 host, urllib.parse.quote(bucket, safe=""), uid)
-            return self.send(200, b"", "text/plain", [("Location", loc)])
+            return self.reply(200, b"", "text/plain", [("Location", loc)])
         if kind == "resumable" and q.get("upload_id"):
             with LOCK:
                 up = STORE.uploads.get(q["upload_id"])
@@ -355,7 +269,7 @@ class Handler(BaseHTTPRequestHandler):
             if self.command == "DELETE":
                 with LOCK:
                     STORE.uploads.pop(q["upload_id"], None)
-                return self.send(499, b"", "text/plain")
+                return self.reply(499, b"", "text/plain")
             cr = self.headers.get("Content-Range", "")
             # "bytes a-b/total", "bytes */total" (status), "bytes a-b/*"
             rng, _, total = cr[6:].partition("/")
@@ -375,7 +289,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.json(200, STORE.put(up["bucket"], up["name"], bytes(up["data"]),
                                                 up["resource"], up["igm"]))
             hdrs = [("Range", "bytes=0-%d" % (len(up["data"]) - 1))] if up["data"] else []
-            return self.send(308, b"", "text/plain", hdrs)
+            with LOCK:
+                STATS["resumable_308"] += 1
+            return self.reply(308, b"", "text/plain", hdrs)
         raise GcsError(400, "Unsupported uploadType %r" % kind, "invalid")
 
     def parse_related(self, body):
@@ -433,6 +349,7 @@ class Handler(BaseHTTPRequestHandler):
             self.count("POST jobs.create")
             return self.json(200, RUNS.create_job("/".join(parts[:4]), q.get("jobId"), body))
         if len(parts) == 6 and parts[4] == "operations" and m == "GET":
+            self.count("GET operations.get")
             return self.json(200, RUNS.operation(path))
         if len(parts) == 6 and parts[4] == "jobs":
             if parts[5].endswith(":run") and m == "POST":
@@ -458,63 +375,35 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- test-only routes --------------------------------------------------------
 
-    def emu(self, path, q):
-        if path == "/_emu/faults":
-            with LOCK:
-                FAULTS.update(json.loads(self.body() or b"{}"))
-            return self.json(200, dict(FAULTS))
-        if path == "/_emu/stats":
-            with LOCK:
-                s = json.loads(json.dumps(STATS))
-                s["sandboxes"] = len(RUNS.jobs)
-            s["processes"] = RUNS.live()
-            return self.json(200, s)
-        if path == "/_emu/objects":
+    def emu_routes(self, parts, q):
+        def extra():
+            return {"sandboxes": len(RUNS.jobs), "processes": RUNS.live()}
+        if self.emu_control(parts, self._body, extra):
+            return
+        if parts[1:] == ["objects"]:
             return self.json(200, STORE.snapshot(q.get("bucket", "")))
-        if path == "/_emu/put":
-            STORE.put(q["bucket"], q["name"], self.body())
+        if parts[1:] == ["put"]:
+            STORE.put(q["bucket"], q["name"], self._body)
             return self.json(200, {})
-        self.json(404, {})
+        self.json(404, {"error": "no such emulator route"})
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--root", required=True)
+    ap = sfs_emu.arg_parser(__doc__, env_prefix="GCP_EMU_")
     ap.add_argument("--bucket", action="append", default=[])
     ap.add_argument("--oauth", default="")
     ap.add_argument("--metadata-token", default="")
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--port-file")
-    ap.add_argument("--log")
-    ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--docker", action="store_true",
                     help="run executions as containers of the job's image on the local dockerd")
     a = ap.parse_args()
     global STORE, RUNS
-    CFG.update({"log": a.log, "oauth": a.oauth.rstrip("/"), "metadata_token": a.metadata_token})
-    FAULTS["latency_ms"] = a.latency_ms
-    os.makedirs(a.root, exist_ok=True)
-    STORE = Store(a.root)
+    root = EMU.setup(a, root_prefix="gcp-emu-")
+    CFG.update({"oauth": a.oauth.rstrip("/"), "metadata_token": a.metadata_token})
+    STORE = Store(root)
     for b in a.bucket:
         STORE.add_bucket(b)
-    RUNS = Runs(a.root, STORE, docker_image=a.docker, log=log_line)
-    srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
-    srv.daemon_threads = True
-    port = srv.server_address[1]
-
-    def stop(*_):
-        RUNS.stop_all()
-        threading.Thread(target=srv.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write(str(port))
-        os.replace(a.port_file + ".tmp", a.port_file)
-    print("listening on 127.0.0.1:%d" % port, flush=True)
-    srv.serve_forever()
-    RUNS.stop_all()
+    RUNS = Runs(root, STORE, docker_image=a.docker, log=EMU.log)
+    sfs_emu.serve(EMU, Handler, a, cleanup=RUNS.stop_all)
 
 
 if __name__ == "__main__":
