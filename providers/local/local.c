@@ -256,6 +256,10 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	/* No status yet: the wrapper holds the lock while it lives. */
 	snprintf(path, sizeof(path), "%s/lock", run->dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT)
+		/* EMFILE, ENOMEM...: the daemon's trouble, not the run's; the
+		 * state stays as it was and the next look decides */
+		return sfs_errf(err, -errno, "local: %s: %s", path, strerror(errno));
 	if (fd < 0) {
 		run->state = SFS_RUN_LOST;
 		return 0;

@@ -544,3 +544,18 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	done
 	wait_for no_sandbox_dirs || { find "$STATE/sandboxes" -ls; false; }
 }
+
+# bats test_tags=core
+@test "a run alive while the daemon was out of fds for a moment is followed to its end, never declared lost" {
+	mkdir "$MNT/fd"
+	n=$(ctl_write "$MNT/fd/ctl" "exec sleep 2; echo done-ok")
+	local i=0 hard
+	hard=$(ulimit -Hn)
+	# the lowest free fd as the soft limit: the daemon's next open fails EMFILE
+	while [ -e "/proc/$SFS_PID/fd/$i" ]; do i=$((i + 1)); done
+	prlimit --pid "$SFS_PID" --nofile="$i:$hard"
+	sleep 4
+	prlimit --pid "$SFS_PID" --nofile="$hard:$hard"
+	[ "$(cat "$MNT/fd/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/fd/runs/$n/journal")" = done-ok ]
+}
