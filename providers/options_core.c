@@ -75,6 +75,14 @@ const struct sfs_opt sfs_core_options[] = {
      .min = 0,
      .max = 86400,
      .help = "how long a remote workspace's attributes and listings are trusted, seconds"},
+    {.key = "remote.attr_timeout_busy",
+     .type = SFS_OPT_DOUBLE,
+     .def = "10",
+     .min = 0,
+     .max = 86400,
+     .help = "attributes and listings fetched while a remote workspace is in use (no pause of "
+	     "remote.attr_timeout) are trusted while that use lasts, up to this many seconds "
+	     "(0: off)"},
     {.key = "remote.retry_interval",
      .type = SFS_OPT_DOUBLE,
      .def = "1",

@@ -7,14 +7,46 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* A busy spell is a series of operations on one sandbox's workspace with
+ * no pause of opt.ttl between them (one `git status`, one build).  What was
+ * fetched during the current spell is kept, past opt.ttl, while the spell
+ * lasts and at most opt.busy_ttl after its fetch: a command that outlives
+ * the TTL does not list again the directories it listed at its start (a
+ * cold `git status` of a remote tree did that for root and .git).  What a
+ * run or the mount changed is dropped as before (generation, change log);
+ * a change made by something else is seen after the spell ends or after
+ * opt.busy_ttl, instead of after opt.ttl.  The end of a provider call
+ * counts as an operation, so a slow call does not end the spell. */
+void rc_touch_locked(struct rsb *rs, double now)
+{
+	if (now - rs->last_op >= R.opt.ttl)
+		rs->spell_start = now;
+	rs->last_op = now;
+}
+
+void rc_touch(struct rsb *rs)
+{
+	pthread_mutex_lock(&R.mu);
+	rc_touch_locked(rs, rc_now());
+	pthread_mutex_unlock(&R.mu);
+}
+
+static bool spell_fresh_locked(const struct rsb *rs, double at, double now)
+{
+	return at >= 0 && at >= rs->spell_start && now - rs->last_op < R.opt.ttl &&
+	       now < at + R.opt.busy_ttl;
+}
+
 bool rc_attr_fresh_locked(struct rc_node *n, double now)
 {
-	return n->attr_ok && n->attr_gen == n->rs->gen && now < n->attr_until;
+	return n->attr_ok && n->attr_gen == n->rs->gen &&
+	       (now < n->attr_until || spell_fresh_locked(n->rs, n->attr_at, now));
 }
 
 bool rc_dir_fresh_locked(struct rc_node *n, double now)
 {
-	return n->dir_ok && n->dir_gen == n->rs->gen && now < n->dir_until;
+	return n->dir_ok && n->dir_gen == n->rs->gen &&
+	       (now < n->dir_until || spell_fresh_locked(n->rs, n->dir_at, now));
 }
 
 /* The workspace root's own attributes (the mount point of the listing
@@ -30,6 +62,7 @@ void rc_set_attr_locked(struct rc_node *n, const struct sfs_rstat *st, double no
 	if (rc_rstat_copy(&n->st, st) == 0) {
 		n->attr_ok = true;
 		n->attr_until = now + rc_ttl_of(n);
+		n->attr_at = now;
 		n->attr_gen = n->rs->gen;
 	} else {
 		n->attr_ok = false;
@@ -110,6 +143,40 @@ static struct rent *take_entries(struct sfs_rdirent *v, size_t n)
 	return ents;
 }
 
+/* Whether a file created here and not yet saved lies below dir ("" the root). */
+bool rc_unborn_below_locked(struct rsb *rs, const char *dir)
+{
+	if (!rs->unborn)
+		return false;
+	size_t dl = strlen(dir);
+	for (size_t b = 0; b < RC_NBUCKETS; b++)
+		for (struct rc_node *n = R.by_id[b]; n; n = n->id_next)
+			if (n->rs == rs && n->unborn && !n->unlinked &&
+			    (!dl || (!strncmp(n->path, dir, dl) && n->path[dl] == '/')))
+				return true;
+	return false;
+}
+
+/* Files created here and not yet saved are in d's listing, as they are in
+ * lookups (rc_create). */
+static void add_unborn_locked(struct rc_node *d)
+{
+	if (!d->rs->unborn)
+		return;
+	size_t dl = strlen(d->path);
+	for (size_t b = 0; b < RC_NBUCKETS; b++) {
+		for (struct rc_node *n = R.by_id[b]; n && d->dir_ok; n = n->id_next) {
+			if (n->rs != d->rs || !n->unborn || n->unlinked || !n->attr_ok)
+				continue;
+			const char *name = n->path + (dl ? dl + 1 : 0);
+			if ((dl && (strncmp(n->path, d->path, dl) || n->path[dl] != '/')) ||
+			    strchr(name, '/') || rc_dir_find_locked(d, name))
+				continue;
+			rc_dir_update_locked(d, name, &n->st);
+		}
+	}
+}
+
 /* Makes ents d's listing.  One fetched while something changed (not
  * cacheable) answers the caller that asked for it and is stale at once. */
 static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t n, bool cacheable,
@@ -121,8 +188,11 @@ static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t 
 	d->dir_ok = d->listed = true;
 	d->dir_gen = d->rs->gen;
 	d->dir_until = cacheable ? now + R.opt.ttl : 0;
-	if (!cacheable)
+	d->dir_at = cacheable ? now : -1;
+	if (!cacheable) {
+		add_unborn_locked(d);
 		return;
+	}
 	/* children we know get the listing's attributes too */
 	for (size_t i = 0; i < n; i++) {
 		char *p = rc_join_path(d->path, ents[i].name);
@@ -131,6 +201,7 @@ static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t 
 		if (c && c->nopen == 0 && !c->dirty)
 			rc_set_attr_locked(c, &ents[i].st, now);
 	}
+	add_unborn_locked(d); /* after: it may move d->ents */
 }
 
 /* Makes d's listing fresh: 0 or -errno.  R.mu is not held. */
@@ -223,7 +294,7 @@ int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st
 			struct rent *e = rc_dir_find_locked(parent, name);
 			r = e ? rc_rstat_copy(st, &e->st) : -ENOENT;
 			if (!r && rc_dir_fresh_locked(parent, rc_now()))
-				rc_set_attr_locked(n, st, rc_now());
+				rc_set_attr_locked(n, st, parent->dir_at);
 			pthread_mutex_unlock(&R.mu);
 		}
 		rc_node_put(parent);
@@ -258,7 +329,7 @@ void rc_present(struct rc_node *n, struct sfs_rstat *st)
 }
 
 /* Finds or makes the node for path, counts one lookup, fills e. */
-int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, bool cache_attr,
+int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
 		 struct rc_entry *e)
 {
 	memset(e, 0, sizeof(*e));
@@ -270,8 +341,8 @@ int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, b
 		pthread_mutex_unlock(&R.mu);
 		return -ENOMEM;
 	}
-	if (cache_attr && n->nopen == 0 && !n->dirty)
-		rc_set_attr_locked(n, st, rc_now());
+	if (fetched >= 0 && n->nopen == 0 && !n->dirty)
+		rc_set_attr_locked(n, st, fetched);
 	n->pins++;
 	int r = rc_rstat_copy(&e->st, st);
 	if (!r && S_ISLNK(st->mode) && !(e->path = strdup(path)))
@@ -346,6 +417,8 @@ int rc_lookup_root(uint32_t serial, struct rc_entry *e)
 	struct rc_node *n = rs ? rc_find_path_locked(serial, "") : NULL;
 	if (rs && !n)
 		n = rc_new_node_locked(rs, "");
+	if (rs)
+		rc_touch_locked(rs, rc_now());
 	if (n)
 		n->pins++;
 	pthread_mutex_unlock(&R.mu);
@@ -359,7 +432,7 @@ int rc_lookup_root(uint32_t serial, struct rc_entry *e)
 	if (!r && !S_ISDIR(st.mode))
 		r = -ENOTDIR;
 	if (!r)
-		r = rc_entry_for(rs, "", &st, false, e);
+		r = rc_entry_for(rs, "", &st, -1, e);
 	rc_rstat_free(&st);
 	rc_ref_put(&ref);
 	return r;
@@ -378,8 +451,12 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 	pthread_mutex_lock(&R.mu);
 	char *path = rc_join_path(d->path, name);
 	double now = rc_now();
+	rc_touch_locked(d->rs, now);
 	struct rc_node *c = path ? rc_find_path_locked(d->serial, path) : NULL;
 	bool have = false;
+	/* when what answers was fetched (-1: c has it already, or it is not
+	 * to be kept): a lookup answered from a cache does not make it newer */
+	double fetched = -1;
 	if (c && (rc_attr_fresh_locked(c, now) || (c->dirty && c->attr_ok))) {
 		have = rc_rstat_copy(&st, &c->st) == 0;
 	} else if (rc_dir_fresh_locked(d, now)) {
@@ -388,6 +465,7 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 			r = -ENOENT;
 		else
 			have = rc_rstat_copy(&st, &ent->st) == 0;
+		fetched = d->dir_at;
 	}
 	/* A directory listed before is listed again; one never listed is
 	 * listed at its second lookup: a walk (git status, a build) looks up
@@ -404,7 +482,6 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 		d->stat_lookups++;
 	uint64_t gen = d->rs->gen, wctr = d->rs->wctr;
 	pthread_mutex_unlock(&R.mu);
-	bool cacheable = true;
 	if (!path) {
 		r = -ENOMEM;
 	} else if (!r && !have && use_list) {
@@ -414,16 +491,18 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 			pthread_mutex_lock(&R.mu);
 			struct rent *ent = rc_dir_find_locked(d, name);
 			r = !ent ? -ENOENT : rc_rstat_copy(&st, &ent->st);
+			fetched = d->dir_at;
 			pthread_mutex_unlock(&R.mu);
 		}
 	} else if (!r && !have) {
 		r = rc_p_stat(d->rs, dir->sb, path, &st);
 		pthread_mutex_lock(&R.mu);
-		cacheable = d->rs->gen == gen && d->rs->wctr == wctr;
+		if (d->rs->gen == gen && d->rs->wctr == wctr)
+			fetched = rc_now();
 		pthread_mutex_unlock(&R.mu);
 	}
 	if (!r)
-		r = rc_entry_for(d->rs, path, &st, cacheable, e);
+		r = rc_entry_for(d->rs, path, &st, fetched, e);
 	rc_rstat_free(&st);
 	free(path);
 	return r;
@@ -435,6 +514,7 @@ struct rc_listing {
 	struct rent *v;
 	size_t n;
 	char *path;
+	double fetched; /* the directory's listing's, or -1 */
 };
 
 void rc_listing_free(struct rc_listing *l)
@@ -460,6 +540,7 @@ int rc_opendir(struct rc_ref *dir, struct rc_listing **out)
 	pthread_mutex_lock(&R.mu);
 	l->v = calloc(d->nents ? d->nents : 1, sizeof(*l->v));
 	l->path = strdup(d->path);
+	l->fetched = d->dir_at;
 	if (!l->v || !l->path)
 		r = -ENOMEM;
 	for (size_t i = 0; !r && i < d->nents; i++) {
@@ -495,7 +576,7 @@ mode_t rc_listing_mode(const struct rc_listing *l, size_t i)
 int rc_listing_entry(struct rc_ref *dir, const struct rc_listing *l, size_t i, struct rc_entry *e)
 {
 	char *path = rc_join_path(l->path, l->v[i].name);
-	int r = path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, true, e) : -ENOMEM;
+	int r = path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, l->fetched, e) : -ENOMEM;
 	free(path);
 	return r;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int rc_open_cache_file(struct rc_node *n, struct sfs_sandbox *sb)
@@ -86,30 +87,40 @@ void rc_set_dirty(struct rc_node *n, bool dirty)
 	pthread_mutex_unlock(&R.mu);
 }
 
-/* After a write-back: learn the remote mtime, so the next open knows its
- * copy is current, and keep the parent's listing in step. */
-static void learn_saved(struct rc_node *n, struct sfs_sandbox *sb, char *path, off_t size)
+void rc_set_unborn_locked(struct rc_node *n, bool unborn)
 {
-	struct sfs_rstat st;
-	if (rc_p_stat(n->rs, sb, path, &st) != 0) {
-		n->cvalid = false;
-		pthread_mutex_lock(&R.mu);
-		n->attr_ok = false;
-		pthread_mutex_unlock(&R.mu);
+	if (n->unborn == unborn)
 		return;
-	}
-	n->cvalid = st.size == size;
+	n->unborn = unborn;
+	if (unborn)
+		n->rs->unborn++;
+	else
+		n->rs->unborn--;
+}
+
+/* After a write-back: the remote holds what the cache file holds.  The
+ * attributes are set here, not asked for (a stat per save, and git's index
+ * write is create, save, rename): the size is ours, the mtime this host's
+ * clock, as for a create.  The cache file counts as current for that mtime,
+ * so an open while these attributes last keeps it; once a listing or stat
+ * brings the remote's own mtime, the next open fetches the file again.
+ * io held. */
+static void learn_saved(struct rc_node *n, char *path, off_t size)
+{
+	int64_t mtime = (int64_t)time(NULL);
+	n->cvalid = true;
 	n->csize = size;
-	n->cmtime = st.mtime;
+	n->cmtime = mtime;
 	char *slash = strrchr(path, '/');
 	if (slash)
 		*slash = '\0';
 	pthread_mutex_lock(&R.mu);
+	struct sfs_rstat st = {
+	    .mode = n->attr_ok ? n->st.mode : S_IFREG | 0644, .size = size, .mtime = mtime};
 	rc_set_attr_locked(n, &st, rc_now());
 	rc_dir_update_locked(rc_find_path_locked(n->serial, slash ? path : ""),
 			     slash ? slash + 1 : path, &st);
 	pthread_mutex_unlock(&R.mu);
-	rc_rstat_free(&st);
 }
 
 /* Writes n's cache file back; io held.  0, or -EIO with the data kept and
@@ -123,8 +134,12 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	mode_t mode = n->attr_ok ? (n->st.mode & 07777) : 0644;
 	pthread_mutex_unlock(&R.mu);
 	if (!dirty || unlinked || n->cfd < 0) {
-		if (unlinked && dirty)
+		if (unlinked && dirty) {
 			rc_set_dirty(n, false); /* the file is gone: nothing to save it to */
+			pthread_mutex_lock(&R.mu);
+			rc_set_unborn_locked(n, false);
+			pthread_mutex_unlock(&R.mu);
+		}
 		free(path);
 		return 0;
 	}
@@ -150,6 +165,7 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	pthread_mutex_lock(&R.mu);
 	if (n->wseq == seq) /* else written to meanwhile: stays dirty */
 		n->dirty = false;
+	rc_set_unborn_locked(n, false);
 	bool was_failed = n->failed;
 	n->failed = false;
 	rc_mutated_locked(n->rs, path);
@@ -159,9 +175,19 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	if (was_failed)
 		sfs_log(SFS_LOG_INFO, "%s: workspace: %s saved after a retry",
 			sfs_sb_copy_name(sb, nm), path);
-	learn_saved(n, sb, path, size);
+	learn_saved(n, path, size);
 	free(path);
 	return 0;
+}
+
+/* A file created here goes to the remote now (before a call that needs it
+ * there: chmod, rename, unlink); io held. */
+int rc_make_born(struct rc_node *n, struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&R.mu);
+	bool unborn = n->unborn;
+	pthread_mutex_unlock(&R.mu);
+	return unborn ? rc_write_back(n, sb) : 0;
 }
 
 /* ---- open files --------------------------------------------------------- */
@@ -246,8 +272,12 @@ static int flush_node(struct rc_node *n)
 
 int rc_flush(struct rc_file *f)
 {
-	/* a reader's close never fails for someone else's unsaved data */
-	return f->writable ? flush_node(f->n) : 0;
+	/* a reader's close never fails for someone else's unsaved data; a
+	 * file created here (by any handle) is made remotely at its close */
+	pthread_mutex_lock(&R.mu);
+	bool unborn = f->n->unborn;
+	pthread_mutex_unlock(&R.mu);
+	return f->writable || unborn ? flush_node(f->n) : 0;
 }
 
 int rc_fsync(struct rc_file *f)
@@ -304,6 +334,11 @@ int rc_setattr(struct rc_ref *ref, const struct rc_setattr *sa, struct sfs_rstat
 	if (!path)
 		return -ENOMEM;
 	int r = rc_node_attr(n, sb, st);
+	if (!r && sa->set_mode) {
+		pthread_mutex_lock(&n->io);
+		r = rc_make_born(n, sb);
+		pthread_mutex_unlock(&n->io);
+	}
 	if (!r && sa->set_mode) {
 		r = RC_CALL(n->rs, sb, "chmod", path, fs_chmod, path, sa->mode & 07777);
 		if (!r) {

@@ -31,6 +31,9 @@ struct rsb {
 	/* R.mu: the paths of the last RC_MLOG changes made through the mount,
 	 * mlog[w % RC_MLOG] for wctr value w (mutations.c) */
 	char *mlog[RC_MLOG];
+	size_t unborn; /* R.mu: nodes with unborn set */
+	/* R.mu: the current busy spell (attrs.c: rc_touch_locked) */
+	double spell_start, last_op;
 };
 
 struct rent {
@@ -52,6 +55,7 @@ struct rc_node {
 	bool attr_ok; /* R.mu */
 	struct sfs_rstat st;
 	double attr_until;
+	double attr_at; /* when they were fetched (-1: not to be kept) */
 	uint64_t attr_gen;
 
 	struct rent *ents; /* R.mu: the listing, for directories */
@@ -60,6 +64,7 @@ struct rc_node {
 	unsigned stat_lookups; /* R.mu: lookups in it answered by a stat */
 	bool listing;	       /* R.mu: a listing of it is being fetched */
 	double dir_until;
+	double dir_at; /* when it was fetched (-1: not to be kept) */
 	uint64_t dir_gen;
 
 	pthread_mutex_t io;
@@ -67,7 +72,10 @@ struct rc_node {
 	bool cvalid; /* io: cfd holds the remote file as of (cmtime, csize) */
 	int64_t cmtime;
 	off_t csize;
-	bool dirty;	 /* io and R.mu (either is enough to read) */
+	bool dirty; /* io and R.mu (either is enough to read) */
+	/* io and R.mu: made by a create here and not yet on the remote (its
+	 * first write-back makes it: names.c, rc_create) */
+	bool unborn;
 	uint64_t wseq;	 /* R.mu: bumped by every local write */
 	int nopen;	 /* R.mu */
 	double retry_at; /* R.mu */
@@ -126,11 +134,16 @@ int rc_log_err(struct sfs_sandbox *sb, const char *what, const char *path, int r
 			__atomic_add_fetch(&(rs)->calls, 1, __ATOMIC_RELAXED);                     \
 			r_ = (sb)->provider->ops->op((sb), __VA_ARGS__, &err_);                    \
 		}                                                                                  \
+		rc_touch((rs));                                                                    \
 		rc_log_err((sb), (what), (path), r_, &err_);                                       \
 	})
 int rc_p_stat(struct rsb *rs, struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st);
 
-/* attrs.c: attributes, listings, TTLs */
+/* attrs.c: attributes, listings, TTLs.  rc_touch(_locked) counts an
+ * operation on the sandbox's workspace (or the end of a provider call) for
+ * its busy spell. */
+void rc_touch_locked(struct rsb *rs, double now);
+void rc_touch(struct rsb *rs);
 bool rc_attr_fresh_locked(struct rc_node *n, double now);
 bool rc_dir_fresh_locked(struct rc_node *n, double now);
 double rc_ttl_of(const struct rc_node *n);
@@ -139,9 +152,10 @@ void rc_drop_dir_locked(struct rc_node *n);
 struct rent *rc_dir_find_locked(struct rc_node *d, const char *name);
 void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_rstat *st);
 int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st);
-int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, bool cache_attr,
+int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
 		 struct rc_entry *e);
 void rc_present(struct rc_node *n, struct sfs_rstat *st);
+bool rc_unborn_below_locked(struct rsb *rs, const char *dir);
 
 /* mutations.c: which paths the changes made through the mount touched.
  * rc_mutated_locked counts a change of path (wctr), drops prefetched copies
@@ -170,6 +184,8 @@ void rc_mark_pending(struct rc_node *n, bool pending, const char *path);
 int rc_fetch(struct rc_node *n, struct sfs_sandbox *sb, const char *path,
 	     const struct sfs_rstat *st);
 void rc_set_dirty(struct rc_node *n, bool dirty);
+void rc_set_unborn_locked(struct rc_node *n, bool unborn);
+int rc_make_born(struct rc_node *n, struct sfs_sandbox *sb);
 int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb);
 int rc_file_new(struct rc_node *n, int flags, struct rc_file **f);
 

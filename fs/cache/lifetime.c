@@ -30,7 +30,10 @@ void rc_invalidate_sandbox(uint32_t serial)
 		for (struct rc_node *n = R.by_id[b]; n; n = n->id_next) {
 			if (n->serial != serial)
 				continue;
-			n->attr_ok = false;
+			/* a file created here and not saved: its attributes are
+			 * ours, the remote has none */
+			if (!n->unborn)
+				n->attr_ok = false;
 			rc_drop_dir_locked(n);
 			if (count == cap) {
 				size_t ncap = cap ? cap * 2 : 64;

@@ -1,6 +1,7 @@
 /* The remote cache's namespace changes: create, mknod, mkdir, symlink,
- * unlink/rmdir and rename, each made remotely at once and then mirrored in
- * the node table and the parent's listing. */
+ * unlink/rmdir and rename, each made remotely at once (a created file: at
+ * its first write-back) and then mirrored in the node table and the
+ * parent's listing. */
 #include "internal.h"
 
 #include "../../providers/util.h"
@@ -36,7 +37,7 @@ static int created(struct rc_ref *dir, const char *path, const char *name,
 	rc_mutated_locked(dir->n->rs, path);
 	rc_dir_update_locked(dir->n, name, st);
 	pthread_mutex_unlock(&R.mu);
-	return rc_entry_for(dir->n->rs, path, st, true, e);
+	return rc_entry_for(dir->n->rs, path, st, rc_now(), e);
 }
 
 /* Gives the new node e->id the cache file cfd (made as tmpl) and a handle. */
@@ -61,6 +62,11 @@ static int adopt_new_file(struct rc_entry *e, int cfd, const char *tmpl, int64_t
 	n->cvalid = true;
 	n->csize = 0;
 	n->cmtime = mtime;
+	pthread_mutex_lock(&R.mu);
+	n->dirty = true;
+	n->wseq++;
+	rc_set_unborn_locked(n, true);
+	pthread_mutex_unlock(&R.mu);
 	pthread_mutex_unlock(&n->io);
 	int r = rc_file_new(n, flags, f);
 	rc_node_put(n);
@@ -90,6 +96,9 @@ int rc_create(struct rc_ref *dir, const char *name, mode_t mode, int flags, stru
 		pthread_mutex_lock(&R.mu);
 		bool known = rc_dir_fresh_locked(d, rc_now());
 		bool exists = known && rc_dir_find_locked(d, name);
+		struct rc_node *c = rc_find_path_locked(d->serial, path);
+		if (c && c->unborn)
+			exists = known = true;
 		pthread_mutex_unlock(&R.mu);
 		struct sfs_rstat old;
 		if (!known && rc_p_stat(d->rs, dir->sb, path, &old) == 0) {
@@ -99,9 +108,12 @@ int rc_create(struct rc_ref *dir, const char *name, mode_t mode, int flags, stru
 		if (exists)
 			r = -EEXIST;
 	}
-	/* created remotely at once, so every later call (rename ...) finds it */
-	if (!r)
-		r = RC_CALL(d->rs, dir->sb, "create", path, fs_write, path, cfd, mode & 07777);
+	/* Not created remotely yet: the first write-back (close, fsync, or a
+	 * call that needs the file there: rename, chmod, unlink) makes it with
+	 * its contents, one call instead of an empty upload and then the
+	 * contents (git's index.lock: create, write, close, rename).  Until
+	 * then it is in the listings here (attrs.c) but not in the sandbox,
+	 * like unsaved data. */
 	struct sfs_rstat st = {.mode = S_IFREG | (mode & 07777), .mtime = time(NULL)};
 	if (!r)
 		r = created(dir, path, name, &st, e);
@@ -202,7 +214,38 @@ int rc_remove(struct rc_ref *dir, const char *name, bool is_dir)
 		struct rc_node *c = rc_find_path_locked(d->serial, path);
 		if (c && rc_dir_fresh_locked(c, rc_now()) && c->nents > 0)
 			r = -ENOTEMPTY;
+		if (!r && rc_unborn_below_locked(d->rs, path))
+			r = -ENOTEMPTY;
 		pthread_mutex_unlock(&R.mu);
+	} else if (!r) {
+		/* a file created here and not yet saved: nothing to remove
+		 * remotely (the unlink of an open temporary file) */
+		pthread_mutex_lock(&R.mu);
+		struct rc_node *c = rc_find_path_locked(d->serial, path);
+		if (c && c->unborn)
+			c->pins++;
+		else
+			c = NULL;
+		pthread_mutex_unlock(&R.mu);
+		if (c) {
+			pthread_mutex_lock(&c->io);
+			pthread_mutex_lock(&R.mu);
+			bool gone_here = c->unborn && !c->unlinked;
+			if (gone_here) {
+				c->dirty = false;
+				rc_set_unborn_locked(c, false);
+				rc_mutated_locked(d->rs, path);
+				rc_dir_update_locked(d, name, NULL);
+				detach_path_locked(d->serial, path);
+			}
+			pthread_mutex_unlock(&R.mu);
+			pthread_mutex_unlock(&c->io);
+			rc_node_put(c);
+			if (gone_here) {
+				free(path);
+				return 0;
+			}
+		}
 	}
 	if (!r)
 		r = RC_CALL(d->rs, dir->sb, is_dir ? "rmdir" : "unlink", path, fs_remove, path,
@@ -264,9 +307,16 @@ int rc_rename(struct rc_ref *dir, const char *name, struct rc_ref *newdir, const
 		r = -EXDEV;
 	struct sfs_rstat st = {0};
 	if (!r && noreplace) {
-		int s = rc_p_stat(d->rs, dir->sb, to, &st);
+		/* a fresh listing of the target's directory answers (mv asks
+		 * with RENAME_NOREPLACE first); otherwise ask */
+		pthread_mutex_lock(&R.mu);
+		bool known = rc_dir_fresh_locked(nd, rc_now());
+		bool exists = known && rc_dir_find_locked(nd, newname);
+		pthread_mutex_unlock(&R.mu);
+		if (!known && rc_p_stat(d->rs, dir->sb, to, &st) == 0)
+			exists = true;
 		rc_rstat_free(&st);
-		if (s == 0)
+		if (exists)
 			r = -EEXIST;
 	}
 	/* hold the moving file's io so no write-back goes to the old path */
@@ -277,6 +327,8 @@ int rc_rename(struct rc_ref *dir, const char *name, struct rc_ref *newdir, const
 	pthread_mutex_unlock(&R.mu);
 	if (src)
 		pthread_mutex_lock(&src->io);
+	if (!r && src)
+		r = rc_make_born(src, dir->sb);
 	if (!r)
 		r = RC_CALL(d->rs, dir->sb, "rename", from, fs_rename, from, to);
 	if (!r) {

@@ -234,6 +234,8 @@ void rc_free_node_locked(struct rc_node *n, bool keep_dirty_data)
 			unlink(name);
 		}
 	}
+	if (n->unborn)
+		n->rs->unborn--;
 	rc_rstat_free(&n->st);
 	rc_ents_free(n->ents, n->nents);
 	pthread_mutex_destroy(&n->io);
@@ -287,8 +289,10 @@ int rc_ref_get(uint64_t id, struct rc_ref *ref)
 	struct rc_node *n = rc_find_id_locked(id);
 	if (n && n->rs->gone)
 		n = NULL;
-	if (n)
+	if (n) {
 		n->pins++;
+		rc_touch_locked(n->rs, rc_now());
+	}
 	pthread_mutex_unlock(&R.mu);
 	ref->n = n;
 	if (n)

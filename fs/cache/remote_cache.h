@@ -42,7 +42,11 @@ struct rc_hooks {
 };
 
 struct rc_options {
-	double ttl;	       /* attributes and listings, seconds (> 0) */
+	double ttl; /* attributes and listings, seconds (> 0) */
+	/* attributes and listings fetched during a busy spell (operations on
+	 * the sandbox's workspace with no pause of ttl) stay good while the
+	 * spell lasts, up to this many seconds after their fetch (0: off) */
+	double busy_ttl;
 	double retry_interval; /* between write-back attempts, seconds */
 };
 
@@ -104,7 +108,8 @@ int rc_flush(struct rc_file *f);
 int rc_fsync(struct rc_file *f);
 void rc_release(struct rc_file *f);
 
-/* Namespace changes, made remotely at once. */
+/* Namespace changes, made remotely at once; but a file rc_create makes is
+ * made remotely by its first write-back (names.c). */
 int rc_create(struct rc_ref *dir, const char *name, mode_t mode, int flags, struct rc_entry *e,
 	      struct rc_file **f);
 int rc_mknod(struct rc_ref *dir, const char *name, mode_t mode, struct rc_entry *e);

@@ -655,6 +655,7 @@ int rws_init(void)
 	raw_links = !strcmp(sfs_opt_get("symlinks"), "raw");
 	struct rc_options opt = {
 	    .ttl = sfs_opt_get_double("remote.attr_timeout"),
+	    .busy_ttl = sfs_opt_get_double("remote.attr_timeout_busy"),
 	    .retry_interval = sfs_opt_get_double("remote.retry_interval"),
 	};
 	struct rc_hooks hooks = {

@@ -35,7 +35,7 @@ struct ffile {
 static struct {
 	pthread_mutex_t mu; /* the retry thread calls in too */
 	struct ffile f[NFILES];
-	int stats, lists, reads, writes;
+	int stats, lists, reads, writes, renames, removes;
 	int list_delay_ms; /* a slow listing, for concurrent lookups */
 	off_t root_size;   /* the root directory's size as a stat gives it */
 	bool fail_writes;
@@ -165,8 +165,37 @@ static int fake_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t m
 	return 0;
 }
 
-static const struct sfs_provider_ops fake_ops = {
-    .fs_stat = fake_stat, .fs_list = fake_list, .fs_read = fake_read, .fs_write = fake_write};
+static int fake_rename(struct sfs_sandbox *sb, const char *from, const char *to,
+		       struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.renames++;
+	struct ffile *f = fp_find(from), *old = fp_find(to);
+	if (f && old)
+		old->used = false;
+	if (f)
+		snprintf(f->path, sizeof(f->path), "%s", to);
+	pthread_mutex_unlock(&FP.mu);
+	return f ? 0 : -ENOENT;
+}
+
+static int fake_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.removes++;
+	struct ffile *f = fp_find(path);
+	if (f)
+		f->used = false;
+	pthread_mutex_unlock(&FP.mu);
+	return f ? 0 : -ENOENT;
+}
+
+static const struct sfs_provider_ops fake_ops = {.fs_stat = fake_stat,
+						 .fs_list = fake_list,
+						 .fs_read = fake_read,
+						 .fs_write = fake_write,
+						 .fs_rename = fake_rename,
+						 .fs_remove = fake_remove};
 static const struct sfs_provider fake_provider = {.name = "fake", .ops = &fake_ops};
 
 /* ---- one sandbox, the hooks, and a fresh cache per test ----------------- */
@@ -198,6 +227,7 @@ static void fresh(double ttl)
 	pthread_mutex_lock(&FP.mu);
 	memset(FP.f, 0, sizeof(FP.f));
 	FP.stats = FP.lists = FP.reads = FP.writes = FP.list_delay_ms = 0;
+	FP.renames = FP.removes = 0;
 	FP.root_size = 0;
 	FP.fail_writes = false;
 	pthread_mutex_unlock(&FP.mu);
@@ -529,18 +559,129 @@ static void test_write_back_on_flush_fsync_and_close(void)
 	write_at(w, "newest", 0);
 	rc_release(w);
 	CHECK(wait_remote("a.txt", "newest"));
-	/* create makes the file remotely at once, then writes back like any other */
+	/* create makes the file remotely at its first write-back */
 	struct rc_entry e;
 	struct rc_file *c;
 	CHECK_INT(rc_create(&root, "b.txt", 0600, O_WRONLY | O_CREAT, &e, &c), 0);
-	CHECK_STREQ(fp_get("b.txt"), "");
-	CHECK(fp_find("b.txt") != NULL);
+	CHECK(fp_find("b.txt") == NULL);
 	write_at(c, "made here", 0);
 	CHECK_INT(rc_flush(c), 0);
 	CHECK_STREQ(fp_get("b.txt"), "made here");
 	rc_release(c);
 	rc_forget(e.id, 1);
 	rc_entry_free(&e);
+	rc_ref_put(&root);
+	done();
+}
+
+/* git's index write: create index.lock, write, close, rename over index.
+ * Two calls (the upload at close, the move), not an empty upload at create,
+ * the upload, a stat and the move. */
+static void test_new_file_made_at_close_in_one_call(void)
+{
+	fresh(100);
+	fp_put("index", "old index");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_listing *l;
+	CHECK_INT(rc_opendir(&root, &l), 0); /* answers O_EXCL below */
+	rc_listing_free(l);
+	unsigned long calls = rc_calls(1);
+	int stats = fp_calls(&FP.stats);
+	struct rc_entry e;
+	struct rc_file *c;
+	CHECK_INT(rc_create(&root, "index.lock", 0644, O_WRONLY | O_CREAT | O_EXCL, &e, &c), 0);
+	CHECK_INT(rc_calls(1), calls);
+	CHECK(fp_find("index.lock") == NULL);
+	/* here it exists: a second O_EXCL create, a lookup */
+	struct rc_entry e2;
+	struct rc_file *c2;
+	CHECK_INT(rc_create(&root, "index.lock", 0644, O_WRONLY | O_CREAT | O_EXCL, &e2, &c2),
+		  -EEXIST);
+	CHECK_INT(lookup_size(&root, "index.lock"), 0);
+	write_at(c, "new index", 0);
+	CHECK_INT(rc_flush(c), 0);
+	rc_release(c);
+	CHECK_STREQ(fp_get("index.lock"), "new index");
+	CHECK_INT(rc_rename(&root, "index.lock", &root, "index", false), 0);
+	CHECK_STREQ(fp_get("index"), "new index");
+	CHECK_INT(rc_calls(1), calls + 2);
+	CHECK_INT(fp_calls(&FP.stats), stats);
+	/* what it holds shows and reads without a call */
+	CHECK_INT(lookup_size(&root, "index"), 9);
+	struct rc_file *r;
+	bool keep;
+	open_file(&root, "index", O_RDONLY, &r, &keep);
+	CHECK_STREQ(cached(r), "new index");
+	CHECK_INT(rc_calls(1), calls + 2);
+	rc_release(r);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+
+	/* not saved yet: in a listing fetched meanwhile (a run's start dropped
+	 * the cached one); unlinked before any write-back, it costs no call */
+	CHECK_INT(rc_create(&root, "tmp", 0600, O_RDWR | O_CREAT, &e, &c), 0);
+	rc_invalidate_sandbox(1);
+	CHECK_INT(rc_opendir(&root, &l), 0);
+	bool listed = false;
+	for (size_t i = 0; i < rc_listing_count(l); i++)
+		listed |= !strcmp(rc_listing_name(l, i), "tmp");
+	rc_listing_free(l);
+	CHECK(listed);
+	calls = rc_calls(1);
+	CHECK_INT(rc_remove(&root, "tmp", false), 0);
+	write_at(c, "scratch", 0);
+	CHECK_INT(rc_flush(c), 0);
+	rc_release(c);
+	CHECK_INT(rc_calls(1), calls);
+	CHECK(fp_find("tmp") == NULL);
+	CHECK_INT(lookup_size(&root, "tmp"), -ENOENT);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+
+	/* renamed while open and unsaved: made at the old name, then moved */
+	CHECK_INT(rc_create(&root, "a.new", 0600, O_RDWR | O_CREAT, &e, &c), 0);
+	write_at(c, "renamed", 0);
+	CHECK_INT(rc_rename(&root, "a.new", &root, "a", false), 0);
+	CHECK_STREQ(fp_get("a"), "renamed");
+	CHECK(fp_find("a.new") == NULL);
+	rc_release(c);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	rc_ref_put(&root);
+	done();
+}
+
+/* Fetched during a busy spell (no pause of the TTL): kept while the spell
+ * lasts, at most busy_ttl; after a pause, asked again. */
+static void test_kept_while_busy(void)
+{
+	fresh(0.3);
+	struct rc_options opt = {.ttl = 0.3, .busy_ttl = 1.0, .retry_interval = 0.05};
+	CHECK_INT(rc_init(&opt, &hooks), 0);
+	fp_put("a.txt", "hello");
+	struct rc_ref root;
+	take_root(&root);
+	CHECK_INT(lookup_size(&root, "a.txt"), 5);
+	unsigned long calls = rc_calls(1);
+	fp_put("a.txt", "hello world");
+	/* busy for 0.6 s, twice the TTL: still the copy of the spell */
+	for (int i = 0; i < 6; i++) {
+		sleep_s(0.1);
+		CHECK_INT(lookup_size(&root, "a.txt"), 5);
+	}
+	CHECK_INT(rc_calls(1), calls);
+	/* still busy, past busy_ttl: asked again */
+	for (int i = 0; i < 5; i++) {
+		sleep_s(0.1);
+		lookup_size(&root, "a.txt");
+	}
+	CHECK_INT(lookup_size(&root, "a.txt"), 11);
+	CHECK(rc_calls(1) > calls);
+	/* a pause of the TTL ends the spell: what it fetched is asked again */
+	fp_put("a.txt", "hi");
+	sleep_s(0.35);
+	CHECK_INT(lookup_size(&root, "a.txt"), 2);
 	rc_ref_put(&root);
 	done();
 }
@@ -651,5 +792,6 @@ CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_listing_at_second_lookup
 	   CHECK_CASE(test_changes_touch_their_path_below_and_parent),
 	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends), CHECK_CASE(test_close_to_open),
 	   CHECK_CASE(test_write_back_on_flush_fsync_and_close),
+	   CHECK_CASE(test_new_file_made_at_close_in_one_call), CHECK_CASE(test_kept_while_busy),
 	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
 	   CHECK_CASE(test_unsaved_data_survives_a_restart))
