@@ -34,6 +34,9 @@
  * command, which an API may carry in a bounded request */
 #define PREF_BATCH_NAMES (64 * 1024)
 #define PREF_MAX_BYTES (16 * 1024 * 1024) /* held per sandbox */
+/* other listed directories of at most this many entries add their small
+ * files too (rc_prefetch_fill) */
+#define PREF_NEAR_ENTS 16
 
 struct rc_pref {
 	struct rc_pref *next;
@@ -199,6 +202,48 @@ static bool cached_locked(uint32_t serial, const char *path)
 	return c && (c->cfd >= 0 || c->dirty);
 }
 
+/* What one bulk call asks for so far. */
+struct pick {
+	struct rsb *rs;
+	struct fill *f;
+	size_t batch, bytes, names;
+	bool full;
+};
+
+/* Adds the small regular files of listed directory d (but `skip`) that
+ * have no copy here; R.mu held. */
+static void pick_from_locked(struct pick *pk, struct rc_node *d, const char *skip)
+{
+	struct fill *f = pk->f;
+	struct rsb *rs = pk->rs;
+	for (size_t i = 0; i < d->nents && f->n < pk->batch - 1; i++) {
+		const struct rent *e = &d->ents[i];
+		if (!S_ISREG(e->st.mode) || e->st.size > PREF_FILE_MAX ||
+		    (skip && strcmp(e->name, skip) == 0) ||
+		    pk->bytes + (size_t)e->st.size > PREF_BATCH_BYTES ||
+		    rs->pref_bytes + pk->bytes + (size_t)e->st.size > PREF_MAX_BYTES)
+			continue;
+		char *p = rc_join_path(d->path, e->name);
+		if (!p || pk->names + strlen(p) + 1 > PREF_BATCH_NAMES) {
+			free(p);
+			pk->full = true;
+			return;
+		}
+		if (find_locked(rs, p) || cached_locked(rs->serial, p)) {
+			free(p);
+			continue;
+		}
+		f->paths[f->n] = p;
+		f->mtime[f->n] = e->st.mtime;
+		f->size[f->n] = e->st.size;
+		pk->bytes += (size_t)e->st.size;
+		pk->names += strlen(p) + 1;
+		f->n++;
+	}
+	if (f->n >= pk->batch - 1)
+		pk->full = true;
+}
+
 int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 		     const struct sfs_rstat *st, int fd)
 {
@@ -223,27 +268,22 @@ int rc_prefetch_fill(struct rsb *rs, struct sfs_sandbox *sb, const char *path,
 	struct rc_node *d = rc_find_path_locked(rs->serial, dir);
 	bool ok = d && d->listed && rc_dir_fresh_locked(d, rc_now());
 	const char *name = slash ? slash + 1 : path;
-	for (size_t i = 0; ok && i < d->nents && f.n < batch - 1; i++) {
-		const struct rent *e = &d->ents[i];
-		if (!S_ISREG(e->st.mode) || e->st.size > PREF_FILE_MAX ||
-		    strcmp(e->name, name) == 0 || bytes + (size_t)e->st.size > PREF_BATCH_BYTES ||
-		    rs->pref_bytes + bytes + (size_t)e->st.size > PREF_MAX_BYTES)
-			continue;
-		char *p = rc_join_path(dir, e->name);
-		if (!p || names + strlen(p) + 1 > PREF_BATCH_NAMES) {
-			free(p);
-			break;
+	struct pick pk = {.rs = rs, .f = &f, .batch = batch, .bytes = bytes, .names = names};
+	if (ok)
+		pick_from_locked(&pk, d, name);
+	/* and from the small directories listed near it (under the same
+	 * top-level directory): a walk reads them soon (git's .git/info,
+	 * refs/heads beside .git/objects/XX) */
+	const char *top_end = strchr(path, '/');
+	size_t tl = top_end ? (size_t)(top_end - path) : 0;
+	for (size_t b = 0; tl && slash && b < RC_NBUCKETS && !pk.full; b++) {
+		for (struct rc_node *o = R.by_id[b]; o && !pk.full; o = o->id_next) {
+			if (o == d || o->rs != rs || !o->listed || o->nents > PREF_NEAR_ENTS ||
+			    strncmp(o->path, path, tl) || (o->path[tl] && o->path[tl] != '/') ||
+			    !rc_dir_fresh_locked(o, rc_now()))
+				continue;
+			pick_from_locked(&pk, o, NULL);
 		}
-		if (find_locked(rs, p) || cached_locked(rs->serial, p)) {
-			free(p);
-			continue;
-		}
-		f.paths[f.n] = p;
-		f.mtime[f.n] = e->st.mtime;
-		f.size[f.n] = e->st.size;
-		bytes += (size_t)e->st.size;
-		names += strlen(p) + 1;
-		f.n++;
 	}
 	pthread_mutex_unlock(&R.mu);
 	if (f.n == 0)
