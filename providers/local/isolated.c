@@ -101,7 +101,11 @@ int sfs_local_iso_create(struct sfs_sandbox *sb, const char *dir, bool owned, st
 		return sfs_errf(err, -errno, "local: chown %s: %s", dir, strerror(errno));
 	char netdir[4200];
 	state_path(sb, "net", netdir, sizeof(netdir));
-	if ((mkdir(netdir, 0700) < 0 && errno != EEXIST) || chown(netdir, uid, gid) < 0)
+	/* the proxy socket's directory stays the daemon's (only the socket is
+	 * the sandbox's): a sandbox that could write there could swap the
+	 * socket for a symlink while the daemon makes it again and chowns it */
+	if ((mkdir(netdir, 0755) < 0 && errno != EEXIST) ||
+	    chown(netdir, geteuid(), getegid()) < 0 || chmod(netdir, 0755) < 0)
 		return sfs_errf(err, -errno, "local: %s: %s", netdir, strerror(errno));
 	return start_holder(sb, dir, iso, err);
 }

@@ -93,7 +93,9 @@ static int unix_listener(const char *netdir, uid_t uid, gid_t gid, struct sfs_er
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	int r = 0;
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0 ||
-	    fchownat(dfd, "proxy.sock", uid, gid, 0) < 0)
+	    /* never through a symlink: the sandbox may write where docker
+	     * binds the directory, and the name could be swapped after bind */
+	    fchownat(dfd, "proxy.sock", uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		r = sfs_errf(err, -errno, "proxy: %s/proxy.sock: %s", netdir, strerror(errno));
 	close(dfd);
 	if (r && fd >= 0)

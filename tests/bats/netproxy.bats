@@ -153,3 +153,16 @@ daemon_cpu_ms() {
 	[ "$status" -eq 0 ]
 	[[ "$output" =~ closed\ after\ [23]\ s:\ HTTP/1.1\ 408 ]]
 }
+
+@test "netproxy: a sandbox cannot plant anything beside its proxy socket (the daemon makes it again there as root after a restart)" {
+	box
+	serve good "$A"
+	run run_in box "ln -s /etc/hostname /run/sandboxfs/planted || echo no-link; mv /run/sandboxfs/proxy.sock /run/sandboxfs/moved || echo no-move; test -S /run/sandboxfs/proxy.sock && echo socket"
+	grep -qx no-link <<<"$output"
+	grep -qx no-move <<<"$output"
+	grep -qx socket <<<"$output"
+	[ ! -e "$STATE"/sandboxes/*/net/planted ]
+	[ "$(stat -c %u "$STATE"/sandboxes/*/net)" = 0 ]
+	run run_in box "curl -sf -m 5 --unix-socket /run/sandboxfs/proxy.sock -x http://localhost http://good.test:$PORT/ || curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *"page of good"* ]]
+}
