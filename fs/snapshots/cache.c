@@ -110,14 +110,20 @@ static void fill(struct sc_entry *e, const struct stat *st)
 
 bool scache_hit(struct scache *c, const char *path, const struct stat *st, git_oid *oid)
 {
+	return scache_hit_at(c, path, st, oid, &c->next);
+}
+
+bool scache_hit_at(const struct scache *c, const char *path, const struct stat *st, git_oid *oid,
+		   size_t *next)
+{
 	uint64_t at;
 	/* records are in the order a walk noted them, and walks of one tree
 	 * go the same way: the record after the last hit is tried first */
-	if (c->next < c->n && strcmp(c->paths[c->next], path) == 0)
-		at = c->next;
+	if (*next < c->n && strcmp(c->paths[*next], path) == 0)
+		at = *next;
 	else if (!pmap_get(&c->index, path, &at))
 		return false;
-	c->next = at + 1;
+	*next = at + 1;
 	struct sc_entry now;
 	fill(&now, st);
 	const struct sc_entry *e = &c->v[at];

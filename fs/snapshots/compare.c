@@ -1,27 +1,72 @@
 /*
  * What differs between a snapshot's tree and a live directory, as a list of
  * paths, without writing anything: each directory's entries are matched by
- * name against the snapshot's (its manifest: manifest.c), a file's blob id comes from the stat
- * cache or from hashing it (git_odb_hash: nothing stored), and a directory that is new, gone or of
- * another kind is one path.  The diff is then made of just those paths (diff.c), which is what
- * keeps `cat snapshots/ID/diff` close to `git diff`: no tree is built or written for the unchanged
- * rest.
+ * name against the snapshot's (its manifest: manifest.c), a file's blob id
+ * comes from the stat cache or from hashing it (git_odb_hash: nothing
+ * stored), and a directory that is new, gone or of another kind is one
+ * path.  The diff is then made of just those paths (diff.c), which is what
+ * keeps `cat snapshots/ID/diff` close to `git diff`: no tree is built or
+ * written for the unchanged rest.
+ *
+ * Most of the walk is one lstat per file, which git's own diff spreads over
+ * threads (preload-index); so does this walk on a tree of more than
+ * WALK_MIN_PER_THREAD entries per thread: directories are jobs on one
+ * stack that up to WALK_THREADS threads (the caller is one) take from.  A
+ * job holds its directory's fd; past WALK_MAX_JOBS queued a directory is
+ * walked where it was found, which bounds the fds held.  During the walk
+ * the stat cache is only read (each thread has its own cursor); the blob
+ * ids of files it had to hash are noted in it after the threads are joined.
  */
 #include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-struct cmp {
+#define WALK_THREADS 4
+#define WALK_MIN_PER_THREAD 1000
+#define WALK_MAX_JOBS 64
+
+struct job {
+	int fd; /* the directory, owned by the job */
+	uint32_t dir;
+	char *path;
+};
+
+/* What the threads of one walk share. */
+struct walk {
 	const struct manifest *m;
-	struct scache *cache;
-	struct paths *out;
-	struct sfs_err *err;
+	const struct scache *cache;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct job *jobs; /* a stack */
+	size_t njobs, cap;
+	int busy;  /* threads inside a job */
+	int error; /* the first failure, which stops every thread */
+	struct sfs_err err;
+	bool threaded;
+};
+
+/* A file hashed during the walk, to note in the stat cache after it. */
+struct note {
+	char *path;
+	struct stat st;
+	git_oid oid;
+};
+
+/* One thread's walk. */
+struct cmp {
+	struct walk *w;
+	struct paths out;
+	struct note *notes;
+	size_t nnotes, capnotes;
+	size_t next; /* its stat cache cursor */
+	struct sfs_err err;
 	char path[8192]; /* the current path, grown and cut as the walk goes */
 	size_t plen;
 };
@@ -96,7 +141,71 @@ static void pop(struct cmp *c, size_t old)
 	c->path[old] = '\0';
 }
 
+/* The blob id of the regular file or symlink name, for comparing: the
+ * cache's when it vouches, else hashed and remembered for the cache. */
+static int file_oid(struct cmp *c, int dirfd, const char *name, const char *rel,
+		    const struct stat *st, git_oid *oid)
+{
+	if (S_ISREG(st->st_mode) && c->w->cache &&
+	    scache_hit_at(c->w->cache, rel, st, oid, &c->next))
+		return 0;
+	int r = rec_hash(NULL, dirfd, name, rel, st, oid);
+	if (r || !S_ISREG(st->st_mode) || !c->w->cache)
+		return r;
+	if (c->nnotes == c->capnotes) {
+		size_t cap = c->capnotes ? c->capnotes * 2 : 16;
+		struct note *v = realloc(c->notes, cap * sizeof(*v));
+		if (!v)
+			return 0; /* only a speed-up lost */
+		c->notes = v;
+		c->capnotes = cap;
+	}
+	struct note *n = &c->notes[c->nnotes];
+	if ((n->path = strdup(rel))) {
+		n->st = *st;
+		n->oid = *oid;
+		c->nnotes++;
+	}
+	return 0;
+}
+
 static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir);
+
+/* Walks the directory name (a tree in the snapshot too) now, or queues it
+ * for any thread when the walk is threaded and the stack has room. */
+static int cmp_subdir(struct cmp *c, int dirfd, const char *name, const char *rel,
+		      const struct mf_ent *e)
+{
+	int fd =
+	    e->sub < 0 ? -1 : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return paths_add(&c->out, rel); /* let the diff writer say what it is */
+	struct walk *w = c->w;
+	if (w->threaded) {
+		pthread_mutex_lock(&w->mu);
+		bool room = w->njobs < WALK_MAX_JOBS;
+		if (room && w->njobs == w->cap) {
+			size_t cap = w->cap ? w->cap * 2 : 16;
+			struct job *v = realloc(w->jobs, cap * sizeof(*v));
+			if (v) {
+				w->jobs = v;
+				w->cap = cap;
+			}
+			room = v != NULL;
+		}
+		char *path = room ? strdup(rel) : NULL;
+		if (path) {
+			w->jobs[w->njobs++] = (struct job){fd, (uint32_t)e->sub, path};
+			pthread_cond_signal(&w->cv);
+		}
+		pthread_mutex_unlock(&w->mu);
+		if (path)
+			return 0;
+	}
+	int r = cmp_dir(c, fd, (uint32_t)e->sub);
+	close(fd);
+	return r;
+}
 
 static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel,
 		     const struct mf_ent *e)
@@ -106,22 +215,14 @@ static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		fm = rec_filemode(&st);
 	if (!fm) /* gone, or a special file (never recorded) */
-		return e ? paths_add(c->out, rel) : 0;
+		return e ? paths_add(&c->out, rel) : 0;
 	if (!e || e->mode != fm)
-		return paths_add(c->out, rel);
-	if (fm == GIT_FILEMODE_TREE) {
-		int fd = e->sub < 0
-			     ? -1
-			     : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd < 0)
-			return paths_add(c->out, rel); /* let the diff writer say what it is */
-		int r = cmp_dir(c, fd, (uint32_t)e->sub);
-		close(fd);
-		return r;
-	}
+		return paths_add(&c->out, rel);
+	if (fm == GIT_FILEMODE_TREE)
+		return cmp_subdir(c, dirfd, name, rel, e);
 	git_oid oid;
-	if (rec_hash(c->cache, dirfd, name, rel, &st, &oid) || !git_oid_equal(&oid, &e->oid))
-		return paths_add(c->out, rel);
+	if (file_oid(c, dirfd, name, rel, &st, &oid) || !git_oid_equal(&oid, &e->oid))
+		return paths_add(&c->out, rel);
 	return 0;
 }
 
@@ -132,10 +233,10 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		return sfs_errf(c->err, -errno, "diff: open %s: %s", c->plen ? c->path : ".",
+		return sfs_errf(&c->err, -errno, "diff: open %s: %s", c->plen ? c->path : ".",
 				strerror(errno));
 	}
-	const struct manifest *m = c->m;
+	const struct manifest *m = c->w->m;
 	size_t n = m->dirs[dir].n, found = 0;
 	int r = 0;
 	struct dirent *de;
@@ -161,25 +262,129 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 		if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
 			continue;
 		size_t old = push(c, name);
-		r = old == (size_t)-1 ? -ENAMETOOLONG : paths_add(c->out, c->path);
+		r = old == (size_t)-1 ? -ENAMETOOLONG : paths_add(&c->out, c->path);
 		if (old != (size_t)-1)
 			pop(c, old);
 	}
 	closedir(d);
 	if (r == -ENOMEM || r == -ENAMETOOLONG)
-		return sfs_errf(c->err, r,
+		return sfs_errf(&c->err, r,
 				r == -ENOMEM ? "out of memory" : "diff: a path is too long");
+	return r;
+}
+
+/* Takes jobs until there are none and no thread is in one (which could
+ * queue more), or until one failed. */
+static void *worker(void *arg)
+{
+	struct cmp *c = arg;
+	struct walk *w = c->w;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		if (w->error || (!w->njobs && !w->busy))
+			break;
+		if (!w->njobs) {
+			pthread_cond_wait(&w->cv, &w->mu);
+			continue;
+		}
+		struct job j = w->jobs[--w->njobs];
+		w->busy++;
+		pthread_mutex_unlock(&w->mu);
+		size_t n = strlen(j.path);
+		int r = n < sizeof(c->path) ? 0 : -ENAMETOOLONG;
+		if (!r) {
+			memcpy(c->path, j.path, n + 1);
+			c->plen = n;
+			r = cmp_dir(c, j.fd, j.dir);
+		}
+		close(j.fd);
+		free(j.path);
+		pthread_mutex_lock(&w->mu);
+		w->busy--;
+		if (r && !w->error) {
+			w->error = r;
+			w->err = c->err;
+		}
+		if (w->error || (!w->njobs && !w->busy))
+			pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Hands what one thread found to the caller: its paths, and its notes
+ * into the stat cache.  -ENOMEM or 0. */
+static int gather(struct cmp *c, struct scache *cache, struct paths *out)
+{
+	int r = 0;
+	for (size_t i = 0; i < c->out.n; i++) {
+		if (!r && paths_add(out, c->out.v[i]))
+			r = -ENOMEM;
+	}
+	paths_free(&c->out);
+	for (size_t i = 0; i < c->nnotes; i++) {
+		scache_note(cache, c->notes[i].path, &c->notes[i].st, &c->notes[i].oid);
+		free(c->notes[i].path);
+	}
+	free(c->notes);
 	return r;
 }
 
 int cmp_tree(const struct manifest *m, int rootfd, struct scache *cache, struct paths *out,
 	     struct sfs_err *err)
 {
-	struct cmp *c = calloc(1, sizeof(*c)); /* its path buffer: not on a worker's stack */
-	if (!c)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	*c = (struct cmp){.m = m, .cache = cache, .out = out, .err = err};
-	int r = cmp_dir(c, rootfd, 0);
+	size_t want = 1 + m->nents / WALK_MIN_PER_THREAD;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (want > (size_t)(cpus > 0 ? cpus : 1))
+		want = (size_t)(cpus > 0 ? cpus : 1);
+	if (want > WALK_THREADS)
+		want = WALK_THREADS;
+	struct walk w = {.m = m, .cache = cache, .threaded = want > 1};
+	/* the per-thread walks: their path buffers are not on a worker's stack */
+	struct cmp *c = calloc(want, sizeof(*c));
+	int fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *root = strdup("");
+	w.jobs = malloc(sizeof(*w.jobs));
+	if (!c || fd < 0 || !root || !w.jobs) {
+		int e = fd < 0 ? -errno : -ENOMEM;
+		if (fd >= 0)
+			close(fd);
+		free(c);
+		free(root);
+		free(w.jobs);
+		return e == -ENOMEM ? sfs_errf(err, e, "out of memory")
+				    : sfs_errf(err, e, "diff: open .: %s", strerror(-e));
+	}
+	w.cap = 1;
+	w.jobs[w.njobs++] = (struct job){fd, 0, root};
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	pthread_t tid[WALK_THREADS];
+	size_t started = 0;
+	for (size_t i = 0; i < want; i++)
+		c[i].w = &w;
+	for (size_t i = 1; i < want; i++) {
+		if (pthread_create(&tid[i], NULL, worker, &c[i]) != 0)
+			break; /* fewer threads: the same walk */
+		started = i;
+	}
+	worker(&c[0]);
+	for (size_t i = 1; i <= started; i++)
+		pthread_join(tid[i], NULL);
+	/* on a failure, the jobs no thread took */
+	for (size_t i = 0; i < w.njobs; i++) {
+		close(w.jobs[i].fd);
+		free(w.jobs[i].path);
+	}
+	int r = w.error;
+	if (r && err)
+		*err = w.err;
+	for (size_t i = 0; i < want; i++)
+		if (gather(&c[i], cache, out) && !r)
+			r = sfs_errf(err, -ENOMEM, "out of memory");
+	free(w.jobs);
 	free(c);
+	pthread_mutex_destroy(&w.mu);
+	pthread_cond_destroy(&w.cv);
 	return r;
 }

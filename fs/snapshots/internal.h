@@ -48,6 +48,9 @@ struct scache {
 int scache_load(struct scache *c, const char *path);
 /* The blob id of the file at path if the cache knows it unchanged. */
 bool scache_hit(struct scache *c, const char *path, const struct stat *st, git_oid *oid);
+/* The same with the caller's cursor: only reads c (threads may share it). */
+bool scache_hit_at(const struct scache *c, const char *path, const struct stat *st, git_oid *oid,
+		   size_t *next);
 /* Remembers path's blob (not for files changed too recently to trust). */
 int scache_note(struct scache *c, const char *path, const struct stat *st, const git_oid *oid);
 int scache_save(struct scache *c, const char *path);

@@ -156,6 +156,46 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	[ "$(wc -c <"$MNT/s/snapshots/before/diff")" -lt 3000 ]
 }
 
+# bats test_tags=tsan
+@test "diffs of a 2500-file workspace read at once, beside snapshots and a deletion, each whole and right (no TSan report)" {
+	export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$BATS_TEST_TMPDIR/tsan:halt_on_error=0"
+	sfs_unmount
+	sfs_mount
+	mkdir "$MNT/s"
+	W=$(ws s)
+	local d f r i pids=()
+	# big enough for the threaded walk (fs/snapshots/compare.c)
+	for d in $(seq -w 0 99); do
+		mkdir "$W/d$d"
+		for f in $(seq -w 0 24); do echo "$d $f" >"$W/d$d/f$f"; done
+	done
+	ctl_write "$MNT/s/ctl" "snapshot base" >/dev/null
+	echo changed >>"$W/d00/f00"
+	echo changed >>"$W/d99/f24"
+	rm "$W/d50/f12"
+	echo new >"$W/d42/new"
+	for r in 1 2 3 4; do
+		(for i in 1 2 3 4 5; do cat "$MNT/s/snapshots/base/diff" >"$BATS_TEST_TMPDIR/diff.$r.$i"; done) &
+		pids+=($!)
+	done
+	(for i in 1 2 3; do
+		ctl_write "$MNT/s/ctl" "snapshot tmp$i" >/dev/null
+		rmdir "$MNT/s/snapshots/tmp$i"
+	done) &
+	pids+=($!)
+	for r in "${pids[@]}"; do wait "$r"; done
+	for f in "$BATS_TEST_TMPDIR"/diff.*; do
+		[ "$(grep -c '^diff --git ' "$f")" -eq 4 ]
+		grep -q '^+++ b/d00/f00$' "$f"
+		grep -q '^+++ b/d99/f24$' "$f"
+		grep -q '^deleted file mode 100644$' "$f"
+		grep -q '^+++ b/d42/new$' "$f"
+	done
+	[ "$(ls "$BATS_TEST_TMPDIR"/diff.* | wc -l)" -eq 20 ]
+	sfs_unmount
+	no_tsan_reports
+}
+
 @test "restore leaves running processes alone and says so; a second snapshot costs little" {
 	mkdir "$MNT/s"
 	W="$MNT/s/workspace"

@@ -588,8 +588,68 @@ static void test_diff_two_snapshots(void)
 	sfs_rm_rf(state);
 }
 
+/* A tree big enough for the threaded walk (compare.c: more than 1000
+ * entries a thread, and more directories than jobs it queues): every
+ * change is found wherever it is, nothing else is listed, and the files
+ * the diff had to hash are noted in its stat cache for the next snapshot. */
+static void test_diff_threaded(void)
+{
+	setup();
+	char p[512], rel[64];
+	for (int d = 0; d < 100; d++) {
+		snprintf(p, sizeof(p), "%s/d%03d", ws, d);
+		mkdir(p, 0755);
+		for (int f = 0; f < 25; f++) {
+			snprintf(rel, sizeof(rel), "d%03d/f%02d", d, f);
+			put(rel, rel, 0644);
+		}
+	}
+	snprintf(p, sizeof(p), "%s/d007/deep", ws);
+	mkdir(p, 0755);
+	put("d007/deep/x", "x\n", 0644);
+	sleep(1); /* older than the caches' second: noted */
+	int fd = rootfd();
+	char commit[41], other[400];
+	struct snap_stats st;
+	CHECK_INT(snap_take(fd, cache, "k1", "s1", NULL, 1, commit, &st, NULL), 0);
+	CHECK_INT(st.hashed, 2505);
+	/* a diff with a cache of its own: every file hashed, and noted */
+	snprintf(other, sizeof(other), "%s/other.statcache", state);
+	struct sfs_buf d = {0};
+	struct sfs_err err = {0};
+	CHECK_INT(snap_diff(commit, fd, other, &d, &err), 0);
+	CHECK_INT(d.len, 0);
+	sfs_buf_free(&d);
+	CHECK_INT(snap_take(fd, other, "k1", "s2", NULL, 1, commit, &st, NULL), 0);
+	CHECK_INT(st.hashed, 0);
+	put("d000/f00", "changed first\n", 0644);
+	put("d050/f12", "changed middle\n", 0644);
+	put("d099/f24", "changed last\n", 0644);
+	put("d007/deep/x", "deep\n", 0644);
+	put("d042/new", "added\n", 0644);
+	snprintf(p, sizeof(p), "%s/d063/f05", ws);
+	unlink(p);
+	snprintf(p, sizeof(p), "rm -r %s/d080", ws);
+	CHECK_INT(system(p), 0);
+	CHECK_INT(snap_diff(commit, fd, cache, &d, &err), 0);
+	CHECK_STREQ(err.msg, "");
+	const char *want[] = {"+++ b/d000/f00",	   "+++ b/d050/f12", "+++ b/d099/f24",
+			      "+++ b/d007/deep/x", "+++ b/d042/new", "--- a/d063/f05",
+			      "--- a/d080/f00",	   "--- a/d080/f24"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+		CHECK(d.buf && strstr(d.buf, want[i]));
+	int files = 0;
+	for (const char *q = d.buf; q && (q = strstr(q, "diff --git ")); q++)
+		files++;
+	CHECK_INT(files, 6 + 25); /* and nothing else */
+	sfs_buf_free(&d);
+	close(fd);
+	snap_store_shutdown();
+	sfs_rm_rf(state);
+}
+
 CHECK_MAIN(CHECK_CASE(test_take_info_browse), CHECK_CASE(test_stat_cache),
 	   CHECK_CASE(test_stat_cache_racy), CHECK_CASE(test_stat_cache_same_size),
 	   CHECK_CASE(test_diff_two_snapshots), CHECK_CASE(test_diff_restore),
 	   CHECK_CASE(test_diff_dirs), CHECK_CASE(test_diff_paths), CHECK_CASE(test_forget),
-	   CHECK_CASE(test_gc), CHECK_CASE(test_gc_concurrent))
+	   CHECK_CASE(test_gc), CHECK_CASE(test_gc_concurrent), CHECK_CASE(test_diff_threaded))
