@@ -15,7 +15,8 @@
  * job holds its directory's fd; past WALK_MAX_JOBS queued a directory is
  * walked where it was found, which bounds the fds held.  During the walk
  * the stat cache is only read (each thread has its own cursor); the blob
- * ids of files it had to hash are noted in it after the threads are joined.
+ * ids of files it had to hash and found unchanged are noted in it after the
+ * threads are joined.
  */
 #include "internal.h"
 
@@ -142,21 +143,30 @@ static void pop(struct cmp *c, size_t old)
 }
 
 /* The blob id of the regular file or symlink name, for comparing: the
- * cache's when it vouches, else hashed and remembered for the cache. */
+ * cache's when it vouches, else hashed (*hashed). */
 static int file_oid(struct cmp *c, int dirfd, const char *name, const char *rel,
-		    const struct stat *st, git_oid *oid)
+		    const struct stat *st, git_oid *oid, bool *hashed)
 {
+	*hashed = false;
 	if (S_ISREG(st->st_mode) && c->w->cache &&
 	    scache_hit_at(c->w->cache, rel, st, oid, &c->next))
 		return 0;
-	int r = rec_hash(NULL, dirfd, name, rel, st, oid);
-	if (r || !S_ISREG(st->st_mode) || !c->w->cache)
-		return r;
+	*hashed = true;
+	return rec_hash(NULL, dirfd, name, rel, st, oid);
+}
+
+/* Remembers a hashed file's blob id for the stat cache, which is told only
+ * ids the store has: a file equal to the snapshot's (a changed file's blob
+ * is written by no one: diff.c keeps its objects in memory). */
+static void add_note(struct cmp *c, const char *rel, const struct stat *st, const git_oid *oid)
+{
+	if (!S_ISREG(st->st_mode) || !c->w->cache)
+		return;
 	if (c->nnotes == c->capnotes) {
 		size_t cap = c->capnotes ? c->capnotes * 2 : 16;
 		struct note *v = realloc(c->notes, cap * sizeof(*v));
 		if (!v)
-			return 0; /* only a speed-up lost */
+			return; /* only a speed-up lost */
 		c->notes = v;
 		c->capnotes = cap;
 	}
@@ -166,7 +176,6 @@ static int file_oid(struct cmp *c, int dirfd, const char *name, const char *rel,
 		n->oid = *oid;
 		c->nnotes++;
 	}
-	return 0;
 }
 
 static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir);
@@ -221,8 +230,11 @@ static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel
 	if (fm == GIT_FILEMODE_TREE)
 		return cmp_subdir(c, dirfd, name, rel, e);
 	git_oid oid;
-	if (file_oid(c, dirfd, name, rel, &st, &oid) || !git_oid_equal(&oid, &e->oid))
+	bool hashed;
+	if (file_oid(c, dirfd, name, rel, &st, &oid, &hashed) || !git_oid_equal(&oid, &e->oid))
 		return paths_add(&c->out, rel);
+	if (hashed)
+		add_note(c, rel, &st, &oid);
 	return 0;
 }
 

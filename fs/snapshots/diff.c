@@ -4,7 +4,11 @@
  * trees holding just those paths, one from the snapshot's manifest (or the base
  * directory), one from the workspace (blobs stored only for those files),
  * and libgit2 diffs them in git's own patch format: mode changes, new and
- * deleted files, symlinks, "Binary files … differ".
+ * deleted files, symlinks, "Binary files … differ".  What those trees need
+ * that the store lacks (the workspace's changed blobs, the trees) is
+ * written to an object store in memory (st_scratch), never to the disk:
+ * compressing and writing loose objects for a read was a sixth of a diff,
+ * and the store grew with every diff until the next gc.
  */
 #include "internal.h"
 
@@ -107,11 +111,13 @@ int snap_diff_paths(int oldfd, int newfd, const char *const *paths, size_t n, st
 		    struct sfs_err *err)
 {
 	struct rec r = {.err = err};
-	st_writers_shared(); /* its sparse trees are in no snapshot */
+	st_writers_shared(); /* reads the store while no sweep runs */
 	int ret = st_open(&r.repo, err);
 	int rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
 	if (rc < 0)
 		ret = st_error(err, rc, "diff: the object store");
+	if (!ret)
+		ret = st_scratch(r.odb, err);
 	git_treebuilder *eb = NULL;
 	git_oid eid, aid, bid;
 	git_tree *empty = NULL, *a = NULL, *b = NULL;
@@ -172,7 +178,7 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 {
 	struct rec r = {.err = err};
 	struct scache sc;
-	st_writers_shared(); /* it writes blobs and trees, and the cache */
+	st_writers_shared(); /* its stat cache names blobs of the store */
 	scache_open(&sc, cache);
 	struct paths changed = {0};
 	struct manifest *m = NULL;
@@ -195,6 +201,8 @@ int snap_diff(const char *commit, int rootfd, const char *cache, struct sfs_buf 
 		rc = ret ? 0 : git_repository_odb(&r.odb, r.repo);
 		if (rc < 0)
 			ret = st_error(err, rc, "diff: the object store");
+		if (!ret)
+			ret = st_scratch(r.odb, err);
 		if (!ret && ((rc = git_treebuilder_new(&eb, r.repo, NULL)) < 0 ||
 			     (rc = git_treebuilder_write(&eid, eb)) < 0 ||
 			     (rc = git_tree_lookup(&empty, r.repo, &eid)) < 0))

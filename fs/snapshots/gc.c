@@ -6,14 +6,15 @@
  * modes blob a commit's trailer names) and deletes the loose objects not
  * marked (the store never packs: libgit2 writes loose objects).
  *
- * Concurrent writers: every object is written by snap_take, snap_diff or
- * snap_restore of this daemon, each holding the store's writer lock shared
- * from loading its stat cache to its ref; the sweep holds it exclusive, so
+ * Concurrent writers: every object is written by snap_take or snap_restore
+ * of this daemon (a diff keeps its objects in memory), each holding the
+ * store's writer lock shared from loading its stat cache to its ref (a
+ * diff holds it too, for its stat cache); the sweep holds it exclusive, so
  * no object is swept between being written and being referenced, and no
  * grace period is needed.  A stat cache vouches for blob ids without
- * reading them (a diff's blobs are written but referenced by no snapshot),
- * so a cache naming an object that is not kept is removed: that sandbox's
- * next snapshot rereads its files instead of naming a deleted blob.
+ * reading them (ids of a snapshot that is then dropped), so a cache naming
+ * an object that is not kept is removed: that sandbox's next snapshot
+ * rereads its files instead of naming a deleted blob.
  */
 #include "internal.h"
 

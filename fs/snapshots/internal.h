@@ -18,6 +18,9 @@ int st_error(struct sfs_err *err, int rc, const char *what);
 int st_write_all(int fd, const void *p, size_t len);
 /* The git mode's implied permission bits: 0644, 0755 (files), 0755 (dirs). */
 mode_t st_implied_perm(git_filemode_t m);
+/* Makes odb keep what is written through it in memory, for this handle
+ * only (a diff's objects, which no snapshot names). */
+int st_scratch(git_odb *odb, struct sfs_err *err);
 /* Which store this is (device and inode of its objects directory; 0 when
  * there is none yet): a stat cache made for another store is not used. */
 uint64_t st_identity(void);

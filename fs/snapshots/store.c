@@ -6,6 +6,9 @@
 
 #include "../../providers/util.h"
 
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -75,6 +78,16 @@ uint64_t st_identity(void)
 	if (stat(objects, &st) < 0)
 		return 0;
 	return ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino;
+}
+
+int st_scratch(git_odb *odb, struct sfs_err *err)
+{
+	git_odb_backend *mem = NULL;
+	int rc = git_mempack_new(&mem);
+	/* above the loose objects (priority 1): every write lands here */
+	if (rc >= 0 && (rc = git_odb_add_backend(odb, mem, 100)) < 0)
+		mem->free(mem);
+	return rc < 0 ? st_error(err, rc, "diff: an object store in memory") : 0;
 }
 
 int snap_store_init(const char *statedir, struct sfs_err *err)

@@ -218,6 +218,24 @@ static void test_diff_restore(void)
 	sfs_rm_rf(state);
 }
 
+/* Counts the loose objects of the store. */
+static int loose_objects(void)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd),
+		 "find %s/git/store/objects -type f -path '*/objects/?"
+		 "?/*' | wc -l",
+		 state);
+	FILE *f = popen(cmd, "r");
+	int n = -1;
+	if (f) {
+		if (fscanf(f, "%d", &n) != 1)
+			n = -1;
+		pclose(f);
+	}
+	return n;
+}
+
 /* Whole directories appearing and going, a file becoming a directory. */
 static void test_diff_dirs(void)
 {
@@ -237,8 +255,10 @@ static void test_diff_dirs(void)
 	put("a.txt/inner", "in\n", 0644);
 	struct sfs_buf d = {0};
 	struct sfs_err err = {0};
+	int objects = loose_objects();
 	CHECK_INT(snap_diff(commit, fd, cache, &d, &err), 0);
 	CHECK_STREQ(err.msg, "");
+	CHECK_INT(loose_objects(), objects); /* a diff writes nothing to the store */
 	CHECK(d.buf && strstr(d.buf, "+++ b/newdir/x.txt"));
 	CHECK(d.buf && strstr(d.buf, "--- a/sub/b.txt"));
 	CHECK(d.buf && strstr(d.buf, "--- a/a.txt\n+++ /dev/null"));
@@ -297,24 +317,6 @@ static void test_forget(void)
 	close(fd);
 	snap_store_shutdown();
 	sfs_rm_rf(state);
-}
-
-/* Counts the loose objects of the store. */
-static int loose_objects(void)
-{
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd),
-		 "find %s/git/store/objects -type f -path '*/objects/?"
-		 "?/*' | wc -l",
-		 state);
-	FILE *f = popen(cmd, "r");
-	int n = -1;
-	if (f) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = -1;
-		pclose(f);
-	}
-	return n;
 }
 
 /* The file rel of snapshot commit, restored into a fresh directory. */
