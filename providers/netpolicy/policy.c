@@ -1,8 +1,10 @@
 /* Network policy text and the allow-list matcher (policy.h). */
 #include "policy.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,4 +158,65 @@ bool sfs_netpolicy_allows(const struct sfs_netpolicy *p, const char *host, int p
 			return true;
 	}
 	return false;
+}
+
+/* An IPv4 address (host order) the proxy must not lead to. */
+static bool v4_refused(uint32_t a)
+{
+	return (a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 ||
+	       (a >> 22) == (100 << 2 | 1) ||		/* 100.64/10, CGNAT */
+	       (a >> 16) == (169 << 8 | 254) ||		/* link-local, metadata */
+	       (a >> 20) == (172 << 4 | 1) ||		/* 172.16/12 */
+	       (a >> 8) == (192u << 16 | 0 << 8 | 0) || /* 192.0.0/24 */
+	       (a >> 16) == (192u << 8 | 168) ||	/* 192.168/16 */
+	       (a >> 17) == (198u << 7 | 18 >> 1) ||	/* 198.18/15 */
+	       (a >> 28) >= 14;				/* multicast, reserved, broadcast */
+}
+
+static bool same_addr(const struct sockaddr *a, const struct sockaddr *b)
+{
+	if (a->sa_family != b->sa_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->sa_family == AF_INET6)
+		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	return false;
+}
+
+bool sfs_netpolicy_addr_refused(const struct sockaddr *sa, const struct sockaddr *const *own,
+				size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (own[i] && same_addr(sa, own[i]))
+			return true;
+	if (sa->sa_family == AF_INET)
+		return v4_refused(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	if (sa->sa_family != AF_INET6)
+		return true;
+	const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	static const unsigned char zero[12], mapped[12] = {[10] = 0xff, [11] = 0xff},
+					     nat64[12] = {0x00, 0x64, 0xff, 0x9b};
+	uint32_t tail =
+	    (uint32_t)b[12] << 24 | (uint32_t)b[13] << 16 | (uint32_t)b[14] << 8 | b[15];
+	/* ::, ::1 and IPv4-compatible ::a.b.c.d; ::ffff:a.b.c.d */
+	if (!memcmp(b, zero, 12) || !memcmp(b, mapped, 12))
+		return true;
+	/* NAT64 64:ff9b::a.b.c.d (DNS64 answers so for IPv4-only names):
+	 * the gateway leads wherever a.b.c.d does */
+	if (!memcmp(b, nat64, 12))
+		return v4_refused(tail);
+	/* local-use NAT64 64:ff9b:1::/48: any of its addresses may map anywhere */
+	if (b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0x00 &&
+	    b[5] == 0x01)
+		return true;
+	/* 6to4 2002:AABB:CCDD::/48 carries the IPv4 address AA.BB.CC.DD */
+	if (b[0] == 0x20 && b[1] == 0x02)
+		return v4_refused((uint32_t)b[2] << 24 | (uint32_t)b[3] << 16 |
+				  (uint32_t)b[4] << 8 | b[5]);
+	return (b[0] & 0xfe) == 0xfc ||		  /* fc00::/7 unique-local */
+	       (b[0] == 0xfe && (b[1] & 0x80)) || /* fe80::/10 link-, fec0::/10 site-local */
+	       b[0] == 0xff;			  /* multicast */
 }

@@ -40,4 +40,15 @@ bool sfs_netpolicy_norm_host(const char *host, char *out, size_t len);
  * (host as the client named it; matched case-insensitively). */
 bool sfs_netpolicy_allows(const struct sfs_netpolicy *p, const char *host, int port);
 
+struct sockaddr;
+
+/* Whether a connection to sa, an address DNS gave for an allowed name,
+ * must be refused: the host itself and the networks behind it (loopback,
+ * private, CGNAT, link-local with cloud metadata, unique- and site-local,
+ * unspecified, multicast, broadcast, reserved), an IPv4 address of those
+ * inside IPv6 (mapped, compatible, NAT64 64:ff9b::/96 and /48, 6to4), or
+ * one of own[0..n), the host's own interface addresses. */
+bool sfs_netpolicy_addr_refused(const struct sockaddr *sa, const struct sockaddr *const *own,
+				size_t n);
+
 #endif

@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -194,24 +195,29 @@ static bool override(const char *host, char *addr, size_t len)
 	return false;
 }
 
-/* Addresses a name found by DNS must not lead to: the host itself and the
- * networks behind it (loopback, private, link-local with cloud metadata,
- * unique-local, unspecified). */
-static bool private_addr(const struct sockaddr *sa)
+/* Whether a name DNS resolved may not lead to sa: the networks behind the
+ * host (policy.c) and the host's own addresses, whatever they are (a
+ * public address of eth0 reaches every service bound to 0.0.0.0). */
+static bool addr_refused(const struct sockaddr *sa)
 {
-	if (sa->sa_family == AF_INET) {
-		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-		return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 ||
-		       (a >> 20) == (172 << 4 | 1) || (a >> 16) == (192 << 8 | 168) ||
-		       (a >> 16) == (169 << 8 | 254) || (a >> 22) == (100 << 2 | 1);
+	struct ifaddrs *ifs = NULL;
+	if (getifaddrs(&ifs) < 0)
+		return true; /* cannot tell: refused */
+	size_t n = 0;
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+		n++;
+	const struct sockaddr **own = calloc(n + 1, sizeof(*own));
+	bool refused = true;
+	if (own) {
+		n = 0;
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+			if (i->ifa_addr)
+				own[n++] = i->ifa_addr;
+		refused = sfs_netpolicy_addr_refused(sa, own, n);
+		free(own);
 	}
-	if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
-		       IN6_IS_ADDR_LINKLOCAL(a) || (a->s6_addr[0] & 0xfe) == 0xfc ||
-		       IN6_IS_ADDR_V4MAPPED(a);
-	}
-	return true;
+	freeifaddrs(ifs);
+	return refused;
 }
 
 static bool is_literal(const char *host)
@@ -239,8 +245,9 @@ static int dial(const char *host, int port, char *why, size_t wlen)
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		/* the override and an allowed address literal are the user's own
 		 * word; a name DNS resolved must lead outside */
-		if (!forced && !is_literal(host) && private_addr(ai->ai_addr)) {
-			snprintf(why, wlen, "%s resolves to a private or loopback address", host);
+		if (!forced && !is_literal(host) && addr_refused(ai->ai_addr)) {
+			snprintf(why, wlen, "%s resolves to a private, loopback or own address",
+				 host);
 			continue;
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -6,7 +6,10 @@
 #include "providers/netpolicy/policy.h"
 #include "providers/netpolicy/request.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 static int parse(const char *text, struct sfs_netpolicy *p)
@@ -153,6 +156,67 @@ static void test_request_incomplete(void)
 	CHECK_INT(sfs_proxy_parse(big, sizeof(big), &r), -E2BIG);
 }
 
+/* refused(TEXT): sfs_netpolicy_addr_refused for the address TEXT, with
+ * 192.0.2.2 and 2001:db8::2 as the host's own. */
+static bool refused(const char *text)
+{
+	struct sockaddr_in a4 = {.sin_family = AF_INET}, o4 = {.sin_family = AF_INET};
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6}, o6 = {.sin6_family = AF_INET6};
+	inet_pton(AF_INET, "192.0.2.2", &o4.sin_addr);
+	inet_pton(AF_INET6, "2001:db8::2", &o6.sin6_addr);
+	const struct sockaddr *own[] = {(struct sockaddr *)&o4, (struct sockaddr *)&o6};
+	if (inet_pton(AF_INET, text, &a4.sin_addr) == 1)
+		return sfs_netpolicy_addr_refused((struct sockaddr *)&a4, own, 2);
+	CHECK(inet_pton(AF_INET6, text, &a6.sin6_addr) == 1);
+	return sfs_netpolicy_addr_refused((struct sockaddr *)&a6, own, 2);
+}
+
+static void test_addr_refused(void)
+{
+	const char *bad[] = {"127.0.0.1",
+			     "10.1.2.3",
+			     "172.16.0.1",
+			     "172.31.255.255",
+			     "192.168.1.1",
+			     "169.254.169.254",
+			     "100.64.0.1",
+			     "0.0.0.0",
+			     "192.0.0.170",
+			     "198.18.0.1",
+			     "224.0.0.1",
+			     "255.255.255.255",
+			     "240.0.0.1",
+			     "192.0.2.2",
+			     "::1",
+			     "::",
+			     "::127.0.0.1",
+			     "::ffff:127.0.0.1",
+			     "::ffff:8.8.8.8",
+			     "64:ff9b::7f00:1",
+			     "64:ff9b::a9fe:a9fe",
+			     "64:ff9b:1::1",
+			     "2002:7f00:1::1",
+			     "2002:a00:1::1",
+			     "fd00:ec2::254",
+			     "fe80::1",
+			     "fec0::1",
+			     "ff02::1",
+			     "2001:db8::2"};
+	const char *good[] = {"8.8.8.8",	 "172.32.0.1",	    "100.128.0.1",
+			      "192.0.3.1",	 "2606:4700::1111", "64:ff9b::808:808",
+			      "2002:808:808::1", "192.0.2.3",	    "2001:db8::3"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (!refused(bad[i])) {
+			fprintf(stderr, "not refused: %s\n", bad[i]);
+			CHECK(false);
+		}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (refused(good[i])) {
+			fprintf(stderr, "refused: %s\n", good[i]);
+			CHECK(false);
+		}
+}
+
 /* origin_head(TEXT): the head sfs_proxy_origin_head makes of TEXT, or its
  * negative errno as text. */
 static const char *origin_head(const char *text)
@@ -208,4 +272,5 @@ static void test_origin_head(void)
 
 CHECK_MAIN(CHECK_CASE(test_modes), CHECK_CASE(test_bad_text), CHECK_CASE(test_matcher),
 	   CHECK_CASE(test_request_connect), CHECK_CASE(test_request_absolute),
-	   CHECK_CASE(test_request_incomplete), CHECK_CASE(test_origin_head))
+	   CHECK_CASE(test_request_incomplete), CHECK_CASE(test_origin_head),
+	   CHECK_CASE(test_addr_refused))
