@@ -4,12 +4,18 @@
  * Single-threaded, fixed sizes, no randomness: the same work on every
  * target.  Built by bench/workspace.sh (gcc -O2), not by CMake.
  *
- *   fsbench create DIR NDIRS NFILES SIZE   NFILES files of SIZE bytes in NDIRS dirs
+ *   fsbench create DIR NDIRS NFILES SIZE [DIR...]
+ *                                          NFILES files of SIZE bytes in NDIRS dirs
  *   fsbench walk DIR                       readdir + lstat of the whole tree
  *   fsbench readall DIR                    open + read + close of every file
  *   fsbench write FILE MIB                 sequential 1 MiB writes, fsync
  *   fsbench read FILE                      sequential 1 MiB reads
- *   fsbench saves DIR N                    editor saves: temp, write, fsync, rename
+ *   fsbench saves DIR N [DIR...]           editor saves: temp, write, fsync, rename
+ *
+ * With more than one DIR, create and saves go round the DIRs one file or
+ * one save at a time: the targets (say sandboxfs with and without an
+ * option) then share the machine's load as evenly as it can be shared,
+ * and their daemons' CPU times compare (bench/workspace.sh -c).
  *   fsbench cat FILE N                     open + read + close latency, p50 p99 (us)
  *   fsbench rmtree DIR                     unlink everything, rmdir
  */
@@ -51,29 +57,53 @@ static void write_all(int fd, const char *buf, size_t len, const char *path)
 	}
 }
 
-static int create_tree(const char *dir, int ndirs, int nfiles, size_t size)
+static int create_tree(char **dirs, int ndirs_rr, int ndirs, int nfiles, size_t size)
 {
 	char path[PATH_MAX], *buf = malloc(size ? size : 1);
 
 	if (!buf)
 		return 1;
 	memset(buf, 'x', size);
-	mkdir(dir, 0755);
-	for (int d = 0; d < ndirs; d++) {
-		snprintf(path, sizeof(path), "%s/d%02d", dir, d);
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			die("mkdir", path);
+	for (int t = 0; t < ndirs_rr; t++) {
+		mkdir(dirs[t], 0755);
+		for (int d = 0; d < ndirs; d++) {
+			snprintf(path, sizeof(path), "%s/d%02d", dirs[t], d);
+			if (mkdir(path, 0755) < 0 && errno != EEXIST)
+				die("mkdir", path);
+		}
 	}
-	for (int i = 0; i < nfiles; i++) {
-		snprintf(path, sizeof(path), "%s/d%02d/f%05d.txt", dir, i % ndirs, i);
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		if (fd < 0)
-			die("create", path);
-		write_all(fd, buf, size, path);
-		close(fd);
-	}
+	for (int i = 0; i < nfiles; i++)
+		for (int t = 0; t < ndirs_rr; t++) {
+			snprintf(path, sizeof(path), "%s/d%02d/f%05d.txt", dirs[t], i % ndirs, i);
+			int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			if (fd < 0)
+				die("create", path);
+			write_all(fd, buf, size, path);
+			close(fd);
+		}
 	free(buf);
 	return 0;
+}
+
+/* One editor save of document.txt in dir: a temporary file written and
+ * synced, renamed over it. */
+static void save(const char *dir, int i)
+{
+	char path[PATH_MAX], tmp[PATH_MAX], text[256];
+
+	snprintf(path, sizeof(path), "%s/document.txt", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.document.txt.tmp", dir);
+	int n = snprintf(text, sizeof(text), "revision %d of the document\n", i);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0)
+		die("open", tmp);
+	write_all(fd, text, (size_t)n, tmp);
+	if (fsync(fd) < 0)
+		die("fsync", tmp);
+	close(fd);
+	if (rename(tmp, path) < 0)
+		die("rename", tmp);
 }
 
 typedef void (*visit_fn)(const char *path, const struct stat *st, void *arg);
@@ -138,8 +168,12 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 	double t0 = now();
 
-	if (!strcmp(cmd, "create") && argc == 6) {
-		create_tree(argv[2], atoi(argv[3]), atoi(argv[4]), (size_t)atol(argv[5]));
+	if (!strcmp(cmd, "create") && argc >= 6) {
+		char **dirs = argv + 5; /* DIR, then the other DIRs after SIZE */
+		size_t size = (size_t)atol(argv[5]);
+
+		dirs[0] = argv[2];
+		create_tree(dirs, argc - 5, atoi(argv[3]), atoi(argv[4]), size);
 	} else if (!strcmp(cmd, "walk") && argc == 3) {
 		walk(argv[2], NULL, NULL, 0);
 	} else if (!strcmp(cmd, "readall") && argc == 3) {
@@ -171,23 +205,11 @@ int main(int argc, char **argv)
 			;
 		close(fd);
 		free(buf);
-	} else if (!strcmp(cmd, "saves") && argc == 4) {
-		char path[PATH_MAX], tmp[PATH_MAX], text[256];
-
-		snprintf(path, sizeof(path), "%s/document.txt", argv[2]);
-		snprintf(tmp, sizeof(tmp), "%s/.document.txt.tmp", argv[2]);
+	} else if (!strcmp(cmd, "saves") && argc >= 4) {
 		for (int i = 0; i < atoi(argv[3]); i++) {
-			int n = snprintf(text, sizeof(text), "revision %d of the document\n", i);
-			int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-			if (fd < 0)
-				die("open", tmp);
-			write_all(fd, text, (size_t)n, tmp);
-			if (fsync(fd) < 0)
-				die("fsync", tmp);
-			close(fd);
-			if (rename(tmp, path) < 0)
-				die("rename", tmp);
+			save(argv[2], i);
+			for (int t = 4; t < argc; t++)
+				save(argv[t], i);
 		}
 	} else if (!strcmp(cmd, "cat") && argc == 4) {
 		int n = atoi(argv[3]);

@@ -6,11 +6,18 @@
 # for ROUNDS rounds, printing per-phase medians, the ratios sfs/native and
 # sfs/pt_ll, and the daemons' CPU time per phase.  Run as root.
 #
-#   bench/workspace.sh [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-- SANDBOXFS_OPTIONS...]
+#   bench/workspace.sh [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-p PHASES] [-- SANDBOXFS_OPTIONS...]
 #
 # -c 'OPTIONS' adds a target sfs_b: a second sandboxfs mount with OPTIONS
 # added (say '-o audit=false'), run in the same rounds right after sfs so
-# both see the same machine load; the report adds its column and sfs/sfs_b.
+# both see the same machine load; the report adds its column, sfs/sfs_b
+# and the daemons' CPU ratio.  It also adds two interleaved phases,
+# create_rr and saves_rr (the create and saves workloads going round sfs
+# and sfs_b one file or one save at a time): on a loaded machine the CPU
+# time of each daemon in those is the fairest comparison there is, and
+# the report gives its ratio per round (median, range) and over all rounds.
+# -p PHASES: only these (comma-separated names from the report, say
+# 'saves300,saves_rr'); the default is all of them.
 #
 # Phases (sizes fixed): create 2000 files of 4 KiB in 20 dirs; walk+lstat;
 # read all; write 256 MiB with fsync; read it back (warm); 300 editor saves
@@ -22,6 +29,7 @@ set -euo pipefail
 
 ROUNDS=5
 COMPARE=
+PHASES=all
 WORK=
 SFS_BIN="$(cd "$(dirname "$0")/.." && pwd)/build/sandboxfs"
 while [ $# -gt 0 ]; do
@@ -30,8 +38,9 @@ while [ $# -gt 0 ]; do
 	-d) WORK=$2; shift 2 ;;
 	-b) SFS_BIN=$2; shift 2 ;;
 	-c) COMPARE=$2; shift 2 ;;
+	-p) PHASES=$2; shift 2 ;;
 	--) shift; break ;;
-	*) echo "usage: $0 [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-- SANDBOXFS_OPTIONS...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-r ROUNDS] [-d WORKDIR] [-b SANDBOXFS] [-c 'OPTIONS'] [-p PHASES] [-- SANDBOXFS_OPTIONS...]" >&2; exit 2 ;;
 	esac
 done
 SFS_OPTS=("$@")
@@ -42,6 +51,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 WORK=${WORK:-$(mktemp -d /var/tmp/sfs-bench.XXXXXX)}
 mkdir -p "$WORK/bin"
 log() { printf '%s\n' "$*" >&2; }
+want() { [ "$PHASES" = all ] || [[ ",$PHASES," == *",$1,"* ]]; }
 
 # ---- builds ----------------------------------------------------------------
 gcc -O2 -Wall -o "$WORK/bin/fsbench" "$HERE/fsbench.c"
@@ -110,7 +120,7 @@ fi
 # ---- the 5200-file repository (generated once, cloned onto each target) ---
 SEED="$WORK/seed"
 mkdir -p "$SEED"
-(
+want git_status_5k && (
 	cd "$SEED"
 	for a in $(seq -w 0 25); do
 		mkdir -p "src/m$a"
@@ -121,7 +131,7 @@ mkdir -p "$SEED"
 	git init -q . && git add -A && git -c user.name=b -c user.email=b@b commit -q -m seed
 )
 for t in "${TARGETS[@]}"; do
-	git clone -q "$SEED" "${DIR[$t]}/repo"
+	if want git_status_5k; then git clone -q "$SEED" "${DIR[$t]}/repo"; fi
 	printf 'small file\n' >"${DIR[$t]}/small"
 done
 
@@ -171,25 +181,50 @@ hf_median() { # target round name dir
 	record "$t" "$name" "$r" "$(python3 -c "import json;print('%.4f'%json.load(open('$WORK/hf.json'))['results'][0]['median'])")" "$c"
 }
 
+rr() { # round name command args...: a workload going round sfs and sfs_b (fsbench's extra DIRs)
+	local r=$1 name=$2 ca cb secs
+	shift 2
+	ca=$(cpu_ticks "${PID[sfs]}")
+	cb=$(cpu_ticks "${PID[sfs_b]}")
+	secs=$("$@")
+	record sfs "$name" "$r" "$secs" "$ca"
+	record sfs_b "$name" "$r" "$secs" "$cb"
+}
+
 for r in $(seq 1 "$ROUNDS"); do
 	for t in "${TARGETS[@]}"; do
 		d=${DIR[$t]}
 		log "round $r/$ROUNDS: $t"
-		phase "$t" "$r" create "$FSB" create "$d/tree" 20 2000 4096
-		phase "$t" "$r" walk "$FSB" walk "$d/tree"
-		phase "$t" "$r" readall "$FSB" readall "$d/tree"
-		phase "$t" "$r" write256 "$FSB" write "$d/big" 256
-		phase "$t" "$r" read256 "$FSB" read "$d/big"
-		phase "$t" "$r" saves300 "$FSB" saves "$d/tree" 300
-		timed "$t" "$r" git_commit git_tree "$d/tree"
-		phase "$t" "$r" rmtree "$FSB" rmtree "$d/tree"
-		rm -f "$d/big"
-		hf_median "$t" "$r" git_status_5k "$d/repo"
-		c=$(cpu_ticks "${PID[$t]}")
-		read -r p50 p99 < <("$FSB" cat "$d/small" 20000)
-		echo "$t cat_p50_us $r $p50 0" >>"$RES"
-		echo "$t cat_p99_us $r $p99 0" >>"$RES"
+		if want create; then phase "$t" "$r" create "$FSB" create "$d/tree" 20 2000 4096; fi
+		mkdir -p "$d/tree"
+		if want walk; then phase "$t" "$r" walk "$FSB" walk "$d/tree"; fi
+		if want readall; then phase "$t" "$r" readall "$FSB" readall "$d/tree"; fi
+		if want write256; then phase "$t" "$r" write256 "$FSB" write "$d/big" 256; fi
+		if want read256; then phase "$t" "$r" read256 "$FSB" read "$d/big"; fi
+		if want saves300; then phase "$t" "$r" saves300 "$FSB" saves "$d/tree" 300; fi
+		if want git_commit; then timed "$t" "$r" git_commit git_tree "$d/tree"; fi
+		if want rmtree; then phase "$t" "$r" rmtree "$FSB" rmtree "$d/tree"; fi
+		rm -rf "$d/tree" "$d/big"
+		if want git_status_5k; then hf_median "$t" "$r" git_status_5k "$d/repo"; fi
+		if want cat; then
+			read -r p50 p99 < <("$FSB" cat "$d/small" 20000)
+			echo "$t cat_p50_us $r $p50 0" >>"$RES"
+			echo "$t cat_p99_us $r $p99 0" >>"$RES"
+		fi
 	done
+	if [ -n "$COMPARE" ]; then
+		a=${DIR[sfs]} b=${DIR[sfs_b]}
+		log "round $r/$ROUNDS: sfs and sfs_b in turn"
+		if want create_rr; then
+			rr "$r" create_rr "$FSB" create "$a/rr" 20 2000 4096 "$b/rr"
+			rm -rf "$a/rr" "$b/rr"
+		fi
+		if want saves_rr; then
+			mkdir -p "$a/rr" "$b/rr"
+			rr "$r" saves_rr "$FSB" saves "$a/rr" 1000 "$b/rr"
+			rm -rf "$a/rr" "$b/rr"
+		fi
+	fi
 done
 
 # ---- report ----------------------------------------------------------------
@@ -206,14 +241,26 @@ for t, p, r, s, c in rows:
 med = lambda v: st.median(v) if v else float('nan')
 print(f"medians of {sys.argv[2]} rounds (seconds unless noted; cpu = daemon utime+stime, s)")
 has_b = any(t == 'sfs_b' for t, _ in secs)
-extra = f"{'sfs_b':>10}{'sfs/b':>8}{'cpu b':>8}" if has_b else ''
+extra = f"{'sfs_b':>10}{'sfs/b':>8}{'cpu b':>8}{'cpu s/b':>8}" if has_b else ''
 print(f"{'phase':<15}{'native':>10}{'pt_ll':>10}{'sfs':>10}{'sfs/nat':>9}{'sfs/pt':>8}{'cpu pt':>8}{'cpu sfs':>8}" + extra)
 for p in phases:
+    if p.endswith('_rr'):
+        continue
     n, pt, s = (med(secs[(t, p)]) for t in ('native', 'pt_ll', 'sfs'))
     line = (f"{p:<15}{n:>10.4f}{pt:>10.4f}{s:>10.4f}{s/n if n else 0:>9.2f}{s/pt if pt else 0:>8.2f}"
             f"{med(cpu[('pt_ll', p)]):>8.2f}{med(cpu[('sfs', p)]):>8.2f}")
     if has_b:
         b = med(secs[('sfs_b', p)])
-        line += f"{b:>10.4f}{s/b if b else 0:>8.2f}{med(cpu[('sfs_b', p)]):>8.2f}"
+        cs, cb = med(cpu[('sfs', p)]), med(cpu[('sfs_b', p)])
+        line += f"{b:>10.4f}{s/b if b else 0:>8.2f}{cb:>8.2f}{cs/cb if cb else 0:>8.2f}"
     print(line)
+rr = [p for p in phases if p.endswith('_rr')]
+if rr:
+    print("interleaved (sfs and sfs_b in turn, one file or save each): daemon cpu sfs/sfs_b")
+for p in rr:
+    a, b = cpu[('sfs', p)], cpu[('sfs_b', p)]
+    per = sorted(x / y for x, y in zip(a, b) if y)
+    if per and sum(b):
+        print(f"{p:<15}all rounds {sum(a)/sum(b):.3f}   per round median {med(per):.3f} "
+              f"(range {per[0]:.3f}-{per[-1]:.3f})   cpu s {sum(a):.2f} / {sum(b):.2f}")
 EOF
