@@ -15,6 +15,13 @@ static __thread int replied;
 void fs_audit_init(void)
 {
 	on = audit_enabled();
+	if (on)
+		ws_where_start();
+}
+
+void fs_audit_stop(void)
+{
+	ws_where_stop();
 }
 
 void fs_audit_note_reply(int err)

@@ -28,8 +28,10 @@ struct fs_audit {
 	const char *detail;
 };
 
-/* Reads the -o audit switch once (before the first request). */
+/* Reads the -o audit switch once and, when on, readies ws_where (before
+ * the first request, after daemonizing); fs_audit_stop undoes it. */
 void fs_audit_init(void);
+void fs_audit_stop(void);
 /* op on ino (or on NAME in the directory ino, when name is not NULL). */
 void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *op);
@@ -44,6 +46,8 @@ void fs_audit_note_reply(int err);
 /* Which sandbox a workspace node is in and its path ("workspace/a/b"):
  * host files (fs/workspace/where.c) and remote ones (fs/remote). */
 int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len);
+void ws_where_start(void);
+void ws_where_stop(void);
 int rws_where(fuse_ino_t ino, struct sfs_sandbox **sb, char *path, size_t len);
 
 #endif

@@ -1119,14 +1119,17 @@ int sfs_fs_start(struct sfs_err *err)
 	tree_sandbox_gone_hook = sandbox_gone;
 	tree_sandbox_reset_hook = sandbox_reset;
 	int r = notify_start();
-	if (r)
+	if (r) {
+		fs_audit_stop();
 		return sfs_errf(err, r, "notify thread: %s", strerror(-r));
+	}
 	ws_start(); /* without inotify the workspace just keeps short TTLs */
 	struct journal_hooks hooks = {.deliver = deliver, .run_ended = run_ended};
 	r = journal_engine_start(&hooks, err);
 	if (r) {
 		ws_stop();
 		notify_stop();
+		fs_audit_stop();
 		return r;
 	}
 	r = audit_thread_start(err);
@@ -1134,6 +1137,7 @@ int sfs_fs_start(struct sfs_err *err)
 		journal_engine_stop();
 		ws_stop();
 		notify_stop();
+		fs_audit_stop();
 	}
 	return r;
 }
@@ -1143,6 +1147,7 @@ void sfs_fs_stop(void)
 	tree_drain(); /* destroys an rmdir left going end before the engine stops */
 	journal_engine_stop();
 	audit_thread_stop(); /* after the last run.end line */
+	fs_audit_stop();
 	ws_stop();
 	notify_stop();
 }
