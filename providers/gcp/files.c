@@ -8,6 +8,8 @@
  *   dir   ROOT+path+"/"   an empty marker object with the same metadata (so
  *                         empty directories exist); a prefix with objects
  *                         under it is a directory with or without one
+ * A symlink is an empty object with metadata gcsfuse_symlink_target (what
+ * Cloud Run's Cloud Storage volumes, gcsfuse, write and read).
  * A listing is one objects.list call per directory (per 1000 entries) with
  * delimiter "/" and fields=items(name,size,updated,metadata),prefixes: the
  * metadata comes along, so it carries the stored modes.  stat is one GET
@@ -51,13 +53,21 @@ static char *key_of(const struct gcp_ws *w, const char *path, bool dir)
 	return sfs_buf_take(&b);
 }
 
-static void fill_stat(struct sfs_rstat *st, bool dir, const struct gcs_obj *o)
+/* 0, or -ENOMEM for a symlink's target that could not be copied */
+static int fill_stat(struct sfs_rstat *st, bool dir, const struct gcs_obj *o)
 {
 	memset(st, 0, sizeof(*st));
 	unsigned perm = o && o->mode ? o->mode : dir ? 0755 : 0644;
 	st->mode = (dir ? S_IFDIR : S_IFREG) | (perm & 07777);
 	st->size = dir || !o ? 0 : o->size;
 	st->mtime = o ? o->mtime : 0;
+	if (!dir && o && o->link) {
+		st->mode = S_IFLNK | 0777;
+		st->size = (off_t)strlen(o->link);
+		if (!(st->link = strdup(o->link)))
+			return -ENOMEM;
+	}
+	return 0;
 }
 
 int gcp_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
@@ -75,7 +85,8 @@ int gcp_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, 
 	if (*path) {
 		rc = gcs_stat(w.bucket, key, &o, err);
 		if (!rc) {
-			fill_stat(st, false, &o);
+			if (fill_stat(st, false, &o))
+				rc = oom(err);
 			gcs_obj_free(&o);
 			goto out;
 		}
@@ -118,11 +129,12 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		const char *name = l.objs[i].name + pl;
 		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
 			continue; /* the directory's own marker */
-		if (!((*ents)[*n].name = strdup(name))) {
+		if (!((*ents)[*n].name = strdup(name)) ||
+		    fill_stat(&(*ents)[*n].st, false, &l.objs[i])) {
+			free((*ents)[*n].name);
 			rc = oom(err);
 			break;
 		}
-		fill_stat(&(*ents)[*n].st, false, &l.objs[i]);
 		(*n)++;
 	}
 	for (size_t i = 0; !rc && i < l.nprefixes; i++) {
@@ -184,7 +196,7 @@ int gcp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct s
 	if (rc)
 		return rc;
 	char *key = key_of(&w, path, true);
-	rc = key ? gcs_put_empty(w.bucket, key, mode & 07777, time(NULL), err) : oom(err);
+	rc = key ? gcs_put_empty(w.bucket, key, mode & 07777, time(NULL), NULL, err) : oom(err);
 	free(key);
 	return rc;
 }
@@ -327,6 +339,21 @@ out:
 	return rc;
 }
 
+int gcp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
+		   struct sfs_err *err)
+{
+	struct gcp_ws w;
+	int rc = gcp_ws_of(sb, &w, err);
+	if (rc)
+		return rc;
+	char *key = key_of(&w, path, false);
+	json_t *extra = json_pack("{s:s}", GCS_META_SYMLINK, target);
+	rc = key && extra ? gcs_put_empty(w.bucket, key, 0777, time(NULL), extra, err) : oom(err);
+	json_decref(extra);
+	free(key);
+	return rc;
+}
+
 int gcp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
 	struct sfs_rstat st;
@@ -349,7 +376,7 @@ int gcp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct s
 		rc = gcs_stat(w.bucket, key, &o, err);
 		gcs_obj_free(&o);
 		if (rc == -ENOENT)
-			rc = gcs_put_empty(w.bucket, key, mode & 07777, st.mtime, err);
+			rc = gcs_put_empty(w.bucket, key, mode & 07777, st.mtime, NULL, err);
 		else if (!rc)
 			rc = gcs_set_meta(w.bucket, key, mode & 07777, st.mtime, err);
 	} else {

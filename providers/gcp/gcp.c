@@ -18,6 +18,13 @@
 
 static const char create_keys[] = "provider bucket prefix image cpu memory project region";
 
+/* the job settings on the root's marker object */
+#define META_IMAGE "sandboxfs-image"
+#define META_PROJECT "sandboxfs-project"
+#define META_REGION "sandboxfs-region"
+#define META_CPU "sandboxfs-cpu"
+#define META_MEMORY "sandboxfs-memory"
+
 /* guards every sandbox's priv (a json object of its settings): a leaf */
 static pthread_mutex_t settings_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -202,7 +209,8 @@ static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 			rc = -ENOMEM;
 		p += n + (p[n] == '/');
 	}
-	if (!rc && (sfs_buf_printf(&id, "%s/", sb->name) || sfs_buf_printf(&ws, "gs://%s", id.buf)))
+	/* the workspace is where runs see it: the job mounts the prefix there */
+	if (!rc && (sfs_buf_printf(&id, "%s/", sb->name) || sfs_buf_adds(&ws, "/workspace")))
 		rc = -ENOMEM;
 	json_t *settings = rc ? NULL
 			      : json_pack("{s:s, s:s, s:s, s:s}", "project", project ? project : "",
@@ -220,19 +228,68 @@ static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		json_decref(settings);
 		return rc;
 	}
+	/* the root's marker proves the bucket and the credentials now, and
+	 * carries the job settings, so `resume id=` finds them again */
+	json_t *extra =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s}", META_IMAGE, image ? image : "none", META_PROJECT,
+		      project ? project : "", META_REGION, region ? region : "", META_CPU,
+		      cpu ? cpu : "", META_MEMORY, memory ? memory : "");
 	set_settings(sb, settings);
-	/* the root's marker: proves the bucket and the credentials now */
 	struct gcp_ws w;
-	rc = gcp_ws_of(sb, &w, err);
+	rc = extra ? gcp_ws_of(sb, &w, err) : sfs_errf(err, -ENOMEM, "out of memory");
 	if (!rc)
-		rc = gcs_put_empty(w.bucket, w.root, 0755, time(NULL), err);
+		rc = gcs_put_empty(w.bucket, w.root, 0755, time(NULL), extra, err);
+	json_decref(extra);
 	return rc;
 }
 
+/* After a restart the registry has the settings; `resume id=` of a sandbox
+ * this daemon never knew reads them from the root's marker. */
 static int gcp_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	struct sfs_rstat st;
-	return gcp_fs_stat(sb, "", &st, err);
+	int rc = gcp_fs_stat(sb, "", &st, err);
+	pthread_mutex_lock(&settings_mu);
+	bool known = sb->priv != NULL;
+	pthread_mutex_unlock(&settings_mu);
+	if (rc || known)
+		return rc;
+	struct gcp_ws w;
+	json_t *md = NULL;
+	if ((rc = gcp_ws_of(sb, &w, err)) || (rc = gcs_metadata(w.bucket, w.root, &md, err))) {
+		if (rc == -ENOENT)
+			rc = sfs_errf(err, -ENOENT,
+				      "gcp: no sandbox at gs://%s%s (no marker object)", w.bucket,
+				      w.root);
+		return rc;
+	}
+	const char *image = json_string_value(json_object_get(md, META_IMAGE));
+	json_t *settings = json_object();
+	static const char *const keys[][2] = {{META_PROJECT, "project"},
+					      {META_REGION, "region"},
+					      {META_CPU, "cpu"},
+					      {META_MEMORY, "memory"}};
+	for (size_t i = 0; settings && i < sizeof(keys) / sizeof(*keys); i++) {
+		const char *v = json_string_value(json_object_get(md, keys[i][0]));
+		json_object_set_new(settings, keys[i][1], json_string(v ? v : ""));
+	}
+	rc = settings ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
+	if (!rc && image && *image)
+		rc = sfs_sb_publish(sb, NULL, image, "/workspace", err);
+	json_decref(md); /* image pointed into it */
+	if (rc)
+		json_decref(settings);
+	else
+		set_settings(sb, settings);
+	return rc;
+}
+
+/* Between runs nothing runs: stop only makes exec refuse until start. */
+static int gcp_stop_start(struct sfs_sandbox *sb, struct sfs_err *err)
+{
+	(void)sb;
+	(void)err;
+	return 0;
 }
 
 /* Every object under the prefix goes (a sandbox owns its prefix), and its
@@ -256,10 +313,8 @@ static void gcp_status_lines(const struct sfs_sandbox *sb, char *buf, size_t len
 {
 	char missing[200];
 	gcp_run_missing((struct sfs_sandbox *)sb, missing, sizeof(missing));
-	if (*missing)
-		snprintf(buf, len, "runs need %s\n", missing);
-	else
-		buf[0] = '\0';
+	snprintf(buf, len, "objects gs://%s\n%s%s%s", sb->id ? sb->id : "",
+		 *missing ? "runs need " : "", missing, *missing ? "\n" : "");
 }
 
 /* Local checks only (no network on a status read): the key file parses,
@@ -285,16 +340,15 @@ static bool gcp_configured(char *why, size_t len)
 	else
 		snprintf(src, sizeof(src), "authenticates through the metadata server at %s",
 			 a->metadata_url);
-	if (!have_bucket) {
-		snprintf(why, len, "no gcp.bucket (%s)", src);
-		return false;
-	}
 	const char *project = default_project(pbuf, sizeof(pbuf));
 	const char *region = sfs_opt_get("gcp.region");
 	char *storage = gcp_storage_url();
-	snprintf(why, len, "%s; bucket %s at %s; runs: %s%s%s%s", src, bucket,
-		 storage ? storage : "?", project ? "project " : "no gcp.project",
-		 project ? project : "", region && *region ? ", region " : ", no gcp.region",
+	/* usable without gcp.bucket: new takes bucket= */
+	snprintf(why, len, "%s; %s%s at %s; runs: %s%s%s%s", src,
+		 have_bucket ? "bucket " : "no gcp.bucket (new needs bucket=)",
+		 have_bucket ? bucket : "", storage ? storage : "?",
+		 project ? "project " : "no gcp.project", project ? project : "",
+		 region && *region ? ", region " : ", no gcp.region",
 		 region && *region ? region : "");
 	free(storage);
 	return true;
@@ -322,9 +376,12 @@ static const struct sfs_provider_ops gcp_ops = {
     .fs_remove = gcp_fs_remove,
     .fs_rename = gcp_fs_rename,
     .fs_chmod = gcp_fs_chmod,
+    .fs_symlink = gcp_fs_symlink,
     .snapshot = gcp_snapshot,
     .restore = gcp_restore,
     .snapshot_delete = gcp_snapshot_delete,
+    .stop = gcp_stop_start,
+    .start = gcp_stop_start,
     .shutdown = gcp_shutdown,
     .state_save = gcp_state_save,
     .state_load = gcp_state_load,

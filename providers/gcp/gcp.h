@@ -142,11 +142,16 @@ int64_t gcp_time(const char *s);
 #define GCS_META_MODE "goog-reserved-posix-mode"
 #define GCS_META_MTIME "goog-reserved-file-mtime"
 
+/* A symlink is an empty object whose metadata holds its target, as
+ * gcsfuse (Cloud Run's Cloud Storage volumes) writes and reads them. */
+#define GCS_META_SYMLINK "gcsfuse_symlink_target"
+
 struct gcs_obj {
 	char *name;
 	int64_t size;
 	int64_t mtime; /* the metadata's mtime, else "updated" */
 	unsigned mode; /* permission bits from the metadata; 0 when none */
+	char *link;    /* a symlink's target, else NULL */
 };
 struct gcs_list {
 	struct gcs_obj *objs;
@@ -171,9 +176,12 @@ int gcs_download(const char *bucket, const char *name, int fd, struct sfs_err *e
  * multipart up to GCS_RESUMABLE_MIN, resumable above. */
 int gcs_upload_fd(const char *bucket, const char *name, int fd, off_t size, unsigned mode,
 		  int64_t mtime, struct sfs_err *err);
-/* An empty object (a directory marker) with metadata. */
-int gcs_put_empty(const char *bucket, const char *name, unsigned mode, int64_t mtime,
+/* An empty object (a directory marker) with metadata, plus extra's
+ * string members (may be NULL). */
+int gcs_put_empty(const char *bucket, const char *name, unsigned mode, int64_t mtime, json_t *extra,
 		  struct sfs_err *err);
+/* An object's custom metadata (a new object, {} when it has none). */
+int gcs_metadata(const char *bucket, const char *name, json_t **md, struct sfs_err *err);
 /* Server-side copy (rewrite, repeated until done); mode 0 keeps metadata. */
 int gcs_rewrite(const char *bucket, const char *src, const char *dst, struct sfs_err *err);
 /* PATCH of the mode/mtime metadata. */
@@ -206,6 +214,8 @@ int gcp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct s
 int gcp_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err);
 int gcp_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err);
 int gcp_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);
+int gcp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
+		   struct sfs_err *err);
 /* Copies every object under from (a prefix ending in '/') to the same
  * names under to; with mirror, then deletes what to has beyond them (all
  * copies before any delete), without, a failed copy takes back the copies

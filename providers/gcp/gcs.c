@@ -52,6 +52,7 @@ static void what_of(char *buf, size_t len, const char *verb, const char *bucket,
 void gcs_obj_free(struct gcs_obj *o)
 {
 	free(o->name);
+	free(o->link);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -90,6 +91,9 @@ static int obj_from_json(json_t *it, struct gcs_obj *o)
 		if (*t && !*end && v >= 0)
 			o->mtime = v;
 	}
+	const char *link = json_string_value(json_object_get(md, GCS_META_SYMLINK));
+	if (link && *link && !(o->link = strdup(link)))
+		return -ENOMEM;
 	return (o->name = strdup(name)) ? 0 : -ENOMEM;
 }
 
@@ -211,6 +215,31 @@ int gcs_stat(const char *bucket, const char *name, struct gcs_obj *o, struct sfs
 			   ? oom(err)
 			   : sfs_errf(err, -EPROTO, "gcp: %s: no object in the answer", what);
 	return 0;
+}
+
+int gcs_metadata(const char *bucket, const char *name, json_t **md, struct sfs_err *err)
+{
+	*md = NULL;
+	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
+	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s?fields=metadata", eb, en) : NULL;
+	free(eb);
+	free(en);
+	if (!url)
+		return oom(err);
+	char what[1200];
+	what_of(what, sizeof(what), "GET", bucket, name);
+	json_t *j = NULL;
+	struct gcp_call c = {.method = "GET", .url = url, .sink_fd = -1, .what = what};
+	int rc = gcp_call(&c, NULL, &j, NULL, err);
+	free(url);
+	if (!rc) {
+		json_t *m = json_object_get(j, "metadata");
+		*md = json_is_object(m) ? json_incref(m) : json_object();
+		if (!*md)
+			rc = oom(err);
+	}
+	json_decref(j);
+	return rc;
 }
 
 int gcs_download(const char *bucket, const char *name, int fd, struct sfs_err *err)
@@ -405,12 +434,14 @@ int gcs_upload_fd(const char *bucket, const char *name, int fd, off_t size, unsi
 	return rc;
 }
 
-int gcs_put_empty(const char *bucket, const char *name, unsigned mode, int64_t mtime,
+int gcs_put_empty(const char *bucket, const char *name, unsigned mode, int64_t mtime, json_t *extra,
 		  struct sfs_err *err)
 {
 	json_t *res = resource_of(name, mode, mtime);
-	if (!res)
+	if (!res || (extra && json_object_update(json_object_get(res, "metadata"), extra))) {
+		json_decref(res);
 		return oom(err);
+	}
 	int rc = upload_multipart(bucket, name, res, "", 0, err);
 	json_decref(res);
 	return rc;

@@ -313,9 +313,9 @@ int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	char missing[200];
 	if (*gcp_run_missing(sb, missing, sizeof(missing)))
 		return sfs_errf(err, -EINVAL,
-				"gcp: exec runs a Cloud Run job, which needs %s; the workspace %s "
-				"works without them",
-				missing, sb->workspace ? sb->workspace : "");
+				"gcp: exec runs a Cloud Run job, which needs %s; the workspace "
+				"gs://%s works without them",
+				missing, sb->id ? sb->id : "");
 	struct gcp_settings s;
 	job_place(sb, &s);
 	char job[80];
@@ -428,6 +428,10 @@ int gcp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 		} else {
 			int code = 1, sig = 0;
 			rc = task_result(r->exec, &code, &sig, err);
+			/* as the shell kit's wrapper reads a status: 129..192 is a
+			 * signal (a container's init reports a signalled command so) */
+			if (!sig && code > 128 && code <= 192)
+				sig = code - 128;
 			run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
 			run->code = sig ? sig : code;
 		}

@@ -281,6 +281,7 @@ conf_test_symlinks() {
 }
 
 conf_test_source() {
+	[ -z "${P_NO_SOURCE:-}" ] || skip "$PROVIDER: $P_NO_SOURCE"
 	local repo="$BATS_TEST_TMPDIR/repo" before=0 calls
 	git -c init.defaultBranch=main init -q "$repo"
 	mkdir "$repo/d"

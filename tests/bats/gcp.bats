@@ -179,9 +179,13 @@ teardown() {
 	key_json "$BATS_FILE_TMPDIR/key.pem" "$BATS_TEST_TMPDIR/key.json"
 	GOOGLE_APPLICATION_CREDENTIALS="$BATS_TEST_TMPDIR/key.json" \
 		sfs_mount --log-level 3 -o "gcp.oauth_url=http://127.0.0.1:$OAUTH_PORT/token"
-	grep -qx 'configured false' "$MNT/providers/gcp/status"
-	grep -q "^reason no gcp.bucket (authenticates as $EMAIL, a service-account JWT exchanged at http://127.0.0.1:$OAUTH_PORT/token)" \
+	# usable: new can name the bucket
+	grep -qx 'configured true' "$MNT/providers/gcp/status"
+	grep -q "^reason authenticates as $EMAIL, a service-account JWT exchanged at http://127.0.0.1:$OAUTH_PORT/token; no gcp.bucket (new needs bucket=) at " \
 		"$MNT/providers/gcp/status"
+	run ctl_write "$MNT/ctl" "new g1 provider=gcp"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: gcp: no bucket: give bucket= or set gcp.bucket"* ]]
 	run grep -E "PRIVATE KEY|$KID" "$MNT/providers/gcp/status"
 	[ "$status" -eq 1 ]
 }
@@ -233,7 +237,8 @@ teardown() {
 		"$MNT/providers/gcp/status"
 	ctl_write "$MNT/ctl" "new g1 provider=gcp"
 	grep -qx 'id bkt/team/ws/g1/' "$MNT/g1/status"
-	grep -qx 'workspace gs://bkt/team/ws/g1/' "$MNT/g1/status"
+	grep -qx 'objects gs://bkt/team/ws/g1/' "$MNT/g1/status"
+	grep -qx 'workspace /workspace' "$MNT/g1/status"
 	# no image: the workspace works, runs need one
 	grep -qx 'runs need image= (the job.s container image)' "$MNT/g1/status"
 	[ "$(gcs_obj team/ws/g1/ meta.goog-reserved-posix-mode)" = 755 ]
@@ -250,7 +255,7 @@ teardown() {
 	[[ "$output" == *"error: gcp: unknown option \"colour\""* ]]
 	[ ! -e "$MNT/g2" ]
 	ctl_write "$MNT/ctl" "new g3 provider=gcp prefix=other cpu=2 memory=1Gi"
-	grep -qx 'workspace gs://bkt/other/g3/' "$MNT/g3/status"
+	grep -qx 'objects gs://bkt/other/g3/' "$MNT/g3/status"
 }
 
 @test "gcp: workspace read, write, ls -l modes, mkdir, mv, rm; objects carry mode and mtime" {

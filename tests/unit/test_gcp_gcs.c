@@ -1,6 +1,6 @@
 /*
  * The gcp provider's pure parts: objects.list pages (items with their
- * mode/mtime metadata, prefixes, the next page's token, sizes past 32 bits,
+ * mode/mtime metadata, symlink targets, prefixes, the next page's token, sizes past 32 bits,
  * malformed answers refused), proto3/GCS int64 strings and RFC 3339 times.
  */
 #include "check.h"
@@ -50,11 +50,18 @@ static void test_list_page(void)
 	CHECK(l.objs[2].mtime == 0);
 	CHECK_STREQ(next, "tok/1");
 	free(next);
+	CHECK(l.objs[1].link == NULL);
+	/* a symlink: gcsfuse's metadata key holds the target */
+	json_t *o3 = parse("{\"items\":[{\"name\":\"ws/a/l\",\"size\":\"0\",\"metadata\":"
+			   "{\"gcsfuse_symlink_target\":\"sub/t\"}}]}");
+	CHECK_INT(gcs_parse_list(o3, &l, &next), 0);
+	CHECK_STREQ(l.objs[3].link, "sub/t");
+	json_decref(o3);
 	/* a second page appends */
 	json_t *o2 = parse("{\"items\":[{\"name\":\"ws/a/g\",\"size\":3}]}");
 	CHECK_INT(gcs_parse_list(o2, &l, &next), 0);
-	CHECK_INT((int)l.nobjs, 4);
-	CHECK(l.objs[3].size == 3);
+	CHECK_INT((int)l.nobjs, 5);
+	CHECK(l.objs[4].size == 3);
 	CHECK(next == NULL);
 	gcs_list_free(&l);
 	json_decref(o);

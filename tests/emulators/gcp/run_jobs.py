@@ -25,6 +25,8 @@ from gcs_store import GcsError, rfc3339
 
 LOCK = threading.RLock()
 MODE_KEY, MTIME_KEY = "goog-reserved-posix-mode", "goog-reserved-file-mtime"
+LINK_KEY = "gcsfuse_symlink_target"  # gcsfuse's symlinks: an empty object, the target in metadata
+BWRAP = shutil.which("bwrap")
 
 
 def norm_ts(s):
@@ -256,8 +258,17 @@ class Runs:
             p = os.path.join(d, rel)
             if rel.endswith("/"):
                 os.makedirs(p, exist_ok=True)
+                try:
+                    os.chmod(p, int(meta.get(MODE_KEY, "755"), 8) & 0o7777)
+                except ValueError:
+                    pass
+                seen[rel] = (0, 0, os.stat(p).st_mode, None)
                 continue
             os.makedirs(os.path.dirname(p), exist_ok=True)
+            if meta.get(LINK_KEY):
+                os.symlink(meta[LINK_KEY], p)
+                seen[rel] = (0, 0, 0, "link:" + meta[LINK_KEY])
+                continue
             with open(p, "wb") as f:
                 f.write(data)
             try:
@@ -276,13 +287,29 @@ class Runs:
         for top, dirs, files in os.walk(d):
             relt = os.path.relpath(top, d)
             relt = "" if relt == "." else relt + "/"
+            for dn in [x for x in dirs if os.path.islink(os.path.join(top, x))]:
+                dirs.remove(dn)  # a symlink to a directory is a link, not a directory
+                files.append(dn)
             for dn in dirs:
-                now.add(relt + dn + "/")
+                rel = relt + dn + "/"
+                now.add(rel)
+                st = os.stat(os.path.join(top, dn))
+                old = seen.get(rel)
+                if old and old[2] != st.st_mode:  # a chmod of a directory in the run
+                    self.store.put(bucket, prefix + rel, b"", {"metadata": {
+                        MODE_KEY: "%o" % (st.st_mode & 0o7777), MTIME_KEY: str(int(st.st_mtime))}})
             for fn in files:
                 p = os.path.join(top, fn)
-                if os.path.islink(p) or not os.path.isfile(p):
-                    continue
                 rel = relt + fn
+                if os.path.islink(p):
+                    now.add(rel)
+                    target = os.readlink(p)
+                    if seen.get(rel, (0, 0, 0, None))[3] != "link:" + target:
+                        self.store.put(bucket, prefix + rel, b"", {"metadata": {
+                            MODE_KEY: "777", LINK_KEY: target}})
+                    continue
+                if not os.path.isfile(p):
+                    continue
                 now.add(rel)
                 st = os.stat(p)
                 with open(p, "rb") as f:
@@ -296,7 +323,8 @@ class Runs:
         for rel in sorted(now):
             if rel.endswith("/") and rel not in existing and \
                     not any(e.startswith(rel) for e in existing):
-                self.store.put(bucket, prefix + rel, b"", {"metadata": {MODE_KEY: "755"}})
+                mode = os.stat(os.path.join(d, rel)).st_mode & 0o7777
+                self.store.put(bucket, prefix + rel, b"", {"metadata": {MODE_KEY: "%o" % mode}})
         for rel in seen:
             if rel not in now:
                 try:
@@ -333,7 +361,7 @@ class Runs:
     def _execute(self, job, ex, c, env, tmpl):
         ex_id = ex["name"].rsplit("/", 1)[-1]
         rundir = os.path.join(self.root, "runs", ex_id)
-        wsdir = os.path.join(rundir, "ws")
+        wsdir = os.path.join(rundir, "workspace")
         home = os.path.join(rundir, "home")
         os.makedirs(wsdir, exist_ok=True)
         os.makedirs(home, exist_ok=True)
@@ -364,8 +392,14 @@ class Runs:
                 cmd += ["--entrypoint", argv[0], c.get("image")]
                 cmd += argv[1:]
                 ex["_container"] = cname
+            elif BWRAP and vol:
+                # a local process that sees the synced directory at the
+                # volume's mount path, as the container would
+                cmd = [BWRAP, "--dev-bind", "/", "/", "--bind", wsdir, vol[2], "--chdir", wd,
+                       "--die-with-parent", "--"] + argv
+                cwd = home
             else:
-                # a local process: the volume's mount path is the synced directory
+                # no bwrap: the process runs in the synced directory itself
                 cwd = wsdir if vol and (wd == vol[2] or wd.startswith(vol[2].rstrip("/") + "/")) \
                     else home
                 if vol and wd.startswith(vol[2].rstrip("/") + "/"):
