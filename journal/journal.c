@@ -23,9 +23,11 @@ struct journal {
 	struct journal *next;
 	struct sfs_sandbox *sb;
 	struct sfs_run *run;
-	char path[4200]; /* the file reads are served from */
-	off_t size;	 /* last observed size */
-	bool ended;	 /* run over and its final size observed */
+	/* on eng.idle: ended, its end reported, nothing to watch, follow or
+	 * answer; the engine's passes do not visit it (engine_main) */
+	bool idle;
+	off_t size; /* last observed size */
+	bool ended; /* run over and its final size observed */
 	/* redact=journal: reads hide secret values (same length), and while
 	 * the run goes on the last bytes that could begin one are held back:
 	 * readers see `visible` bytes, computed for vis_size and vis_gen */
@@ -51,6 +53,9 @@ struct journal {
 	bool final_pending; /* run over: fetch what is left, then end */
 	int final_failures; /* failed fetches of the remainder in a row */
 	int64_t next_poll_ms;
+	/* last: the fields above are what each engine pass reads, in the first
+	 * cache lines of a journal rather than past 4 KiB of path */
+	char path[4200]; /* the file reads are served from */
 };
 
 static struct {
@@ -59,7 +64,8 @@ static struct {
 	pthread_t thread;
 	bool running, stop;
 	int inotify_fd, wake_fd;
-	struct journal *journals;
+	struct journal *journals; /* those the engine's passes visit */
+	struct journal *idle;	  /* the others (struct journal: idle) */
 	struct journal_hooks hooks;
 	int followers;
 } eng = {.mu = PTHREAD_MUTEX_INITIALIZER,
@@ -85,6 +91,45 @@ static int64_t now_ms(void)
 static struct journal *find_locked(struct sfs_run *run)
 {
 	return run->journal;
+}
+
+/* Nothing for the engine to do for j until a reader parks on it: a
+ * daemon that ran thousands of runs walks only those still going. */
+static bool quiescent_locked(const struct journal *j)
+{
+	return j->ended && j->end_reported && !j->plain && !j->waiters && j->watch < 0 &&
+	       j->follow_fd < 0 && !j->final_pending;
+}
+
+/* Back among those the engine visits. */
+static void unidle_locked(struct journal *j)
+{
+	if (!j->idle)
+		return;
+	for (struct journal **pj = &eng.idle; *pj; pj = &(*pj)->next) {
+		if (*pj == j) {
+			*pj = j->next;
+			break;
+		}
+	}
+	j->idle = false;
+	j->next = eng.journals;
+	eng.journals = j;
+}
+
+static void unidle_sandbox_locked(struct sfs_sandbox *sb)
+{
+	for (struct journal **pj = &eng.idle; *pj;) {
+		struct journal *j = *pj;
+		if (j->sb != sb) {
+			pj = &j->next;
+			continue;
+		}
+		*pj = j->next;
+		j->idle = false;
+		j->next = eng.journals;
+		eng.journals = j;
+	}
 }
 
 static off_t stat_size(struct journal *j)
@@ -564,7 +609,8 @@ static void *engine_main(void *arg)
 			free(jobs.v[i].buf);
 		}
 		jobs.n = 0;
-		for (struct journal *j = eng.journals; j; j = j->next) {
+		for (struct journal **pj = &eng.journals; *pj;) {
+			struct journal *j = *pj;
 			settle_locked(j);
 			if (j->ended && j->follow_fd >= 0)
 				stop_follower_locked(j, &jobs);
@@ -576,6 +622,14 @@ static void *engine_main(void *arg)
 			}
 			collect_locked(j, &ready);
 			set_watch_locked(j);
+			if (!quiescent_locked(j)) {
+				pj = &j->next;
+				continue;
+			}
+			*pj = j->next;
+			j->idle = true;
+			j->next = eng.idle;
+			eng.idle = j;
 		}
 		pthread_mutex_unlock(&eng.mu);
 		/* followers stopped in step 3 are reaped now, unlocked */
@@ -651,6 +705,8 @@ void journal_engine_stop(void)
 	struct ready_list l = {0};
 	struct jobs jobs = {0};
 	pthread_mutex_lock(&eng.mu);
+	while (eng.idle)
+		unidle_locked(eng.idle);
 	while (eng.journals) {
 		struct journal *j = eng.journals;
 		eng.journals = j->next;
@@ -716,6 +772,7 @@ void journal_end_sandbox(struct sfs_sandbox *sb, bool record)
 	} *finals = NULL;
 	size_t nfinals = 0, cap = 0;
 	pthread_mutex_lock(&eng.mu);
+	unidle_sandbox_locked(sb); /* every run of it is recorded below */
 	for (struct journal *j = eng.journals; j; j = j->next) {
 		if (j->sb != sb)
 			continue;
@@ -877,6 +934,7 @@ void journal_detach_sandbox(struct sfs_sandbox *sb)
 	struct ready_list l = {0};
 	struct jobs jobs = {0};
 	pthread_mutex_lock(&eng.mu);
+	unidle_sandbox_locked(sb); /* and dropped below */
 	for (struct journal **pj = &eng.journals; *pj;) {
 		struct journal *j = *pj;
 		if (j->sb != sb) {
@@ -1047,6 +1105,7 @@ int journal_park(struct sfs_sandbox *sb, struct sfs_run *run, void *req, off_t o
 		pthread_mutex_unlock(&eng.mu);
 		return 1;
 	}
+	unidle_locked(j); /* a parked reader is the engine's to answer */
 	struct journal_waiter *w = calloc(1, sizeof(*w));
 	if (!w) {
 		pthread_mutex_unlock(&eng.mu);
@@ -1095,6 +1154,16 @@ void journal_interrupt(void *req)
 		w->interrupted = true;
 	pthread_mutex_unlock(&eng.mu);
 	journal_poke();
+}
+
+size_t journal_engine_active(void)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&eng.mu);
+	for (struct journal *j = eng.journals; j; j = j->next)
+		n++;
+	pthread_mutex_unlock(&eng.mu);
+	return n;
 }
 
 int journal_followers(void)

@@ -123,4 +123,8 @@ void journal_poke(void);
 /* For tests and the status file: follower watches currently held. */
 int journal_followers(void);
 
+/* Journals the engine's passes visit: a run that ended, was reported and
+ * has no reader, watch or follower is left out of them (tests). */
+size_t journal_engine_active(void);
+
 #endif

@@ -521,6 +521,46 @@ static void test_detach_releases_readers(void)
 	free(b);
 }
 
+/* Ended runs leave the engine's passes (a daemon with thousands of runs
+ * walked them all at every wake-up: 20-45% of its CPU per exec), come
+ * back for a reader, a sandbox's end or detach, and leave again. */
+static void test_ended_runs_leave_the_passes(void)
+{
+	struct sfs_sandbox *sb = new_sandbox(&local_provider);
+	struct sfs_run *runs[6];
+	for (int i = 0; i < 6; i++) {
+		runs[i] = new_run(i + 1);
+		set_run(i + 1, SFS_RUN_RUNNING, 0);
+		CHECK_INT(journal_attach(sb, runs[i], NULL), 0);
+		local_append(runs[i], "out\n");
+	}
+	CHECK_INT((int)journal_engine_active(), 6);
+	for (int i = 0; i < 6; i++)
+		set_run(i + 1, SFS_RUN_EXITED, i);
+	for (int t = 0; t < 500 && journal_engine_active() > 0; t++)
+		usleep(10000);
+	CHECK_INT((int)journal_engine_active(), 0);
+	/* still read, to the end, with their status */
+	bool eof = false;
+	char buf[16];
+	CHECK_INT(read_at(runs[2], 0, buf, sizeof(buf), &eof), 4);
+	CHECK_STREQ(buf, "out\n");
+	CHECK_INT(journal_park(sb, runs[2], buf, 4, 10, JOURNAL_WAIT_END), 1);
+	CHECK_INT(runs[2]->state, SFS_RUN_EXITED);
+	/* the sandbox's end visits them all, then they leave again */
+	journal_end_sandbox(sb, false);
+	for (int t = 0; t < 500 && journal_engine_active() > 0; t++)
+		usleep(10000);
+	CHECK_INT((int)journal_engine_active(), 0);
+	/* and detach finds them where they are */
+	journal_detach_sandbox(sb);
+	for (int i = 0; i < 6; i++) {
+		CHECK(runs[i]->journal == NULL);
+		free_run(runs[i]);
+	}
+	free(sb);
+}
+
 static void setup(void)
 {
 	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sfs-test-journal.XXXXXX");
@@ -553,4 +593,5 @@ CHECK_MAIN(CHECK_CASE(test_setup), CHECK_CASE(test_offsets_and_eof),
 	   CHECK_CASE(test_park_arm_and_wake), CHECK_CASE(test_interrupt),
 	   CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
 	   CHECK_CASE(test_poll_lost_remainder_ends), CHECK_CASE(test_poll_failing_remainder_ends),
-	   CHECK_CASE(test_detach_releases_readers), CHECK_CASE(test_teardown))
+	   CHECK_CASE(test_detach_releases_readers), CHECK_CASE(test_ended_runs_leave_the_passes),
+	   CHECK_CASE(test_teardown))
