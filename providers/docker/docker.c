@@ -617,6 +617,7 @@ static const struct sfs_provider_ops docker_ops = {
     .fs_stat = dk_fs_stat,
     .fs_list = dk_fs_list,
     .fs_read = dk_fs_read,
+    .fs_read_many = dk_fs_read_many,
     .fs_write = dk_fs_write,
     .fs_put_tree = dk_fs_put_tree,
     .fs_mkdir = dk_fs_mkdir,

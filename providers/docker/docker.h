@@ -233,6 +233,13 @@ int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 	       struct sfs_err *err);
 int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err);
+/* The archive API's URL (/containers/ID/archive?path=...) of a workspace path. */
+int dk_archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
+		   struct sfs_err *err);
+/* fs_read_many: the small files of one directory in one archive GET (bulk.c). */
+int dk_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
+		    int (*on_file)(const char *path, const void *data, size_t len, void *arg),
+		    void *arg, struct sfs_err *err);
 int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err);
 int dk_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 int dk_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err);

@@ -79,8 +79,8 @@ static int raw_link_target(struct sfs_sandbox *sb, const char *path, struct sfs_
 }
 
 /* The archive API's URL for a workspace path of sb's container. */
-static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
-		       struct sfs_err *err)
+int dk_archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t len,
+		   struct sfs_err *err)
 {
 	char cid[DK_ID_MAX], full[4096];
 	int r = container(sb, cid, sizeof(cid), err);
@@ -99,7 +99,7 @@ static int archive_url(struct sfs_sandbox *sb, const char *path, char *url, size
 int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
 	char url[12400];
-	int r = archive_url(sb, path, url, sizeof(url), err);
+	int r = dk_archive_url(sb, path, url, sizeof(url), err);
 	if (r)
 		return r;
 	struct dk_resp resp;
@@ -306,7 +306,7 @@ static bool untar_sink(void *arg, const char *data, size_t len)
 int dk_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
 {
 	char url[12400];
-	int r = archive_url(sb, path, url, sizeof(url), err);
+	int r = dk_archive_url(sb, path, url, sizeof(url), err);
 	if (r)
 		return r;
 	struct untar u = {.fd = fd};

@@ -206,6 +206,30 @@ dk_new_missing() {
 	cmp "$BATS_TEST_TMPDIR/big" "$W/big"
 }
 
+@test "docker: small files of a directory come in one archive GET (docker.fs=archive), and a later change is read again" {
+	sfs_mount -o docker.fs=archive -o remote.attr_timeout=60
+	dk_new a2 >/dev/null
+	id=$(dk_id a2)
+	W=$MNT/a2/workspace
+	docker exec "$id" sh -c 'mkdir -p /workspace/d/sub && for i in $(seq 1 40); do echo "file $i" > /workspace/d/f$i; done; head -c 300000 /dev/zero > /workspace/d/sub/big'
+	ls "$W/d" >/dev/null
+	c0=$(awk '$1 == "remote_calls" { print $2 }' "$MNT/a2/status")
+	for i in $(seq 1 39); do
+		[ "$(cat "$W/d/f$i")" = "file $i" ]
+	done
+	c1=$(awk '$1 == "remote_calls" { print $2 }' "$MNT/a2/status")
+	[ -n "$c0" ] && [ -n "$c1" ]
+	echo "39 files: $((c1 - c0)) calls" >&3
+	# one bulk GET of d (its subdirectory's file is not among them); was 39
+	[ $((c1 - c0)) -le 2 ]
+	# f40 came in that GET too; a run's change to it (same size) is never
+	# served from that copy
+	n=$(dk_exec a2 'echo "file XY" > d/f40')
+	[ "$(cat "$MNT/a2/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$W/d/f40")" = "file XY" ]
+	[ "$(cat "$W/d/sub/big" | wc -c)" -eq 300000 ]
+}
+
 # ---- restart and failures ---------------------------------------------------
 
 @test "docker: daemon kill -9 and restart: the sandbox is back, its run re-attached, output written while down is there" {
