@@ -29,7 +29,15 @@ static __thread struct {
 	char text[32];
 } second;
 
-static void add_time(struct sfs_buf *o, const struct timespec *ts)
+/* The line is written in place into room reserved for it at once: each
+ * put copies n bytes at o and returns where the next one goes. */
+static char *put(char *o, const char *s, size_t n)
+{
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static char *put_time(char *o, const struct timespec *ts)
 {
 	if (!second.valid || second.sec != ts->tv_sec) {
 		struct tm tm;
@@ -45,49 +53,61 @@ static void add_time(struct sfs_buf *o, const struct timespec *ts)
 	char frac[6] = {
 	    '.', (char)('0' + ms / 100), (char)('0' + ms / 10 % 10), (char)('0' + ms % 10), 'Z',
 	    ' '};
-	sfs_buf_adds(o, second.text);
-	sfs_buf_add(o, frac, sizeof(frac));
+	o = put(o, second.text, strlen(second.text));
+	return put(o, frac, sizeof(frac));
 }
 
 /* v in decimal (the caller's uid, an unnamed errno). */
-static void add_uint(struct sfs_buf *o, unsigned long v)
+static char *put_uint(char *o, unsigned long v)
 {
 	char d[24];
 	size_t n = sizeof(d);
 	do
 		d[--n] = (char)('0' + v % 10);
 	while ((v /= 10) && n);
-	sfs_buf_add(o, d + n, sizeof(d) - n);
+	return put(o, d + n, sizeof(d) - n);
 }
 
-/* Bytes a word shows as \xNN: blanks, controls, DEL, the backslash (so an
- * escape in a name cannot pass for one), and bytes >= 0x80 unless the
- * whole word is UTF-8 text. */
-static bool escaped(unsigned char c, bool utf8)
+/* What a byte of a word is: shown as it is, shown \xNN (blanks, controls,
+ * DEL, the backslash, so an escape in a name cannot pass for one), or
+ * >= 0x80 (shown as it is only when the whole word is UTF-8 text). */
+enum { PLAIN, ESCAPED, HIGH };
+static unsigned char byte_class(unsigned char c)
 {
-	return c <= ' ' || c == 0x7f || c == '\\' || (c >= 0x80 && !utf8);
+	return c <= ' ' || c == 0x7f || c == '\\' ? ESCAPED : c >= 0x80 ? HIGH : PLAIN;
 }
 
-/* s as one word, the plain runs copied whole (UTF-8 validity is looked
- * at only when a byte >= 0x80 is there). */
-static void add_word(struct sfs_buf *o, const char *s)
+/* s as one word into o, which has room for 4 bytes per byte of s and a
+ * NUL; its length.  Plain runs are copied whole, and UTF-8 validity is
+ * looked at only when a byte >= 0x80 is there. */
+static size_t put_word(char *o, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s, *run = p;
-	bool utf8 = true, looked = false;
+	int utf8 = -1; /* not looked at yet */
+	size_t n = 0;
 	for (; *p; p++) {
-		if (*p >= 0x80 && !looked) {
-			utf8 = sfs_utf8_valid(s);
-			looked = true;
-		}
-		if (!escaped(*p, utf8))
+		unsigned char k = byte_class(*p);
+		if (k == PLAIN)
 			continue;
-		char e[4] = {'\\', 'x', hex[*p >> 4], hex[*p & 15]};
-		sfs_buf_add(o, run, (size_t)(p - run));
-		sfs_buf_add(o, e, sizeof(e));
+		if (k == HIGH) {
+			if (utf8 < 0)
+				utf8 = sfs_utf8_valid(s);
+			if (utf8)
+				continue;
+		}
+		memcpy(o + n, run, (size_t)(p - run));
+		n += (size_t)(p - run);
+		o[n++] = '\\';
+		o[n++] = 'x';
+		o[n++] = hex[*p >> 4];
+		o[n++] = hex[*p & 15];
 		run = p + 1;
 	}
-	sfs_buf_add(o, run, (size_t)(p - run));
+	memcpy(o + n, run, (size_t)(p - run));
+	n += (size_t)(p - run);
+	o[n] = '\0';
+	return n;
 }
 
 /* A path with the registered values hidden (values: some are registered):
@@ -135,12 +155,16 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 		return -ENOMEM;
 	}
 	/* a rename's or link's "-> PATH": a word, then through the detail's
-	 * redactor like any detail */
-	struct sfs_buf arrow = {0};
+	 * redactor like any detail (on the stack unless it is long) */
+	char arrow_stack[1024], *arrow = NULL;
 	if (to) {
-		sfs_buf_adds(&arrow, "-> ");
-		add_word(&arrow, t);
-		detail = arrow.buf;
+		size_t need = 3 + 4 * strlen(t) + 1;
+		arrow = need <= sizeof(arrow_stack) ? arrow_stack : malloc(need);
+		if (arrow) {
+			memcpy(arrow, "-> ", 3);
+			put_word(arrow + 3, t);
+		}
+		detail = arrow;
 	}
 	char shown[2048];
 	bool has_detail = detail && *detail;
@@ -157,36 +181,31 @@ int audit_format(struct sfs_buf *out, const struct timespec *ts, uid_t uid, cons
 	}
 	int e = err < 0 ? -err : err;
 	const char *ename = e ? strerrorname_np(e) : "0";
-	/* at most 4 bytes per byte of the path, the rest bounded */
-	int r = sfs_buf_reserve(out, 64 + strlen(op) + (p ? 4 * strlen(p) : 1) +
-					 (has_detail ? strlen(d) : 0));
-	if (!r && to && !arrow.buf)
+	/* room for all of it: 4 bytes per byte of the path at most; the time,
+	 * uid, errno name or number, blanks and newline fit in 64 */
+	size_t oplen = strlen(op), dlen = has_detail ? strlen(d) : 0;
+	int r = sfs_buf_reserve(out, 64 + oplen + (p ? 4 * strlen(p) : 1) + dlen);
+	if (!r && to && !arrow)
 		r = -ENOMEM;
 	if (!r) {
-		add_time(out, ts);
-		if (uid == (uid_t)-1)
-			sfs_buf_adds(out, "-");
-		else
-			add_uint(out, uid);
-		sfs_buf_adds(out, " ");
-		sfs_buf_adds(out, op);
-		sfs_buf_adds(out, " ");
-		if (p)
-			add_word(out, p);
-		else
-			sfs_buf_adds(out, "-");
-		sfs_buf_adds(out, " ");
-		if (ename)
-			sfs_buf_adds(out, ename);
-		else
-			add_uint(out, (unsigned)e);
+		char *o = put_time(out->buf + out->len, ts);
+		o = uid == (uid_t)-1 ? put(o, "-", 1) : put_uint(o, uid);
+		o = put(o, " ", 1);
+		o = put(o, op, oplen);
+		o = put(o, " ", 1);
+		o = p ? o + put_word(o, p) : put(o, "-", 1);
+		o = put(o, " ", 1);
+		o = ename ? put(o, ename, strlen(ename)) : put_uint(o, (unsigned)e);
 		if (has_detail) {
-			sfs_buf_adds(out, " ");
-			sfs_buf_adds(out, d);
+			o = put(o, " ", 1);
+			o = put(o, d, dlen);
 		}
-		r = sfs_buf_adds(out, "\n");
+		o = put(o, "\n", 1);
+		*o = '\0';
+		out->len = (size_t)(o - out->buf);
 	}
-	sfs_buf_free(&arrow);
+	if (arrow != arrow_stack)
+		free(arrow);
 	free(pcopy);
 	free(tcopy);
 	return r;
