@@ -377,6 +377,7 @@ static const struct sfs_provider_ops gcp_ops = {
     .fs_rename = gcp_fs_rename,
     .fs_chmod = gcp_fs_chmod,
     .fs_symlink = gcp_fs_symlink,
+    .fs_put_tree = gcp_fs_put_tree,
     .snapshot = gcp_snapshot,
     .restore = gcp_restore,
     .snapshot_delete = gcp_snapshot_delete,

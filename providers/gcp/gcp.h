@@ -250,6 +250,8 @@ int gcp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 void gcp_job_id(struct sfs_sandbox *sb, char *buf, size_t len);
 /* Deletes the job made for the sandbox (at destroy); an absent job is fine. */
 int gcp_job_delete(struct sfs_sandbox *sb, struct sfs_err *err);
+/* `new … source=`: the tar goes up as one object, one execution unpacks it. */
+int gcp_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err);
 /* Frees the runs' in-memory state (at unmount). */
 void gcp_runs_shutdown(void);
 

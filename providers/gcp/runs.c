@@ -308,14 +308,12 @@ static void mark_ended(struct runstate *r)
 
 /* ---- run_start ----------------------------------------------------------- */
 
-int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+/* jobs:run with args ["-c", script] and env (may be NULL); *exec gets the
+ * new execution's full name (malloc'd).  Makes the job first if needed. */
+static int start_execution(struct sfs_sandbox *sb, const char *script, const struct sfs_kvlist *env,
+			   char **exec, struct sfs_err *err)
 {
-	char missing[200];
-	if (*gcp_run_missing(sb, missing, sizeof(missing)))
-		return sfs_errf(err, -EINVAL,
-				"gcp: exec runs a Cloud Run job, which needs %s; the workspace "
-				"gs://%s works without them",
-				missing, sb->id ? sb->id : "");
+	*exec = NULL;
 	struct gcp_settings s;
 	job_place(sb, &s);
 	char job[80];
@@ -323,24 +321,17 @@ int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	int rc = ensure_job(sb, &s, job, err);
 	if (rc)
 		return rc;
-	struct sfs_kvlist env = {0};
-	if ((rc = sfs_sb_run_env(sb, &env, err)))
-		return rc;
-	struct sfs_buf script = {0};
 	json_t *envs = json_array();
-	/* stderr joins stdout so the log keeps their order */
-	if (sfs_buf_printf(&script, "exec 2>&1\n%s", run->cmd) || !envs)
+	if (!envs)
 		rc = oom(err);
-	for (size_t i = 0; !rc && i < env.n; i++)
-		if (json_array_append_new(
-			envs, json_pack("{s:s, s:s}", "name", env.v[i].key, "value", env.v[i].val)))
+	for (size_t i = 0; !rc && env && i < env->n; i++)
+		if (json_array_append_new(envs, json_pack("{s:s, s:s}", "name", env->v[i].key,
+							  "value", env->v[i].val)))
 			rc = oom(err);
-	sfs_kv_free(&env);
 	json_t *body =
 	    rc ? NULL
 	       : json_pack("{s:{s:[{s:s, s:[s, s], s:O}]}}", "overrides", "containerOverrides",
-			   "name", "sandbox", "args", "-c", script.buf, "env", envs);
-	sfs_buf_free(&script);
+			   "name", "sandbox", "args", "-c", script, "env", envs);
 	json_decref(envs);
 	if (!rc && !body)
 		rc = oom(err);
@@ -358,13 +349,49 @@ int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 		rc = gcp_call(&c, NULL, &op, NULL, err);
 	free(url);
 	json_decref(body);
-	const char *exec =
+	const char *name =
 	    json_string_value(json_object_get(json_object_get(op, "metadata"), "name"));
-	if (!rc && !exec)
+	if (!rc && !name)
 		rc = sfs_errf(err, -EPROTO, "gcp: %s: the operation names no execution", what);
+	if (!rc && !(*exec = strdup(name)))
+		rc = oom(err);
+	json_decref(op);
+	return rc;
+}
+
+static const char *missing_msg(struct sfs_sandbox *sb, const char *what, char *buf, size_t len)
+{
+	char missing[200];
+	if (!*gcp_run_missing(sb, missing, sizeof(missing)))
+		return NULL;
+	snprintf(buf, len,
+		 "gcp: %s runs a Cloud Run job, which needs %s; the workspace gs://%s works "
+		 "without them",
+		 what, missing, sb->id ? sb->id : "");
+	return buf;
+}
+
+int gcp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
+{
+	char msg[600];
+	if (missing_msg(sb, "exec", msg, sizeof(msg)))
+		return sfs_errf(err, -EINVAL, "%s", msg);
+	struct sfs_kvlist env = {0};
+	int rc = sfs_sb_run_env(sb, &env, err);
+	if (rc)
+		return rc;
+	struct sfs_buf script = {0};
+	char *exec = NULL;
+	/* stderr joins stdout so the log keeps their order */
+	if (sfs_buf_printf(&script, "exec 2>&1\n%s", run->cmd))
+		rc = oom(err);
+	if (!rc)
+		rc = start_execution(sb, script.buf, &env, &exec, err);
+	sfs_kv_free(&env);
+	sfs_buf_free(&script);
 	if (!rc)
 		rc = write_small(run->dir, "gcp.execution", exec, err);
-	json_decref(op);
+	free(exec);
 	return rc;
 }
 
@@ -394,6 +421,32 @@ static int task_result(const char *exec, int *code, int *sig, struct sfs_err *er
 	return rc;
 }
 
+/* A finished execution's end: cancelled (as killsig), succeeded, or the
+ * task's exit code / signal. */
+static int execution_result(json_t *ex, const char *exec, int killsig, enum sfs_run_state *state,
+			    int *out, struct sfs_err *err)
+{
+	if (count_of(ex, "cancelledCount") > 0) {
+		*state = SFS_RUN_KILLED;
+		*out = killsig;
+		return 0;
+	}
+	if (count_of(ex, "succeededCount") > 0) {
+		*state = SFS_RUN_EXITED;
+		*out = 0;
+		return 0;
+	}
+	int code = 1, sig = 0;
+	int rc = task_result(exec, &code, &sig, err);
+	/* as the shell kit's wrapper reads a status: 129..192 is a signal (a
+	 * container's init reports a signalled command so) */
+	if (!sig && code > 128 && code <= 192)
+		sig = code - 128;
+	*state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
+	*out = sig ? sig : code;
+	return rc;
+}
+
 int gcp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	(void)sb;
@@ -416,25 +469,10 @@ int gcp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 			run->state = SFS_RUN_LOST;
 		return status == 404 ? 0 : rc;
 	}
-	bool done = json_string_value(json_object_get(ex, "completionTime")) != NULL;
-	if (done) {
+	if (json_string_value(json_object_get(ex, "completionTime"))) {
 		char *killed = read_small(run->dir, "gcp.killed");
-		if (count_of(ex, "cancelledCount") > 0) {
-			run->state = SFS_RUN_KILLED;
-			run->code = killed ? atoi(killed) : 15;
-		} else if (count_of(ex, "succeededCount") > 0) {
-			run->state = SFS_RUN_EXITED;
-			run->code = 0;
-		} else {
-			int code = 1, sig = 0;
-			rc = task_result(r->exec, &code, &sig, err);
-			/* as the shell kit's wrapper reads a status: 129..192 is a
-			 * signal (a container's init reports a signalled command so) */
-			if (!sig && code > 128 && code <= 192)
-				sig = code - 128;
-			run->state = sig ? SFS_RUN_KILLED : SFS_RUN_EXITED;
-			run->code = sig ? sig : code;
-		}
+		rc = execution_result(ex, r->exec, killed ? atoi(killed) : 15, &run->state,
+				      &run->code, err);
 		free(killed);
 		if (!rc)
 			mark_ended(r);
@@ -672,4 +710,69 @@ int gcp_job_delete(struct sfs_sandbox *sb, struct sfs_err *err)
 		return rc;
 	}
 	return 0;
+}
+
+/* Waits (polling executions.get, up to an hour) for an execution to end. */
+static int wait_execution(const char *exec, enum sfs_run_state *state, int *code,
+			  struct sfs_err *err)
+{
+	char *url = name_url(exec, NULL);
+	if (!url)
+		return oom(err);
+	int rc = 0;
+	for (int i = 0;; i++) {
+		json_t *ex = NULL;
+		struct gcp_call c = {
+		    .method = "GET", .url = url, .sink_fd = -1, .what = "run executions.get"};
+		if ((rc = gcp_call(&c, NULL, &ex, NULL, err)))
+			break;
+		bool done = json_string_value(json_object_get(ex, "completionTime")) != NULL;
+		if (done)
+			rc = execution_result(ex, exec, 15, state, code, err);
+		json_decref(ex);
+		if (done)
+			break;
+		if (i > 4000) {
+			rc = sfs_errf(err, -ETIMEDOUT,
+				      "gcp: execution %s did not end within an hour", exec);
+			break;
+		}
+		usleep(i < 10 ? 250000 : 1000000);
+	}
+	free(url);
+	return rc;
+}
+
+/*
+ * `new … source=` (ctl/source.c): the archive goes up as one object and one
+ * execution unpacks it on the workspace volume, whatever the file count.
+ */
+int gcp_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
+{
+	static const char rel[] = ".sandboxfs-source.tar";
+	char msg[600];
+	if (missing_msg(sb, "source= (unpacked in a Cloud Run execution)", msg, sizeof(msg)))
+		return sfs_errf(err, -EINVAL, "%s", msg);
+	int rc = gcp_fs_write(sb, rel, fd, 0600, err);
+	if (rc)
+		return rc;
+	char *exec = NULL;
+	enum sfs_run_state state = SFS_RUN_LOST;
+	int code = -1;
+	rc = start_execution(sb,
+			     "exec 2>&1\ntar -xf .sandboxfs-source.tar; s=$?; "
+			     "rm -f .sandboxfs-source.tar; exit $s",
+			     NULL, &exec, err);
+	if (!rc)
+		rc = wait_execution(exec, &state, &code, err);
+	if (!rc && (state != SFS_RUN_EXITED || code != 0))
+		rc = sfs_errf(
+		    err, -EIO, "gcp: unpacking the source tree (%lld bytes) in execution %s: %s %d",
+		    (long long)size, exec, state == SFS_RUN_EXITED ? "exit" : "signal", code);
+	if (rc) {
+		struct sfs_err e = {0};
+		gcp_fs_remove(sb, rel, false, &e);
+	}
+	free(exec);
+	return rc;
 }

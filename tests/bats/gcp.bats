@@ -517,6 +517,34 @@ teardown() {
 	[ "$(cat "$MNT/c1/workspace/made.txt")" = made ]
 }
 
+@test "gcp: new source= uploads the tree as one object and one execution unpacks it; files and symlinks arrive" {
+	gcp_start
+	gcp_mount
+	local repo="$BATS_TEST_TMPDIR/repo"
+	git -c init.defaultBranch=main init -q "$repo"
+	mkdir "$repo/d"
+	for i in $(seq 1 40); do echo "file $i" >"$repo/d/f$i"; done
+	ln -s d/f1 "$repo/link"
+	git -C "$repo" add .
+	git -c user.email=t@example.org -c user.name=t -C "$repo" commit -qm one
+	ctl_write "$MNT/ctl" "new g provider=gcp image=sandboxfs-test:latest source=$repo"
+	# one upload of the archive (besides the root marker), one execution to unpack it
+	[ "$(gcp_stat uploads/multipart)" = 2 ]
+	[ "$(gcp_stat by_route/POST\ jobs.run)" = 1 ]
+	[ "$(cat "$MNT/g/workspace/d/f7")" = "file 7" ]
+	[ "$(readlink "$MNT/g/workspace/link")" = d/f1 ]
+	[ "$(gcs_obj g/link meta.gcsfuse_symlink_target)" = d/f1 ]
+	[ "$(cat "$MNT/g/workspace/.git/HEAD")" = "ref: refs/heads/main" ]
+	[ ! -e "$MNT/g/workspace/.sandboxfs-source.tar" ]
+	[ -z "$(gcs_obj g/.sandboxfs-source.tar size)" ]
+	# without the job settings, source= is refused naming them; nothing is left
+	run ctl_write "$MNT/ctl" "new h provider=gcp source=$repo"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: gcp: source= (unpacked in a Cloud Run execution) runs a Cloud Run job, which needs image="* ]]
+	[ ! -e "$MNT/h" ]
+	[ -z "$(gcs_obj h/ size)" ]
+}
+
 # ---- snapshots
 
 @test "gcp: a snapshot is a server-side copy under snapshots/ID/; restore brings it back; delete removes it" {
