@@ -50,11 +50,22 @@ static void on_usr1(int sig)
  * wait for a flush.  With durable, the file is fsync'd after the rename: a
  * crash before that leaves no status or an empty one, which reads as `lost`.
  */
-static int write_small_file(const char *dir, const char *name, const char *text, bool durable)
+static int write_small_file(const char *dir, const char *name, const char *text, bool durable,
+			    bool tmp_beside)
 {
 	char tmp[4200], path[4200];
-	snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	/* status's temp file is made beside RUNDIR (runs/.N.status.tmp, a
+	 * name the daemon's scan of runs/ skips), not in it: a reader of
+	 * `wait` has an inotify watch on RUNDIR, and the temp file's creation
+	 * and write would wake the journal engine twice just before the rename
+	 * that answers it */
+	const char *slash = tmp_beside ? strrchr(dir, '/') : NULL;
+	if (slash)
+		snprintf(tmp, sizeof(tmp), "%.*s/.%s.%s.tmp", (int)(slash - dir), dir, slash + 1,
+			 name);
+	else
+		snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
@@ -164,9 +175,9 @@ int sfs_local_wrapper_main(int argc, char **argv)
 
 	char num[32];
 	snprintf(num, sizeof(num), "%d\n", (int)pid);
-	write_small_file(dir, "pid", num, false);
+	write_small_file(dir, "pid", num, false, false);
 	snprintf(num, sizeof(num), "%d\n", (int)getpid());
-	write_small_file(dir, "wpid", num, false);
+	write_small_file(dir, "wpid", num, false, false);
 	if (write(ready_fd, "ok\n", 3) < 0) {
 		/* the daemon will notice the run through its files */
 	}
@@ -185,7 +196,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		snprintf(text, sizeof(text), "signal %d\n", WTERMSIG(status));
 	else
 		snprintf(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
-	write_small_file(dir, "status", text, true);
+	write_small_file(dir, "status", text, true, true);
 
 	/* Reap whatever the command left behind; we hold the lock until the
 	 * last descendant is gone so nothing outlives its reaper. */

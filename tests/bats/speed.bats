@@ -71,6 +71,39 @@ wrapper_exe() {
 }
 
 # bats test_tags=core
+@test "local: a run's end creates nothing in its directory but the status it renames in (each event there wakes the journal engine)" {
+	sfs_mount
+	mkdir "$MNT/demo"
+	n=$(ctl_write "$MNT/demo/ctl" "exec read x < /dev/stdin; echo done")
+	rundir=$(ls -d "$STATE"/sandboxes/*/runs/"$n")
+	# every name created or moved into the run's directory until its end
+	python3 - "$rundir" >"$BATS_TEST_TMPDIR/events" <<'PY' &
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+libc.inotify_add_watch(fd, sys.argv[1].encode(), 0x100 | 0x80)  # IN_CREATE | IN_MOVED_TO
+print("ready", flush=True)
+while True:
+    buf = os.read(fd, 4096)
+    i = 0
+    while i < len(buf):
+        wd, mask, cookie, ln = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16:i + 16 + ln].rstrip(b"\0").decode()
+        print(name, flush=True)
+        if name == "status":
+            sys.exit(0)
+        i += 16 + ln
+PY
+	watcher=$!
+	wait_for grep -q ready "$BATS_TEST_TMPDIR/events"
+	echo eof >"$MNT/demo/runs/$n/ctl"
+	[ "$(cat "$MNT/demo/runs/$n/wait")" = "exited 0" ]
+	wait "$watcher"
+	[ "$(grep -v ready "$BATS_TEST_TMPDIR/events")" = status ]
+	[ -z "$(find "$(dirname "$rundir")" -maxdepth 1 -name '.*.tmp')" ]
+}
+
+# bats test_tags=core
 @test "local: readers parked before the run's end get every line, then EOF and the status" {
 	sfs_mount
 	mkdir "$MNT/demo"
