@@ -282,7 +282,9 @@ static void repath_locked(uint32_t serial, const char *from, const char *to)
 			rc_unhash_path_locked(n);
 			free(n->path);
 			n->path = np;
-			n->attr_ok = false;
+			/* a file not on the remote yet keeps its own attributes */
+			if (!n->unborn)
+				n->attr_ok = false;
 			/* rehash after the walk: path buckets are not the id buckets */
 			n->path_next = moved;
 			moved = n;

@@ -150,3 +150,20 @@ mkfiles() {
 	[ "$(conf_calls b1)" -eq $((c0 + 2)) ]
 	[ "$(dt_run b1 'cat c/renamed; ls c')" = "$(printf 'data\nf1\nrenamed')" ]
 }
+
+@test "bulk: a file created through the mount and still open shows in its directory's new name after the directory is renamed, and lands there at its close" {
+	mkdir "$W/d1"
+	python3 - "$W" <<'PY'
+import os, sys, time
+w = sys.argv[1]
+fd = os.open(w + "/d1/new", os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"kept\n")
+os.rename(w + "/d1", w + "/d2")
+time.sleep(1.2)  # past the kernel's entry and attribute timeouts
+st = os.stat(w + "/d2/new")  # open, not saved yet: its attributes are ours
+assert "new" in os.listdir(w + "/d2"), os.listdir(w + "/d2")
+os.close(fd)
+PY
+	[ "$(cat "$W/d2/new")" = kept ]
+	[ "$(dt_run b1 'cat d2/new')" = kept ]
+}
