@@ -155,6 +155,17 @@ teardown() {
 	[ "$(s3_obj x1/f size)" = 3 ]
 }
 
+@test "aws: an empty directory (only its marker object) is listed by a second daemon" {
+	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
+	mkdir "$MNT/x1/workspace/empty"
+	echo ok >"$MNT/x1/workspace/f"
+	[ "$(s3_obj x1/empty/ meta.mode)" = 40755 ]
+	sfs_unmount
+	sfs_mount --log-level 3
+	[ "$(ls "$MNT/x1/workspace" | tr '\n' ' ')" = "empty f " ]
+	[ -d "$MNT/x1/workspace/empty" ]
+}
+
 @test "aws: editor saves (temp + rename, backup, vim) land in the bucket" {
 	ctl_write "$MNT/ctl" "new e1 provider=aws bucket=bkt"
 	W="$MNT/e1/workspace"

@@ -205,15 +205,16 @@ def list_v2(bucket, q):
     contents, prefixes, n, truncated, last = [], [], 0, False, ""
     for k in keys:
         rest = k[len(prefix):]
-        entry = k
-        if delim and delim in rest:
-            entry = prefix + rest[:rest.index(delim) + len(delim)]
+        # a key with the delimiter after the prefix rolls up into a common
+        # prefix, even one that ends there (an empty directory's marker)
+        rolled = bool(delim) and delim in rest
+        entry = prefix + rest[:rest.index(delim) + len(delim)] if rolled else k
         if entry <= after or (prefixes and prefixes[-1] == entry):
             continue
         if n == maxk:
             truncated = True
             break
-        if entry != k:
+        if rolled:
             prefixes.append(entry)
         else:
             o = b[k]
