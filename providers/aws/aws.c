@@ -1,9 +1,8 @@
 /*
  * The aws provider: lifecycle, status and the op table.  A sandbox is the
  * prefix s3://BUCKET/PREFIX/NAME/ (sb->id "BUCKET/PREFIX/NAME/"), its
- * workspace served by files.c through the remote workspace layer.  Runs
- * (ECS RunTask + CloudWatch Logs) are not written yet: caps exec is false
- * (docs/aws.md says what is missing).
+ * workspace served by files.c through the remote workspace layer; runs
+ * are ECS tasks with a CloudWatch Logs journal (runs.c).
  */
 #include "aws.h"
 
@@ -13,9 +12,11 @@
 #include <string.h>
 
 #include "../provider.h"
+#include "state.h"
 #include "../strbuf.h"
 
-static const char create_keys[] = "provider bucket prefix image cpu memory";
+static const char create_keys[] =
+    "provider bucket prefix image cpu memory cluster task_definition subnets security_groups";
 
 static bool known_option(const char *k)
 {
@@ -67,6 +68,13 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 					"aws: %s=%s: expected a positive number (cpu units, "
 					"memory MiB)",
 					k, v);
+	}
+	/* the job settings: kept for exec, which names what is still missing */
+	for (size_t i = 0; opts && i < opts->n; i++) {
+		const char *k = opts->v[i].key;
+		if (strcmp(k, "provider") && strcmp(k, "bucket") && strcmp(k, "prefix") &&
+		    strcmp(k, "image") && aws_state_set_job(sb, k, opts->v[i].val))
+			return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	if (!bucket || !*bucket)
 		return sfs_errf(err, -EINVAL, "aws: no bucket: give bucket= or set aws.bucket");
@@ -138,19 +146,6 @@ static int aws_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	return rc;
 }
 
-static int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
-{
-	return sfs_errf(err, -EOPNOTSUPP,
-			"aws: runs need ECS RunTask and CloudWatch Logs, which this sandboxfs "
-			"does not implement yet; the workspace s3://%s works",
-			sb->id ? sb->id : "");
-}
-
-static int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
-{
-	return 0;
-}
-
 static bool aws_configured(char *why, size_t len)
 {
 	struct aws_config c;
@@ -166,12 +161,15 @@ static bool aws_configured(char *why, size_t len)
 	if (!ok)
 		snprintf(why, len, "no %s", miss);
 	else
-		snprintf(why, len,
-			 "ready: S3 at %s (%s-style, region %s, keys from %s)%s; runs not "
-			 "implemented (no ECS RunTask)",
-			 c.s3_endpoint, c.s3_path_style ? "path" : "virtual-host", c.region,
-			 c.creds_source,
-			 bucket && *bucket ? "" : "; no aws.bucket: new needs bucket=");
+		snprintf(
+		    why, len,
+		    "ready: S3 at %s (%s-style, region %s, keys from %s)%s; runs: ECS at %s%s",
+		    c.s3_endpoint, c.s3_path_style ? "path" : "virtual-host", c.region,
+		    c.creds_source,
+		    bucket && *bucket ? "" : "; no aws.bucket: new needs bucket=", c.ecs_endpoint,
+		    sfs_opt_get("aws.cluster") && *sfs_opt_get("aws.cluster")
+			? ""
+			: " (no aws.cluster: exec needs cluster=)");
 	aws_config_free(&c);
 	return ok;
 }
@@ -182,6 +180,11 @@ static const struct sfs_provider_ops aws_ops = {
     .destroy = aws_destroy,
     .run_start = aws_run_start,
     .run_refresh = aws_run_refresh,
+    .journal_read = aws_journal_read,
+    .run_kill = aws_run_kill,
+    .state_save = aws_state_save,
+    .state_load = aws_state_load,
+    .state_free = aws_state_free,
     .fs_stat = aws_fs_stat,
     .fs_list = aws_fs_list,
     .fs_read = aws_fs_read,
@@ -198,11 +201,14 @@ static const char *const aws_credential_env[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRE
 
 const struct sfs_provider sfs_provider_aws = {
     .name = "aws",
-    /* only the workspace so far: exec (ECS tasks), snapshots (server-side
-     * copies of the prefix) and the rest are issue 16's remaining work */
+    /* a run is one ECS task: no processes outlive it, no stdin, the
+     * journal is polled from CloudWatch Logs (docs/aws.md) */
     .caps =
 	{
 	    [SFS_CAP_FS] = true,
+	    [SFS_CAP_EXEC] = true,
+	    [SFS_CAP_ENV] = true,
+	    [SFS_CAP_KILLABLE] = true,
 	    [SFS_CAP_DURABLE_FS] = true,
 	},
     .host_fs = false,

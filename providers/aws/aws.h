@@ -101,6 +101,11 @@ struct aws_s3_call {
 int aws_s3(const struct aws_config *c, const char *bucket, const struct aws_s3_call *call,
 	   long *status, struct sfs_buf *resp_body, char **hdr, struct sfs_err *err);
 
+/* The URL of key (NULL: the bucket) with query (encoded, may be NULL):
+ * path-style or virtual-host as c says, the key percent-encoded. */
+int aws_s3_url(const struct aws_config *c, const char *bucket, const char *key, const char *query,
+	       struct sfs_buf *url);
+
 /* ListObjectsV2 results, from S3's XML. */
 struct aws_s3_obj {
 	char *key;
@@ -123,6 +128,75 @@ int aws_s3_list(const struct aws_config *c, const char *bucket, const char *pref
 		size_t max, struct aws_s3_list *l, struct sfs_err *err);
 /* The text of <tag> in xml (entities decoded), malloc'd, or NULL. */
 char *aws_xml_text(const char *xml, size_t len, const char *tag);
+
+struct sfs_sandbox;
+
+/* ---- json.c: ECS and CloudWatch Logs (awsJson1.1) ------------------------ */
+
+#include <jansson.h>
+
+/* POST target ("RunTask", "GetLogEvents") of service "ecs" or "logs" with
+ * body; *out (may be NULL) gets the answer.  ThrottlingException is retried
+ * with backoff; an error is "aws: ecs RunTask: TYPE: message (HTTP n)" with
+ * its errno (AccessDenied/expired/unknown keys -EACCES, *NotFound -ENOENT,
+ * still throttled -EAGAIN, bad parameters -EINVAL). */
+int aws_json(const struct aws_config *c, const char *service, const char *target, json_t *body,
+	     json_t **out, struct sfs_err *err);
+
+/* ---- presign.c: what a run's task gets instead of keys -------------------- */
+
+/* A presigned URL (query-string SigV4, UNSIGNED-PAYLOAD) for method on key,
+ * valid for expires seconds from now; *out malloc'd. */
+int aws_presign(const struct aws_config *c, const char *method, const char *bucket, const char *key,
+		long expires, time_t now, char **out, struct sfs_err *err);
+
+/* The form fields of a browser POST upload allowed for any key starting with
+ * the prefix, with x-amz-meta-mode and x-amz-meta-mtime, until now+expires. */
+struct aws_post {
+	char *url; /* the bucket's URL */
+	char date[17];
+	char credential[512];
+	char *policy; /* base64 */
+	char signature[65];
+};
+int aws_post_policy(const struct aws_config *c, const char *bucket, const char *prefix,
+		    long expires, time_t now, struct aws_post *p, struct sfs_err *err);
+void aws_post_free(struct aws_post *p);
+
+/* ---- job.c: the script a run's task runs --------------------------------- */
+
+struct aws_job {
+	const char *workdir, *rundir; /* in the container */
+	const char *root;	      /* the workspace prefix (ends in '/') */
+	const struct aws_post *post;  /* uploads under root */
+	const char *token;	      /* session token of the presigned URLs, or NULL */
+	const char *manifest;	      /* aws_job_manifest_add lines */
+	const char *wrapper;	      /* the journal wrapper as one sh command line */
+};
+/* One object of the workspace for the task: a file (GET url) or a directory
+ * marker, its DELETE url, its path under root.  -EINVAL for a path the
+ * manifest cannot carry (a newline), -ENOMEM. */
+int aws_job_manifest_add(struct sfs_buf *m, bool dir, const char *get_url, const char *del_url,
+			 const char *path);
+int aws_job_script(const struct aws_job *j, struct sfs_buf *out, struct sfs_err *err);
+
+/* ---- runs.c: ECS tasks and their CloudWatch Logs journal ------------------ */
+
+struct sfs_run;
+int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+ssize_t aws_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
+			 size_t max, struct sfs_err *err);
+int aws_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
+		 struct sfs_err *err);
+json_t *aws_state_save(const struct sfs_sandbox *sb);
+int aws_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err);
+void aws_state_free(struct sfs_sandbox *sb);
+/* The job settings new gave (cluster= task_definition= subnets= ...). */
+int aws_state_set_job(struct sfs_sandbox *sb, const char *key, const char *value);
+/* "BUCKET", "P/.sandboxfs/NAME/": where a sandbox keeps its runs' scripts
+ * and snapshots, beside (not inside) its workspace prefix. */
+int aws_meta_prefix(const char *root, char *out, size_t len);
 
 /* ---- files.c: the workspace prefix ---------------------------------------- */
 

@@ -191,8 +191,8 @@ static const char *code_hint(const char *code)
 	return "";
 }
 
-static int build_url(const struct aws_config *c, const char *bucket, const char *key,
-		     const char *query, struct sfs_buf *url)
+int aws_s3_url(const struct aws_config *c, const char *bucket, const char *key, const char *query,
+	       struct sfs_buf *url)
 {
 	int rc = 0;
 	const char *ep = c->s3_endpoint;
@@ -226,7 +226,7 @@ int aws_s3(const struct aws_config *c, const char *bucket, const struct aws_s3_c
 	struct sfs_http_resp resp = {0};
 	struct sfs_http_fd sink = {.fd = call->sink_fd};
 	const char *what_key = call->key ? call->key : "";
-	int rc = build_url(c, bucket, call->key, call->query, &url);
+	int rc = aws_s3_url(c, bucket, call->key, call->query, &url);
 	if (rc)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	rc = aws_sign(c, "s3", call->method, url.buf, call->headers, NULL, call->body,

@@ -376,6 +376,19 @@ static int signing_key(const struct sfs_sigv4_key *k, unsigned char out[32])
 	return rc;
 }
 
+int sfs_sigv4_sign_text(const struct sfs_sigv4_key *k, const char *text, size_t len,
+			char sighex[65])
+{
+	unsigned char key[32], sig[32];
+	int rc = signing_key(k, key);
+	if (!rc)
+		rc = sfs_hmac_sha256(key, 32, text, len, sig);
+	OPENSSL_cleanse(key, sizeof(key));
+	if (!rc)
+		hex(sig, 32, sighex);
+	return rc;
+}
+
 int sfs_sigv4_authorization(const struct sfs_sigv4_req *r, const struct sfs_sigv4_key *k,
 			    struct sfs_buf *authz, struct sfs_buf *creq_out,
 			    struct sfs_buf *sts_out)

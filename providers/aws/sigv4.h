@@ -74,4 +74,10 @@ int sfs_sigv4_string_to_sign(const char *creq, size_t creq_len, const struct sfs
 int sfs_sigv4_authorization(const struct sfs_sigv4_req *r, const struct sfs_sigv4_key *k,
 			    struct sfs_buf *authz, struct sfs_buf *creq, struct sfs_buf *sts);
 
+/* Lower-hex HMAC of text with k's signing key (for k->amz_date's day):
+ * a presigned URL's string to sign, or a browser POST policy (base64).
+ * 0, -ENOMEM, -EIO. */
+int sfs_sigv4_sign_text(const struct sfs_sigv4_key *k, const char *text, size_t len,
+			char sighex[65]);
+
 #endif

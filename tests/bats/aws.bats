@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The aws provider's workspace (an S3 prefix through the remote workspace
 # layer) against the S3 emulator (tests/emulators/s3), which verifies every
-# request's SigV4 signature with the test's key.  Runs (ECS) are not written
-# yet: exec is refused.  Every test starts its own emulator and daemon;
+# request's SigV4 signature with the test's key.  Runs (ECS tasks) are in
+# aws_runs.bats.  Every test starts its own emulator and daemon;
 # teardown stops both, even when the test failed.
 
 load helpers
@@ -143,16 +143,6 @@ teardown() {
 	chmod 0700 "$MNT/w1/workspace/g"
 	[ "$(s3_obj team/ws/w1/g/ meta.mode)" = 40700 ]
 	[ "$(cat "$MNT/w1/workspace/g/in")" = in ]
-}
-
-@test "aws: exec is refused (caps exec false: no ECS runs yet); the workspace still works" {
-	grep -qx 'exec false' "$MNT/providers/aws/caps"
-	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
-	run ctl_write "$MNT/x1/ctl" "exec true"
-	[ "$status" -ne 0 ]
-	[[ "$output" == *"error: provider aws does not support this: caps exec is false"* ]]
-	echo ok >"$MNT/x1/workspace/f"
-	[ "$(s3_obj x1/f size)" = 3 ]
 }
 
 @test "aws: an empty directory (only its marker object) is listed by a second daemon" {

@@ -1,0 +1,252 @@
+#!/usr/bin/env bats
+# The aws provider's runs (ECS Fargate tasks, CloudWatch Logs journal)
+# against tests/emulators/aws, which serves S3, ECS and Logs on one port,
+# verifies every request's SigV4 signature (presigned URLs and the POST
+# upload policy too) and really runs each task (bubblewrap, else a process
+# group), so a run reads and writes the workspace through the bucket.
+# Every test starts its own emulator and daemon; teardown stops both.
+
+load helpers
+
+AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"
+
+# aws_emu_start [emulator flags...]: bucket bkt, cluster c1, task definition
+# fam (container box, log group /sfs/runs, stream prefix sfs), a fresh secret.
+aws_emu_start() {
+	EMU_DIR="$BATS_TEST_TMPDIR/emu"
+	mkdir -p "$EMU_DIR"
+	rm -f "$EMU_DIR/port"
+	AWS_SECRET="sfs-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	python3 "$AWS_EMU" --bucket bkt --key "AKIDSFSTEST:$AWS_SECRET" --cluster c1 \
+		--task-def fam:box:/sfs/runs:sfs --stop-timeout 3 --port-file "$EMU_DIR/port" \
+		--log "$EMU_DIR/requests.log" "$@" >"$EMU_DIR/out" 2>&1 3>&- &
+	echo $! >"$BATS_TEST_TMPDIR/emu.pid"
+	wait_for test -s "$EMU_DIR/port" || {
+		cat "$EMU_DIR/out" >&2
+		return 1
+	}
+	EMU_PORT=$(cat "$EMU_DIR/port")
+	EMU="http://127.0.0.1:$EMU_PORT"
+	export AWS_ACCESS_KEY_ID=AKIDSFSTEST AWS_SECRET_ACCESS_KEY="$AWS_SECRET"
+	export AWS_ENDPOINT_URL="$EMU" AWS_REGION=us-east-1
+	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_ENDPOINT_URL_ECS AWS_ENDPOINT_URL_CLOUDWATCH_LOGS
+	export AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/none" AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/none"
+}
+
+aws_emu_stop() {
+	[ -f "$BATS_TEST_TMPDIR/emu.pid" ] || return 0
+	local pid
+	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
+	kill -TERM "$pid" 2>/dev/null || true
+	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
+	rm -f "$BATS_TEST_TMPDIR/emu.pid"
+}
+
+faults() { curl -s -m 5 -X POST -d "$1" "$EMU/_emu/faults" >/dev/null; }
+
+# obj KEY FIELD: size, sha256 or meta.NAME of an object in bkt ("" if absent).
+obj() {
+	curl -s -m 5 "$EMU/_emu/objects?bucket=bkt" | python3 -c '
+import json, sys
+o = json.load(sys.stdin).get(sys.argv[1])
+f = sys.argv[2]
+print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
+}
+
+# task N FIELD: a field of the Nth task the emulator ran (1-based).
+task() {
+	curl -s -m 5 "$EMU/_emu/tasks" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)[int(sys.argv[1]) - 1]
+f = sys.argv[2]
+print(t["containers"][0].get("exitCode", "") if f == "exitCode" else t.get(f, ""))' "$1" "$2"
+}
+
+job_mount() {
+	sfs_mount --log-level 3 -o aws.bucket=bkt -o aws.cluster=c1 -o aws.task_definition=fam \
+		-o 'aws.subnets=subnet-1\,subnet-2' "$@"
+}
+
+setup() {
+	command -v curl >/dev/null || skip "aws runs: the task script needs curl"
+	aws_emu_start
+	job_mount
+}
+
+teardown() {
+	sfs_teardown
+	aws_emu_stop
+}
+
+@test "aws runs: exec is a task that reads and writes the workspace; status, exit code, journal" {
+	grep -qx 'exec true' "$MNT/providers/aws/caps"
+	grep -qx 'backgroundProcesses false' "$MNT/providers/aws/caps"
+	grep -qx 'writableStdin false' "$MNT/providers/aws/caps"
+	grep -qx 'durableFilesystem true' "$MNT/providers/aws/caps"
+	grep -qx 'journal poll' "$MNT/providers/aws/status"
+	ctl_write "$MNT/ctl" "new r1 provider=aws prefix=team env.GREETING=hello"
+	W="$MNT/r1/workspace"
+	echo in >"$W/in.txt"
+	mkdir -p "$W/d/sub"
+	echo gone >"$W/d/sub/old"
+	echo '#!/bin/sh' >"$W/tool"
+	chmod 0755 "$W/tool"
+	n=$(ctl_write "$MNT/r1/ctl" 'exec pwd; echo "$GREETING"; cat in.txt; [ -x tool ] && echo exec-bit; echo out >out.txt; mkdir -p made/deep; echo x >made/deep/f; chmod 0700 made; rm d/sub/old; chmod +x in.txt; echo bye >&2; exit 3')
+	[ "$n" = 1 ]
+	[ "$(timeout 60 cat "$MNT/r1/runs/1/wait")" = "exited 3" ]
+	[ "$(cat "$MNT/r1/runs/1/status")" = "exited 3" ]
+	[ "$(cat "$MNT/r1/runs/1/journal")" = "/workspace
+hello
+in
+exec-bit
+bye" ]
+	# the task synced its changes back through the bucket, with modes
+	[ "$(obj team/r1/out.txt size)" = 4 ]
+	[ "$(obj team/r1/made/deep/f size)" = 2 ]
+	[ "$(obj team/r1/made/ meta.mode)" = 40700 ]
+	[ -z "$(obj team/r1/d/sub/old size)" ]
+	[ "$(obj team/r1/in.txt meta.mode)" = 100755 ]
+	[ "$(task 1 lastStatus)" = STOPPED ]
+	[ "$(task 1 exitCode)" = 3 ]
+	[ "$(task 1 taskDefinitionArn)" = "arn:aws:ecs:us-east-1:000000000000:task-definition/fam:1" ]
+	# the daemon sees them (a second daemon, with nothing cached)
+	sfs_unmount
+	job_mount
+	W="$MNT/r1/workspace"
+	[ "$(cat "$W/out.txt")" = out ]
+	[ "$(cat "$W/made/deep/f")" = x ]
+	[ ! -e "$W/d/sub/old" ]
+	[ -d "$W/d/sub" ]
+	# the run and its journal came back with the daemon
+	[ "$(cat "$MNT/r1/runs/1/status")" = "exited 3" ]
+	[ "$(tail -n 1 "$MNT/r1/runs/1/journal")" = bye ]
+	# the task's script (it held the env and presigned URLs) is gone from the bucket
+	run ! grep -q '"team/.sandboxfs/' <(curl -s "$EMU/_emu/objects?bucket=bkt")
+}
+
+@test "aws runs: a command killed by a signal is 'killed'; one that cannot start is 'exited 127'" {
+	ctl_write "$MNT/ctl" "new r2 provider=aws"
+	ctl_write "$MNT/r2/ctl" 'exec kill -USR1 $$'
+	[ "$(timeout 60 cat "$MNT/r2/runs/1/wait")" = "killed USR1" ]
+	ctl_write "$MNT/r2/ctl" 'exec no-such-command-here'
+	[ "$(timeout 60 cat "$MNT/r2/runs/2/wait")" = "exited 127" ]
+	grep -q 'no-such-command-here' "$MNT/r2/runs/2/journal"
+}
+
+@test "aws runs: a journal of many log pages arrives whole and in order, live" {
+	ctl_write "$MNT/ctl" "new r3 provider=aws"
+	faults '{"log_page": 3}'
+	ctl_write "$MNT/r3/ctl" 'exec for i in $(seq 1 40); do echo line $i; done; sleep 1; echo last'
+	[ "$(timeout 60 cat "$MNT/r3/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/r3/runs/1/journal")" = "$(seq 1 40 | sed 's/^/line /'; echo last)" ]
+	# read in pages of 3 events with the forward token: more than 40/3 calls
+	[ "$(grep -c 'GetLogEvents 200' "$EMU_DIR/requests.log")" -ge 14 ]
+}
+
+@test "aws runs: kill stops the task (StopTask); what it wrote before is synced back" {
+	grep -qx 'killableProcesses true' "$MNT/providers/aws/caps"
+	ctl_write "$MNT/ctl" "new r4 provider=aws"
+	ctl_write "$MNT/r4/ctl" 'exec echo before >b.txt; echo started; sleep 300; echo never >n.txt'
+	wait_for grep -q started "$MNT/r4/runs/1/journal"
+	[ "$(task 1 lastStatus)" = RUNNING ]
+	pid=$(task 1 pid)
+	[ -n "$pid" ]
+	ctl_write "$MNT/r4/ctl" "kill 1"
+	[ "$(timeout 60 cat "$MNT/r4/runs/1/wait")" = "killed TERM" ]
+	[ "$(task 1 lastStatus)" = STOPPED ]
+	[ "$(task 1 stopCode)" = UserInitiated ]
+	[ "$(task 1 exitCode)" = 143 ]
+	# the task's processes are gone
+	wait_for eval "! kill -0 $pid 2>/dev/null"
+	[ "$(obj r4/b.txt size)" = 7 ]
+	[ -z "$(obj r4/n.txt size)" ]
+	# other signals cannot reach a task
+	ctl_write "$MNT/r4/ctl" 'exec sleep 300'
+	run ctl_write "$MNT/r4/ctl" "kill 2 HUP"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ECS StopTask sends TERM"* ]]
+	ctl_write "$MNT/r4/ctl" "kill 2 KILL"
+	[ "$(timeout 60 cat "$MNT/r4/runs/2/wait")" = "killed TERM" ]
+}
+
+@test "aws runs: a sandbox without job settings keeps its workspace; exec names what is missing" {
+	sfs_unmount
+	sfs_mount --log-level 3 -o aws.bucket=bkt
+	grep -q '^reason ready: .*no aws.cluster: exec needs cluster=' "$MNT/providers/aws/status"
+	ctl_write "$MNT/ctl" "new m1 provider=aws"
+	echo data >"$MNT/m1/workspace/f"
+	run ctl_write "$MNT/m1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: exec needs the job settings it lacks: cluster (new cluster= or aws.cluster), task definition (new task_definition= or aws.task_definition), subnets (new subnets= or aws.subnets)"* ]]
+	[ ! -e "$MNT/m1/runs/1" ]
+	[ "$(obj m1/f size)" = 5 ]
+	# given to new, the settings are the sandbox's own and survive a restart
+	ctl_write "$MNT/ctl" "new m2 provider=aws cluster=c1 task_definition=fam subnets=subnet-9 cpu=512 memory=1024"
+	sfs_unmount
+	sfs_mount --log-level 3 -o aws.bucket=bkt
+	ctl_write "$MNT/m2/ctl" "exec cat f 2>/dev/null; echo ok"
+	[ "$(timeout 60 cat "$MNT/m2/runs/1/wait")" = "exited 0" ]
+	[ "$(task 1 cpu)" = 512 ]
+	[ "$(task 1 memory)" = 1024 ]
+	# an unknown cluster is ECS's error, named
+	ctl_write "$MNT/ctl" "new m3 provider=aws cluster=nope task_definition=fam subnets=s"
+	run ctl_write "$MNT/m3/ctl" "exec true"
+	[[ "$output" == *"error: aws: ecs RunTask: ClusterNotFoundException: Cluster not found. (check cluster= / aws.cluster and the region)"* ]]
+}
+
+@test "aws runs: image= runs on a registered revision of the task definition with that image" {
+	ctl_write "$MNT/ctl" "new i1 provider=aws image=example.com/tools:2"
+	ctl_write "$MNT/i1/ctl" "exec echo ok"
+	[ "$(timeout 60 cat "$MNT/i1/runs/1/wait")" = "exited 0" ]
+	[ "$(task 1 taskDefinitionArn)" = "arn:aws:ecs:us-east-1:000000000000:task-definition/fam:2" ]
+	curl -s "$EMU/_emu/tasks" | grep -q '"image": "example.com/tools:2"'
+}
+
+@test "aws runs: ECS throttling is retried with backoff; still throttled is a clear error" {
+	ctl_write "$MNT/ctl" "new t1 provider=aws"
+	faults '{"throttle": 2, "throttle_retry_after": 1}'
+	ctl_write "$MNT/t1/ctl" "exec echo fine"
+	[ "$(timeout 60 cat "$MNT/t1/runs/1/wait")" = "exited 0" ]
+	[ "$(grep -c 'DescribeTaskDefinition 400' "$EMU_DIR/requests.log")" = 2 ]
+	faults '{"throttle": 1000, "throttle_retry_after": 0}'
+	run ctl_write "$MNT/t1/ctl" "exec echo again"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ecs DescribeTaskDefinition: ThrottlingException: Rate exceeded (throttled; retried with backoff) (HTTP 400)"* ]]
+	[ ! -e "$MNT/t1/runs/2" ]
+}
+
+@test "aws runs: AccessDenied, an expired token and a refused RunTask fail exec clearly, redacted, and start nothing" {
+	ctl_write "$MNT/ctl" "new b1 provider=aws"
+	echo keep >"$MNT/b1/workspace/keep"
+	faults '{"deny": true}'
+	run ctl_write "$MNT/b1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ecs DescribeTaskDefinition: AccessDeniedException: User: arn:aws:iam::000000000000:user/test is not authorized"* ]]
+	faults '{"deny": false, "expired": true}'
+	run ctl_write "$MNT/b1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ecs DescribeTaskDefinition: ExpiredTokenException: The security token included in the request is expired (the session token has expired: renew AWS_SESSION_TOKEN)"* ]]
+	faults '{"expired": false, "run_fail": "RESOURCE:MEMORY"}'
+	run ctl_write "$MNT/b1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ecs RunTask started no task: RESOURCE:MEMORY"* ]]
+	[ "$(curl -s "$EMU/_emu/tasks")" = "[]" ]
+	# the script put for the refused task is gone again; the workspace is whole
+	run ! grep -q '.sandboxfs/' <(curl -s "$EMU/_emu/objects?bucket=bkt")
+	[ "$(obj b1/keep size)" = 5 ]
+	run ! grep -rq "$AWS_SECRET" "$STATE" "$BATS_TEST_TMPDIR/daemon.log" "$MNT/b1/status"
+}
+
+@test "aws runs: the task gets presigned URLs and a POST policy, never the secret key" {
+	ctl_write "$MNT/ctl" "new s1 provider=aws"
+	echo a >"$MNT/s1/workspace/a"
+	ctl_write "$MNT/s1/ctl" 'exec env; cat a; echo b >b'
+	[ "$(timeout 60 cat "$MNT/s1/runs/1/wait")" = "exited 0" ]
+	[ "$(obj s1/b size)" = 2 ]
+	run ! grep -q "$AWS_SECRET" "$MNT/s1/runs/1/journal"
+	run ! grep -q "$AWS_SECRET" <(curl -s "$EMU/_emu/tasks")
+	run ! grep -q AWS_SECRET_ACCESS_KEY "$MNT/s1/runs/1/journal"
+	# what the task called S3 with was presigned or a policy upload
+	grep -q 'GET /bkt/s1/a (presigned/post) 200' "$EMU_DIR/requests.log"
+	grep -q 'POST /bkt (presigned/post) 204' "$EMU_DIR/requests.log"
+}

@@ -1,0 +1,654 @@
+#!/usr/bin/env python3
+"""A local emulator of ECS (Fargate tasks) and CloudWatch Logs on top of the S3 one, for tests.
+
+Standard library only.  Listens on 127.0.0.1 only.  One port serves:
+  - S3 as tests/emulators/s3 does (the same in-memory buckets and SigV4
+    checks), plus query-string presigned URLs (X-Amz-Signature, expiry
+    checked) and browser POST uploads with a SigV4-signed policy (bucket,
+    starts-with $key / $x-amz-meta-*, algorithm, credential, date, token;
+    an extra field or an expired policy is 403 AccessDenied);
+  - ECS (awsJson1.1, X-Amz-Target AmazonEC2ContainerServiceV20141113.*):
+    DescribeTaskDefinition, RegisterTaskDefinition, RunTask, DescribeTasks,
+    StopTask, ListTasks;
+  - CloudWatch Logs (X-Amz-Target Logs_20140328.*): GetLogEvents with forward
+    tokens (the same token back at the end; ResourceNotFoundException before
+    the stream's first line), FilterLogEvents.
+JSON requests are SigV4-checked for their service (ecs, logs) with the same
+keys; a bad signature is 400 InvalidSignatureException, an unknown key 400
+UnrecognizedClientException.
+
+A task really runs: its container's command (the override's, else the task
+definition's) runs in a bubblewrap sandbox standing in for the container
+(read-only /usr and /etc of this machine, its own /tmp and root, its own pid
+namespace with the command as pid 1, this machine's network so it reaches
+the emulator), or with --runner process as a plain process group.  Its
+stdout and stderr, line by line, are the log events of
+{awslogs-stream-prefix}/{container}/{task id} in awslogs-group.  StopTask
+sends TERM to the container's pid 1 and KILL after --stop-timeout seconds;
+the exit status is the container's exitCode (128+N for a signal).  The
+image is not pulled: whatever the task definition names, the sandbox has
+this machine's tools (the S3 sync of sandboxfs's task script needs curl).
+
+    aws_emulator.py [s3_emulator flags: --bucket --key --session-token
+                    --region --port --port-file --log] [--cluster C]...
+                    [--task-def FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE]]...
+                    [--runner bwrap|process] [--stop-timeout S]
+
+Fault switches (POST /_emu/faults, merged with S3's; they apply to every
+service): "latency_ms", "deny" (403 AccessDenied / 400 AccessDeniedException),
+"expired" (ExpiredToken / ExpiredTokenException), "throttle": N (the next N
+JSON requests answer 400 ThrottlingException), "throttle_retry_after": S (sent
+with them), "log_page": N (GetLogEvents pages of at most N events),
+"run_fail": "reason" (RunTask answers a failure instead of a task),
+"task_delay_ms": N (a task stays PROVISIONING that long).
+GET /_emu/tasks: every task with its status, exit code and pid.
+"""
+
+import base64
+import datetime
+import hashlib
+import hmac
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+sys.path.insert(0, os.path.join(HERE, "..", "s3"))
+import sfs_emu  # noqa: E402
+import s3_emulator as s3  # noqa: E402
+
+EMU, LOCK, CFG, FAULTS = s3.EMU, s3.LOCK, s3.CFG, s3.FAULTS
+FAULTS.update({"expired": False, "throttle": 0, "throttle_retry_after": 0, "log_page": 0,
+               "run_fail": "", "task_delay_ms": 0})
+ACCOUNT = "000000000000"
+CLUSTERS = set()
+TASKDEFS = {}   # family -> [revision dicts]; revision n is index n-1
+TASKS = {}      # task id -> task dict (the API's shape) + "_proc", "_stop"
+LOGS = {}       # (group, stream) -> [events]
+ECS_PREFIX = "AmazonEC2ContainerServiceV20141113."
+LOGS_PREFIX = "Logs_20140328."
+
+
+class JsonError(Exception):
+    def __init__(self, status, typ, message, headers=None):
+        super().__init__(message)
+        self.status, self.typ, self.message, self.headers = status, typ, message, headers or {}
+
+
+# ---- signatures ------------------------------------------------------------------
+
+def signing_key(secret, date, region, service):
+    k = s3.hm(("AWS4" + secret).encode(), date)
+    return s3.hm(s3.hm(s3.hm(k, region), service), "aws4_request")
+
+
+def check_time(amz_date):
+    try:
+        t = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except ValueError:
+        raise s3.S3Error(403, "AccessDenied", "bad X-Amz-Date")
+    return t
+
+
+def verify_json_sigv4(h, body, service):
+    """SigV4 of an awsJson request for service; JsonError when wrong."""
+    auth = h.headers.get("Authorization", "")
+    m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,\s*"
+                 r"SignedHeaders=([^,]+),\s*Signature=([0-9a-f]{64})$", auth)
+    if not m:
+        raise JsonError(400, "MissingAuthenticationTokenException", "Missing Authentication Token")
+    akid, date, region, svc, signed, sig = m.groups()
+    secret = CFG["keys"].get(akid)
+    if secret is None:
+        raise JsonError(400, "UnrecognizedClientException",
+                        "The security token included in the request is invalid.")
+    if region != CFG["region"] or svc != service:
+        raise JsonError(400, "InvalidSignatureException",
+                        "Credential should be scoped to a valid region/service (%s, %s)."
+                        % (CFG["region"], service))
+    amz_date = h.headers.get("X-Amz-Date", "")
+    if abs(time.time() - check_time(amz_date)) > 900 or not amz_date.startswith(date):
+        raise JsonError(400, "InvalidSignatureException", "Signature expired")
+    names = signed.split(";")
+    for need in ("host", "x-amz-date", "x-amz-target"):
+        if need not in names:
+            raise JsonError(400, "InvalidSignatureException", "%s must be signed" % need)
+    url = urllib.parse.urlsplit(h.path)
+    creq = "\n".join([
+        h.command, s3.uri_encode(urllib.parse.unquote_to_bytes(url.path or "/"), True),
+        s3.canonical_query(url.query),
+        "".join("%s:%s\n" % (n, ",".join(s3.squeeze(v) for v in (h.headers.get_all(n) or [])))
+                for n in names),
+        signed, hashlib.sha256(body).hexdigest()])
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "%s/%s/%s/aws4_request" % (date, region, svc),
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    want = hmac.new(signing_key(secret, date, region, svc), sts.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, sig):
+        raise JsonError(400, "InvalidSignatureException",
+                        "The request signature we calculated does not match the signature you "
+                        "provided. The Canonical String for this request should have been\n'%s'\n"
+                        "The String-to-Sign should have been\n'%s'" % (creq, sts))
+    tok = CFG.get("session_token")
+    if tok is not None and (h.headers.get("X-Amz-Security-Token") != tok
+                            or "x-amz-security-token" not in names):
+        raise JsonError(400, "UnrecognizedClientException",
+                        "The security token included in the request is invalid.")
+
+
+def verify_presigned(h, url, q):
+    """A query-string presigned S3 request; S3Error when wrong or expired."""
+    m = re.match(r"([^/]+)/(\d{8})/([^/]+)/s3/aws4_request$", q.get("X-Amz-Credential", ""))
+    if q.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or not m:
+        raise s3.S3Error(400, "AuthorizationQueryParametersError", "bad presigned parameters")
+    akid, date, region = m.groups()
+    secret = CFG["keys"].get(akid)
+    if secret is None:
+        raise s3.S3Error(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does "
+                         "not exist in our records.")
+    amz_date = q.get("X-Amz-Date", "")
+    if check_time(amz_date) + int(q.get("X-Amz-Expires", "0")) < time.time():
+        raise s3.S3Error(403, "AccessDenied", "Request has expired")
+    tok = CFG.get("session_token")
+    if tok is not None and q.get("X-Amz-Security-Token") != tok:
+        raise s3.S3Error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
+    names = q.get("X-Amz-SignedHeaders", "").split(";")
+    raw = "&".join(p for p in url.query.split("&") if not p.startswith("X-Amz-Signature="))
+    creq = "\n".join([
+        h.command, s3.uri_encode(urllib.parse.unquote_to_bytes(url.path or "/"), True),
+        s3.canonical_query(raw),
+        "".join("%s:%s\n" % (n, ",".join(s3.squeeze(v) for v in (h.headers.get_all(n) or [])))
+                for n in names),
+        ";".join(names), "UNSIGNED-PAYLOAD"])
+    sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "%s/%s/s3/aws4_request" % (date, region),
+                     hashlib.sha256(creq.encode()).hexdigest()])
+    want = hmac.new(signing_key(secret, date, region, "s3"), sts.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, q.get("X-Amz-Signature", "")):
+        raise s3.S3Error(403, "SignatureDoesNotMatch", "The request signature we calculated does "
+                         "not match the signature you provided.",
+                         {"StringToSign": sts, "CanonicalRequest": creq})
+
+
+def post_upload(bucket, ctype, body):
+    """A browser POST upload: checks the policy and its signature, stores."""
+    try:
+        fields = sfs_emu.parse_multipart(ctype, body)
+    except ValueError as e:
+        raise s3.S3Error(400, "MalformedPOSTRequest", str(e))
+    form, data = {}, None
+    for name, _, value in fields:
+        if name == "file":
+            data = value
+            break  # S3 ignores what follows the file
+        form[name.lower()] = value.decode("utf-8", "replace")
+    if data is None:
+        raise s3.S3Error(400, "InvalidArgument", "POST requires exactly one file upload per request.")
+    try:
+        policy = json.loads(base64.b64decode(form.get("policy", "")))
+    except ValueError:
+        raise s3.S3Error(400, "InvalidPolicyDocument", "Invalid Policy: Invalid JSON.")
+    m = re.match(r"([^/]+)/(\d{8})/([^/]+)/s3/aws4_request$", form.get("x-amz-credential", ""))
+    secret = CFG["keys"].get(m.group(1)) if m else None
+    if not m or secret is None:
+        raise s3.S3Error(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does "
+                         "not exist in our records.")
+    want = hmac.new(signing_key(secret, m.group(2), m.group(3), "s3"),
+                    form["policy"].encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(want, form.get("x-amz-signature", "")):
+        raise s3.S3Error(403, "SignatureDoesNotMatch", "The request signature we calculated does "
+                         "not match the signature you provided.")
+    exp = datetime.datetime.strptime(policy.get("expiration", "1970-01-01T00:00:00.000Z"),
+                                     "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+    if exp.timestamp() < time.time():
+        raise s3.S3Error(403, "AccessDenied", "Invalid according to Policy: Policy expired.")
+    allowed = {"policy", "x-amz-signature"}
+    for c in policy.get("conditions", []):
+        if isinstance(c, dict):
+            (k, v), = c.items()
+            k = k.lower()
+            got = bucket if k == "bucket" else form.get(k)
+            if got != v:
+                raise s3.S3Error(403, "AccessDenied", "Invalid according to Policy: Policy "
+                                 "Condition failed: [\"eq\", \"$%s\", \"%s\"]" % (k, v))
+        else:
+            op, k, v = c
+            k = k.lstrip("$").lower()
+            if op == "starts-with" and not form.get(k, "").startswith(v):
+                raise s3.S3Error(403, "AccessDenied", "Invalid according to Policy: Policy "
+                                 "Condition failed: [\"starts-with\", \"$%s\", \"%s\"]" % (k, v))
+        allowed.add(k)
+    extra = [k for k in form if k not in allowed]
+    if extra:
+        raise s3.S3Error(403, "AccessDenied", "Invalid according to Policy: Extra input fields: "
+                         + ", ".join(extra))
+    tok = CFG.get("session_token")
+    if tok is not None and form.get("x-amz-security-token") != tok:
+        raise s3.S3Error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
+    meta = {k[11:]: v for k, v in form.items() if k.startswith("x-amz-meta-")}
+    s3.put_obj(bucket, form["key"], data, meta, "application/octet-stream")
+
+
+# ---- tasks -----------------------------------------------------------------------
+
+def taskdef_arn(d):
+    return "arn:aws:ecs:%s:%s:task-definition/%s:%d" % (CFG["region"], ACCOUNT, d["family"],
+                                                         d["revision"])
+
+
+def register(family, containers, extra=None):
+    with LOCK:
+        revs = TASKDEFS.setdefault(family, [])
+        d = dict(extra or {})
+        d.update(family=family, revision=len(revs) + 1, status="ACTIVE",
+                 containerDefinitions=containers, requiresCompatibilities=["FARGATE"],
+                 networkMode="awsvpc")
+        d["taskDefinitionArn"] = taskdef_arn(d)
+        revs.append(d)
+        return d
+
+
+def find_taskdef(ref):
+    m = re.match(r"(?:arn:aws:ecs:[^:]+:\d+:task-definition/)?([A-Za-z0-9_-]+)(?::(\d+))?$", ref or "")
+    if not m or m.group(1) not in TASKDEFS:
+        raise JsonError(400, "ClientException", "Unable to describe task definition.")
+    revs = TASKDEFS[m.group(1)]
+    n = int(m.group(2)) if m.group(2) else len(revs)
+    if not 1 <= n <= len(revs):
+        raise JsonError(400, "ClientException", "Unable to describe task definition.")
+    return revs[n - 1]
+
+
+def log_line(group, stream, text):
+    now = int(time.time() * 1000)
+    with LOCK:
+        LOGS.setdefault((group, stream), []).append(
+            {"timestamp": now, "message": text, "ingestionTime": now})
+
+
+def sandbox_argv(argv):
+    """argv inside bubblewrap: this machine's /usr and /etc read-only, the
+    rest of the root a tmpfs, its own pid namespace with argv as pid 1."""
+    b = ["bwrap", "--die-with-parent", "--unshare-pid", "--as-pid-1", "--unshare-ipc",
+         "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for d in ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64"):
+        p = "/" + d
+        if os.path.islink(p):
+            b += ["--symlink", os.readlink(p), p]
+        elif os.path.isdir(p):
+            b += ["--ro-bind", p, p]
+    return b + ["--"] + argv
+
+
+def main_pid(t):
+    """The container's pid 1 (bubblewrap's child), or the process itself."""
+    proc = t["_proc"]
+    if CFG["runner"] != "bwrap":
+        return proc.pid
+    try:
+        with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except OSError:
+        return None
+
+
+def run_task(t, argv, env, group, stream):
+    delay = FAULTS["task_delay_ms"]
+    if delay:
+        time.sleep(delay / 1000.0)
+    with LOCK:
+        if t["desiredStatus"] == "STOPPED":  # stopped before it started
+            t.update(lastStatus="STOPPED", stoppedAt=time.time())
+            return
+        t["lastStatus"] = "PENDING"
+    try:
+        proc = subprocess.Popen(sandbox_argv(argv) if CFG["runner"] == "bwrap" else argv,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                cwd="/" if CFG["runner"] == "bwrap" else CFG["workroot"])
+    except OSError as e:
+        with LOCK:
+            t.update(lastStatus="STOPPED", desiredStatus="STOPPED", stopCode="TaskFailedToStart",
+                     stoppedReason="CannotStartContainerError: %s" % e, stoppedAt=time.time())
+        return
+    with LOCK:
+        t["_proc"] = proc
+        t.update(lastStatus="RUNNING", startedAt=time.time())
+    for raw in proc.stdout:
+        log_line(group, stream, raw.decode("utf-8", "replace").rstrip("\n"))
+    rc = proc.wait()
+    with LOCK:
+        t["containers"][0]["exitCode"] = rc if rc >= 0 else 128 - rc
+        t["containers"][0]["lastStatus"] = "STOPPED"
+        t.update(lastStatus="STOPPED", desiredStatus="STOPPED", stoppedAt=time.time())
+        t.setdefault("stopCode", "EssentialContainerExited")
+        t.setdefault("stoppedReason", "Essential container in task exited")
+
+
+def stop_task(t, reason):
+    with LOCK:
+        if t["lastStatus"] == "STOPPED" or t["desiredStatus"] == "STOPPED":
+            return
+        t.update(desiredStatus="STOPPED", stopCode="UserInitiated", stoppedReason=reason,
+                 stoppingAt=time.time())
+        proc = t.get("_proc")
+    if proc is None:
+        return
+    pid = main_pid(t)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+    def escalate():
+        deadline = time.time() + CFG["stop_timeout"]
+        while time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p = main_pid(t)
+            if p:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+    threading.Thread(target=escalate, daemon=True).start()
+
+
+def public(t):
+    return {k: v for k, v in t.items() if not k.startswith("_")}
+
+
+# ---- the JSON services -----------------------------------------------------------
+
+def cluster_of(req):
+    c = req.get("cluster") or "default"
+    name = c.rsplit("/", 1)[-1]
+    if name not in CLUSTERS:
+        raise JsonError(400, "ClusterNotFoundException", "Cluster not found.")
+    return name
+
+
+def ecs(op, req):
+    if op == "DescribeTaskDefinition":
+        return {"taskDefinition": find_taskdef(req.get("taskDefinition"))}
+    if op == "RegisterTaskDefinition":
+        if not req.get("family") or not req.get("containerDefinitions"):
+            raise JsonError(400, "ClientException", "family and containerDefinitions are required")
+        extra = {k: v for k, v in req.items() if k not in ("family", "containerDefinitions")}
+        return {"taskDefinition": register(req["family"], req["containerDefinitions"], extra)}
+    if op == "RunTask":
+        cluster = cluster_of(req)
+        d = find_taskdef(req.get("taskDefinition"))
+        vpc = (req.get("networkConfiguration") or {}).get("awsvpcConfiguration") or {}
+        if not vpc.get("subnets"):
+            raise JsonError(400, "InvalidParameterException",
+                            "Network Configuration must be provided when networkMode 'awsvpc' "
+                            "is specified.")
+        if req.get("launchType", "FARGATE") != "FARGATE":
+            raise JsonError(400, "InvalidParameterException", "launchType must be FARGATE")
+        if FAULTS["run_fail"]:
+            return {"tasks": [], "failures": [{"arn": d["taskDefinitionArn"],
+                                               "reason": FAULTS["run_fail"]}]}
+        ctr = d["containerDefinitions"][0]
+        ovr = {}
+        for o in (req.get("overrides") or {}).get("containerOverrides") or []:
+            if o.get("name") == ctr["name"]:
+                ovr = o
+        argv = ovr.get("command") or ctr.get("command")
+        if not argv:
+            raise JsonError(400, "InvalidParameterException", "the container has no command")
+        opts = (ctr.get("logConfiguration") or {}).get("options") or {}
+        tid = uuid.uuid4().hex
+        arn = "arn:aws:ecs:%s:%s:task/%s/%s" % (CFG["region"], ACCOUNT, cluster, tid)
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOME": "/root", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/" + tid}
+        for e in (ctr.get("environment") or []) + (ovr.get("environment") or []):
+            env[e["name"]] = e["value"]
+        t = {"taskArn": arn, "clusterArn": "arn:aws:ecs:%s:%s:cluster/%s" % (CFG["region"], ACCOUNT,
+                                                                           cluster),
+             "taskDefinitionArn": d["taskDefinitionArn"], "lastStatus": "PROVISIONING",
+             "desiredStatus": "RUNNING", "createdAt": time.time(), "launchType": "FARGATE",
+             "cpu": (req.get("overrides") or {}).get("cpu") or d.get("cpu", "256"),
+             "memory": (req.get("overrides") or {}).get("memory") or d.get("memory", "512"),
+             "startedBy": req.get("startedBy", ""), "overrides": req.get("overrides") or {},
+             "containers": [{"name": ctr["name"], "image": ctr.get("image", ""),
+                             "lastStatus": "PENDING"}]}
+        with LOCK:
+            TASKS[tid] = t
+        stream = "%s/%s/%s" % (opts.get("awslogs-stream-prefix", "ecs"), ctr["name"], tid)
+        threading.Thread(target=run_task, daemon=True,
+                         args=(t, argv, env, opts.get("awslogs-group", "/ecs/none"), stream)).start()
+        with LOCK:
+            return {"tasks": [public(t)], "failures": []}
+    if op == "DescribeTasks":
+        cluster_of(req)
+        tasks, failures = [], []
+        for ref in req.get("tasks") or []:
+            t = TASKS.get(ref.rsplit("/", 1)[-1])
+            with LOCK:
+                if t is None:
+                    failures.append({"arn": ref, "reason": "MISSING"})
+                else:
+                    tasks.append(public(t))
+        return {"tasks": tasks, "failures": failures}
+    if op == "StopTask":
+        cluster_of(req)
+        t = TASKS.get((req.get("task") or "").rsplit("/", 1)[-1])
+        if t is None:
+            raise JsonError(400, "InvalidParameterException", "The referenced task was not found.")
+        stop_task(t, req.get("reason") or "Task stopped by the user")
+        with LOCK:
+            return {"task": public(t)}
+    if op == "ListTasks":
+        cluster = cluster_of(req)
+        with LOCK:
+            arns = [t["taskArn"] for t in TASKS.values()
+                    if t["clusterArn"].endswith("/" + cluster)
+                    and (req.get("desiredStatus", "RUNNING") == t["desiredStatus"])]
+        return {"taskArns": arns}
+    raise JsonError(400, "UnknownOperationException", "unknown operation %s" % op)
+
+
+def logs(op, req):
+    if op == "GetLogEvents":
+        key = (req.get("logGroupName"), req.get("logStreamName"))
+        with LOCK:
+            events = LOGS.get(key)
+            if events is None:
+                raise JsonError(400, "ResourceNotFoundException", "The specified log stream does "
+                                "not exist.")
+            tok = req.get("nextToken")
+            if tok:
+                m = re.match(r"f/(\d+)$", tok)
+                if not m:
+                    raise JsonError(400, "InvalidParameterException",
+                                    "The specified nextToken is invalid.")
+                start = int(m.group(1))
+            elif req.get("startFromHead"):
+                start = 0
+            else:
+                start = max(0, len(events) - 10000)
+            limit = min(int(req.get("limit") or 10000), 10000)
+            if FAULTS["log_page"]:
+                limit = min(limit, FAULTS["log_page"])
+            page = events[start:start + limit]
+            end = start + len(page)
+        return {"events": page, "nextForwardToken": "f/%020d" % end,
+                "nextBackwardToken": "b/%020d" % start}
+    if op == "FilterLogEvents":
+        group = req.get("logGroupName")
+        with LOCK:
+            out = [dict(e, logStreamName=s) for (g, s), evs in LOGS.items() if g == group
+                   for e in evs if s.startswith(req.get("logStreamNamePrefix", ""))]
+        return {"events": out}
+    raise JsonError(400, "UnknownOperationException", "unknown operation %s" % op)
+
+
+# ---- HTTP ------------------------------------------------------------------------
+
+class Handler(s3.Handler):
+    def _json(self, status, obj, headers=None):
+        self._send(status, json.dumps(obj).encode(), "application/x-amz-json-1.1", headers)
+
+    def dispatch(self):
+        target = self.headers.get("X-Amz-Target")
+        url = urllib.parse.urlsplit(self.path)
+        if url.path.startswith("/_emu/tasks"):
+            self.status_sent = 0
+            with LOCK:
+                data = [dict(public(t), pid=(t["_proc"].pid if t.get("_proc") else None),
+                             mainPid=(main_pid(t) if t.get("_proc") else None))
+                        for t in TASKS.values()]
+            return self._json(200, data)
+        if target:
+            return self._json_dispatch(target)
+        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        ctype = self.headers.get("Content-Type", "")
+        if "X-Amz-Signature" in q or (self.command == "POST" and
+                                      ctype.startswith("multipart/form-data")):
+            return self._unsigned_s3(url, q, ctype)
+        if FAULTS["expired"] and not url.path.startswith("/_emu/"):
+            self.status_sent = 0
+            self.read_body()
+            return self._error(s3.S3Error(400, "ExpiredToken",
+                                          "The provided token has expired."))
+        return super().dispatch()
+
+    def _unsigned_s3(self, url, q, ctype):
+        """Presigned URLs and POST uploads: the signature is in the request."""
+        self.status_sent = 0
+        body = self.read_body()
+        try:
+            if FAULTS["latency_ms"]:
+                time.sleep(FAULTS["latency_ms"] / 1000.0)
+            if FAULTS["expired"]:
+                raise s3.S3Error(400, "ExpiredToken", "The provided token has expired.")
+            bucket, key = self._bucket_key(url)
+            if self.command == "POST" and not key and "X-Amz-Signature" not in q:
+                post_upload(bucket, ctype, body)
+                return self._send(204)
+            verify_presigned(self, url, q)
+            if FAULTS["deny"]:
+                raise s3.S3Error(403, "AccessDenied", "Access Denied")
+            self._s3(url, {k: v for k, v in q.items() if not k.startswith("X-Amz-")}, body)
+        except s3.S3Error as e:
+            self._error(e)
+        finally:
+            EMU.log("%s %s %s %d" % (time.strftime("%H:%M:%S"), self.command,
+                                     url.path + " (presigned/post)", self.status_sent))
+
+    def _json_dispatch(self, target):
+        self.status_sent = 0
+        body = self.read_body()
+        service, op = ("ecs", target[len(ECS_PREFIX):]) if target.startswith(ECS_PREFIX) else \
+            ("logs", target[len(LOGS_PREFIX):]) if target.startswith(LOGS_PREFIX) else (None, target)
+        try:
+            if service is None:
+                raise JsonError(400, "UnknownOperationException", "unknown target %s" % target)
+            if FAULTS["latency_ms"]:
+                time.sleep(FAULTS["latency_ms"] / 1000.0)
+            with LOCK:
+                throttle = FAULTS["throttle"] > 0
+                if throttle:
+                    FAULTS["throttle"] -= 1
+            if throttle:
+                ra = FAULTS["throttle_retry_after"]
+                raise JsonError(400, "ThrottlingException", "Rate exceeded",
+                                {"Retry-After": str(ra)} if ra else None)
+            if FAULTS["expired"]:
+                raise JsonError(400, "ExpiredTokenException",
+                                "The security token included in the request is expired")
+            verify_json_sigv4(self, body, service)
+            if FAULTS["deny"]:
+                raise JsonError(400, "AccessDeniedException",
+                                "User: arn:aws:iam::%s:user/test is not authorized to perform: "
+                                "%s:%s" % (ACCOUNT, service, op))
+            try:
+                req = json.loads(body or b"{}")
+            except ValueError:
+                raise JsonError(400, "SerializationException", "the body is not JSON")
+            self._json(200, ecs(op, req) if service == "ecs" else logs(op, req))
+        except JsonError as e:
+            self._json(e.status, {"__type": e.typ, "message": e.message}, e.headers)
+        finally:
+            EMU.log("%s POST %s %d" % (time.strftime("%H:%M:%S"), target, self.status_sent))
+
+
+def cleanup():
+    with LOCK:
+        tasks = list(TASKS.values())
+    for t in tasks:
+        proc = t.get("_proc")
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            p = main_pid(t)
+            if p:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except OSError:
+                    pass
+    if CFG.get("workroot_made"):
+        shutil.rmtree(CFG["workroot"], ignore_errors=True)
+
+
+def main():
+    env = os.environ.get
+    ap = sfs_emu.arg_parser(__doc__, "AWS_EMU_", root=False, faults=False)
+    ap.add_argument("--bucket", action="append", help="a bucket that exists (repeatable)")
+    ap.add_argument("--key", action="append", help="AKID:SECRET it accepts (repeatable)")
+    ap.add_argument("--session-token", default=env("AWS_EMU_SESSION_TOKEN"))
+    ap.add_argument("--region", default=env("AWS_EMU_REGION", "us-east-1"))
+    ap.add_argument("--latency-ms", type=int, default=int(env("AWS_EMU_LATENCY_MS", "0")))
+    ap.add_argument("--cluster", action="append", help="a cluster that exists (repeatable)")
+    ap.add_argument("--task-def", action="append",
+                    help="FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE], registered as revision 1")
+    ap.add_argument("--runner", choices=("bwrap", "process"),
+                    default=env("AWS_EMU_RUNNER") or ("bwrap" if shutil.which("bwrap") else "process"))
+    ap.add_argument("--workroot", help="working directory of --runner process tasks")
+    ap.add_argument("--stop-timeout", type=float, default=5.0,
+                    help="seconds between StopTask's TERM and KILL (ECS: stopTimeout)")
+    a = ap.parse_args()
+    keys = dict(k.split(":", 1) for k in (a.key or ["AKIDEMULATOR:emulator-secret"]))
+    CFG.update(keys=keys, session_token=a.session_token, region=a.region, log=a.log,
+               vhost=None, runner=a.runner, stop_timeout=a.stop_timeout)
+    if a.workroot:
+        CFG["workroot"] = a.workroot
+    else:
+        import tempfile
+        CFG["workroot"], CFG["workroot_made"] = tempfile.mkdtemp(prefix="aws-emu-"), True
+    for b in a.bucket or []:
+        s3.BUCKETS[b] = {}
+    for c in a.cluster or ["default"]:
+        CLUSTERS.add(c)
+    for spec in a.task_def or []:
+        f = spec.split(":", 4)
+        if len(f) < 4:
+            ap.error("--task-def wants FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE]")
+        register(f[0], [{"name": f[1], "image": f[4] if len(f) > 4 else "sandboxfs-test:latest",
+                         "essential": True,
+                         "logConfiguration": {"logDriver": "awslogs", "options": {
+                             "awslogs-group": f[2], "awslogs-region": a.region,
+                             "awslogs-stream-prefix": f[3]}}}], {"cpu": "256", "memory": "512"})
+    FAULTS["latency_ms"] = a.latency_ms
+    sfs_emu.serve(EMU, Handler, a, cleanup=cleanup)
+
+
+if __name__ == "__main__":
+    main()
