@@ -264,6 +264,13 @@ new" ]
 conf_test_symlinks() {
 	conf_new s1 >/dev/null
 	W=$(ws s1)
+	if [ -n "${P_NO_SYMLINKS:-}" ]; then
+		# a store without symlinks (object storage) refuses one, makes nothing
+		run ln -s target "$W/link"
+		[ "$status" -ne 0 ]
+		[ ! -L "$W/link" ]
+		skip "$PROVIDER: no symlinks ($P_NO_SYMLINKS)"
+	fi
 	conf_run s1 'mkdir -p sub && echo target > sub/t && ln -s "$(pwd)/sub/t" abs-in && ln -s sub/t rel-in && ln -s /etc/passwd abs-out && ln -s ../../../../../../etc/passwd rel-out && ln -s ../t sub/up' >/dev/null
 	[ "$(readlink "$W/abs-in")" = sub/t ]
 	[ "$(cat "$W/abs-in")" = target ]
@@ -289,6 +296,14 @@ conf_test_source() {
 	ln -s d/f1 "$repo/link"
 	git -C "$repo" add .
 	git -c user.email=t@example.org -c user.name=t -C "$repo" commit -qm one
+	if [ -n "${P_NO_SOURCE:-}" ]; then
+		# no bulk upload: refused with its reason, nothing made
+		run conf_new g "source=$repo"
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"$P_NO_SOURCE"* ]]
+		[ ! -e "$MNT/g" ]
+		skip "$PROVIDER: source= is refused ($P_NO_SOURCE)"
+	fi
 	[ "$CONF_MODE" != emulator ] || before=$(emu_stat requests)
 	run conf_new g "source=$repo setup='cat d/f40'"
 	[ "$status" -eq 0 ]
