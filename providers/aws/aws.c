@@ -48,6 +48,47 @@ static bool positive_int(const char *v)
 	return *v && !*end && n > 0 && n <= 1 << 20;
 }
 
+/* The job settings new gave, in PREFIX/.sandboxfs/NAME/settings.json beside
+ * the workspace (put at create, read at a resume by id), so a sandbox
+ * resumed elsewhere runs where it ran. */
+static int settings_io(struct sfs_sandbox *sb, struct aws_ws *w, bool put, struct sfs_err *err)
+{
+	char meta[1100];
+	struct sfs_buf key = {0}, body = {0};
+	int rc = 0;
+	if (aws_meta_prefix(w->root, meta, sizeof(meta)) ||
+	    sfs_buf_printf(&key, "%ssettings.json", meta))
+		return sfs_errf(err, -ENAMETOOLONG, "aws: prefix too long");
+	if (put) {
+		json_t *o = aws_state_save(sb);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (o && !text)
+			rc = sfs_errf(err, -ENOMEM, "out of memory");
+		if (text) {
+			struct aws_s3_call call = {.method = "PUT",
+						   .key = key.buf,
+						   .body = text,
+						   .body_len = strlen(text),
+						   .sink_fd = -1};
+			rc = aws_s3(&w->cfg, w->bucket, &call, NULL, NULL, NULL, err);
+		}
+		free(text);
+	} else {
+		struct aws_s3_call call = {.method = "GET", .key = key.buf, .sink_fd = -1};
+		rc = aws_s3(&w->cfg, w->bucket, &call, NULL, &body, NULL, err);
+		json_t *o = rc ? NULL : json_loadb(body.buf ? body.buf : "", body.len, 0, NULL);
+		if (rc == -ENOENT)
+			rc = 0; /* none were given */
+		else if (!rc && o)
+			rc = aws_state_load(sb, o, err);
+		json_decref(o);
+	}
+	sfs_buf_free(&key);
+	sfs_buf_free(&body);
+	return rc;
+}
+
 static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, struct sfs_err *err)
 {
 	const char *bucket = sfs_opt_get("aws.bucket"), *prefix = sfs_opt_get("aws.prefix");
@@ -98,14 +139,9 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		sfs_buf_free(&id);
 		return rc;
 	}
-	struct sfs_buf ws = {0};
-	if (sfs_buf_printf(&ws, "s3://%s", id.buf)) {
-		sfs_buf_free(&id);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	rc = sfs_sb_publish(sb, id.buf, image ? image : "none", ws.buf, err);
+	/* the workspace is where a run's task has it (the prefix is the id) */
+	rc = sfs_sb_publish(sb, id.buf, image ? image : "none", aws_workdir(NULL), err);
 	sfs_buf_free(&id);
-	sfs_buf_free(&ws);
 	if (rc)
 		return rc;
 	/* the root's marker: proves bucket and keys work before `new` returns */
@@ -113,18 +149,45 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 	rc = aws_ws_open(sb, &w, err);
 	if (!rc) {
 		rc = aws_put_marker(&w, "", 0755, err);
+		if (!rc)
+			rc = settings_io(sb, &w, true, err);
 		aws_ws_close(&w);
 	}
 	return rc;
 }
 
+const char *aws_workdir(const struct sfs_sandbox *sb)
+{
+	if (sb && sb->workspace && sb->workspace[0] == '/')
+		return sb->workspace;
+	const char *w = sfs_opt_get("aws.workdir");
+	return w && w[0] == '/' ? w : "/workspace";
+}
+
 static int aws_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	struct sfs_rstat st;
-	return aws_fs_stat(sb, "", &st, err);
+	int rc = aws_fs_stat(sb, "", &st, err);
+	/* resumed by id, or made when the workspace showed the s3:// URL */
+	if (!rc && (!sb->workspace || sb->workspace[0] != '/'))
+		rc = sfs_sb_publish(sb, NULL, NULL, aws_workdir(NULL), err);
+	pthread_mutex_lock(&aws_state_mu);
+	struct aws_state *s = sb->priv;
+	bool have = s && s->job.n;
+	pthread_mutex_unlock(&aws_state_mu);
+	if (!rc && !have) {
+		struct aws_ws w;
+		rc = aws_ws_open(sb, &w, err);
+		if (!rc) {
+			rc = settings_io(sb, &w, false, err);
+			aws_ws_close(&w);
+		}
+	}
+	return rc;
 }
 
-/* Every object under the prefix goes (a sandbox owns its prefix). */
+/* Every object under the prefix goes (a sandbox owns its prefix), and its
+ * runs' scripts and snapshots beside it. */
 static int aws_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	if (!sb->id)

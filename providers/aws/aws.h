@@ -131,6 +131,10 @@ char *aws_xml_text(const char *xml, size_t len, const char *tag);
 
 struct sfs_sandbox;
 
+/* Where a run's task has the workspace: sb's (fixed when it was made), else
+ * aws.workdir (sb may be NULL). */
+const char *aws_workdir(const struct sfs_sandbox *sb);
+
 /* ---- json.c: ECS and CloudWatch Logs (awsJson1.1) ------------------------ */
 
 #include <jansson.h>

@@ -50,7 +50,8 @@ const struct sfs_opt sfs_aws_options[] = {
      .type = SFS_OPT_STRING,
      .def = "/workspace",
      .arg = "PATH",
-     .help = "where a run's task puts the workspace and runs the command"},
+     .help = "where the runs' tasks of sandboxes made from now on put the workspace and run "
+	     "commands (status shows it as the workspace; the S3 prefix is the id)"},
     {.key = "aws.url_expiry",
      .type = SFS_OPT_INT,
      .def = "86400",

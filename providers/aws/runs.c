@@ -20,6 +20,7 @@
 #include "../provider.h"
 #include "../sh/sh.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #define TASK_RUNDIR "/tmp/sandboxfs-run"
 
@@ -170,7 +171,7 @@ static int manifest(struct aws_ws *w, long expires, time_t now, struct sfs_buf *
 		if (dir)
 			path[pl - 1] = 0;
 		rc = aws_presign(&w->cfg, "DELETE", w->bucket, key, expires, now, &del, err);
-		if (!rc && !dir)
+		if (!rc) /* a directory marker's too: its mode */
 			rc = aws_presign(&w->cfg, "GET", w->bucket, key, expires, now, &get, err);
 		if (!rc && (rc = aws_job_manifest_add(m, dir, get, del, path)))
 			rc = sfs_errf(err, rc,
@@ -267,7 +268,7 @@ int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	char *cluster = setting(sb, "cluster"), *td = setting(sb, "task_definition");
 	char *subnets = setting(sb, "subnets"), *sgs = setting(sb, "security_groups");
 	char *cpu = aws_state_job_dup(sb, "cpu"), *mem = aws_state_job_dup(sb, "memory");
-	const char *workdir = sfs_opt_get("aws.workdir");
+	const char *workdir = aws_workdir(sb);
 	struct sfs_buf miss = {0};
 	if (!cluster)
 		sfs_buf_adds(&miss, ", cluster (new cluster= or aws.cluster)");
@@ -294,8 +295,7 @@ int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	image = sb->image ? strdup(sb->image) : NULL;
 	rc = describe_taskdef(&w.cfg, td, image, &t, err);
 	if (!rc)
-		rc = put_job(sb, run, &w, workdir && *workdir ? workdir : "/workspace", &job_key,
-			     &job_url, err);
+		rc = put_job(sb, run, &w, workdir, &job_key, &job_url, err);
 	if (rc)
 		goto out;
 	char token[65];
@@ -358,12 +358,27 @@ int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	} else {
 		rc = -ENOMEM;
 	}
+	/* the task in the run's own directory: a restarted daemon finds it there */
+	json_t *rec =
+	    !rc ? json_pack("{s:s, s:s, s:s, s:s, s:s?}", "cluster", r->cluster, "task", r->task,
+			    "group", r->group, "stream", r->stream, "job", r->job_key)
+		: NULL;
 	pthread_mutex_unlock(&aws_state_mu);
 	sfs_buf_free(&stream);
 	if (rc) {
 		rc = sfs_errf(err, rc, "out of memory");
 		goto out;
 	}
+	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+	json_decref(rec);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/aws", run->dir);
+	if (!text || sfs_write_file_atomic(path, text, strlen(text), NULL))
+		sfs_log(SFS_LOG_WARN,
+			"%s: run %d: cannot record task %s in %s: a restarted daemon "
+			"will not find it",
+			sb->name, run->n, arn, path);
+	free(text);
 	run->state = SFS_RUN_RUNNING;
 out:
 	if (rc && job_key)
@@ -386,11 +401,43 @@ out_nows:
 	return rc;
 }
 
-/* Copies of run n's task fields (NULL when the run is unknown). */
-static bool run_copy(struct sfs_sandbox *sb, int n, char **cluster, char **task, char **job)
+/* Run n's state, from RUNDIR/aws when this daemon did not start it; NULL
+ * when there is none.  With aws_state_mu held. */
+static struct aws_runst *run_locked(struct sfs_sandbox *sb, const struct sfs_run *run)
+{
+	struct aws_runst *r = aws_runst_locked(sb->priv, run->n, false);
+	if (r || !run->dir)
+		return r;
+	char path[4200], *text = NULL;
+	size_t len;
+	snprintf(path, sizeof(path), "%s/aws", run->dir);
+	if (sfs_read_file(path, &text, &len))
+		return NULL;
+	json_t *o = json_loadb(text, len, 0, NULL);
+	free(text);
+	const char *c = json_string_value(json_object_get(o, "cluster"));
+	const char *t = json_string_value(json_object_get(o, "task"));
+	const char *g = json_string_value(json_object_get(o, "group"));
+	const char *s = json_string_value(json_object_get(o, "stream"));
+	const char *j = json_string_value(json_object_get(o, "job"));
+	struct aws_state *st = c && t && g && s ? aws_state_get_locked(sb) : NULL;
+	if (st && (r = aws_runst_locked(st, run->n, true))) {
+		r->cluster = strdup(c);
+		r->task = strdup(t);
+		r->group = strdup(g);
+		r->stream = strdup(s);
+		r->job_key = j ? strdup(j) : NULL;
+	}
+	json_decref(o);
+	return r;
+}
+
+/* Copies of run's task fields (NULL when the run is unknown). */
+static bool run_copy(struct sfs_sandbox *sb, const struct sfs_run *run, char **cluster, char **task,
+		     char **job)
 {
 	pthread_mutex_lock(&aws_state_mu);
-	struct aws_runst *r = aws_runst_locked(sb->priv, n, false);
+	struct aws_runst *r = run_locked(sb, run);
 	*cluster = r && r->cluster ? strdup(r->cluster) : NULL;
 	*task = r && r->task ? strdup(r->task) : NULL;
 	if (job)
@@ -405,7 +452,7 @@ int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 		return 0;
 	char *cluster, *task, *job;
 	struct aws_ws w;
-	if (!run_copy(sb, run->n, &cluster, &task, &job)) {
+	if (!run_copy(sb, run, &cluster, &task, &job)) {
 		free(cluster);
 		free(task);
 		free(job);
@@ -510,7 +557,7 @@ ssize_t aws_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off,
 	struct sfs_buf got = {0};
 	ssize_t n = 0;
 	pthread_mutex_lock(&aws_state_mu);
-	struct aws_runst *r = aws_runst_locked(sb->priv, run->n, false);
+	struct aws_runst *r = run_locked(sb, run);
 	if (r && r->off != off) {
 		/* another position (a restart): read the stream again from its head */
 		free(r->token);
@@ -596,7 +643,7 @@ int aws_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 				"signal %d cannot be sent to a task",
 				sig);
 	char *cluster, *task;
-	if (!run_copy(sb, run->n, &cluster, &task, NULL)) {
+	if (!run_copy(sb, run, &cluster, &task, NULL)) {
 		free(cluster);
 		free(task);
 		return sfs_errf(err, -ESRCH, "aws: run %d has no task", run->n);

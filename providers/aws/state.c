@@ -1,7 +1,8 @@
 /*
  * The aws provider's state per sandbox (sb->priv, the registry's "pdata"):
- * the job settings `new` gave, and per run its ECS task, its log stream and
- * the journal position reached in it.  One leaf lock for all of it.
+ * the job settings `new` gave (saved in the registry), and per run its ECS
+ * task, its log stream and the journal position reached in it (a run's
+ * task is also in RUNDIR/aws, runs.c).  One leaf lock for all of it.
  */
 #include "state.h"
 
@@ -66,43 +67,21 @@ char *aws_state_job_dup(struct sfs_sandbox *sb, const char *key)
 	return copy;
 }
 
-static json_t *str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
+/* Only the job settings: a run's task is in its own directory (runs.c),
+ * which outlives the registry's next save. */
 json_t *aws_state_save(const struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&aws_state_mu);
 	const struct aws_state *st = sb->priv;
 	json_t *o = NULL;
-	if (st) {
-		o = json_object();
-		json_t *job = json_object(), *runs = json_array();
+	if (st && st->job.n) {
+		json_t *job = json_object();
 		for (size_t i = 0; job && i < st->job.n; i++)
 			json_object_set_new(job, st->job.v[i].key, json_string(st->job.v[i].val));
-		for (size_t i = 0; runs && i < st->nruns; i++) {
-			const struct aws_runst *r = &st->runs[i];
-			json_array_append_new(
-			    runs, json_pack("{s:i, s:o, s:o, s:o, s:o, s:o, s:i}", "n", r->n,
-					    "cluster", str_or_null(r->cluster), "task",
-					    str_or_null(r->task), "group", str_or_null(r->group),
-					    "stream", str_or_null(r->stream), "job",
-					    str_or_null(r->job_key), "kill", r->kill_sig));
-		}
-		if (o) {
-			json_object_set_new(o, "job", job ? job : json_object());
-			json_object_set_new(o, "runs", runs ? runs : json_array());
-		}
+		o = job ? json_pack("{s:o}", "job", job) : NULL;
 	}
 	pthread_mutex_unlock(&aws_state_mu);
 	return o;
-}
-
-static char *jdup(json_t *o, const char *k)
-{
-	const char *v = json_string_value(json_object_get(o, k));
-	return v ? strdup(v) : NULL;
 }
 
 int aws_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
@@ -118,24 +97,6 @@ int aws_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
 	{
 		if (!rc && json_is_string(v))
 			rc = sfs_kv_set(&st->job, k, json_string_value(v));
-	}
-	size_t i;
-	json_array_foreach(json_object_get(saved, "runs"), i, v)
-	{
-		if (rc)
-			break;
-		struct aws_runst *r =
-		    aws_runst_locked(st, (int)json_integer_value(json_object_get(v, "n")), true);
-		if (!r) {
-			rc = -ENOMEM;
-			break;
-		}
-		r->cluster = jdup(v, "cluster");
-		r->task = jdup(v, "task");
-		r->group = jdup(v, "group");
-		r->stream = jdup(v, "stream");
-		r->job_key = jdup(v, "job");
-		r->kill_sig = (int)json_integer_value(json_object_get(v, "kill"));
 	}
 	pthread_mutex_unlock(&aws_state_mu);
 	return rc ? sfs_errf(err, rc, "out of memory") : 0;

@@ -250,3 +250,16 @@ bye" ]
 	grep -q 'GET /bkt/s1/a (presigned/post) 200' "$EMU_DIR/requests.log"
 	grep -q 'POST /bkt (presigned/post) 204' "$EMU_DIR/requests.log"
 }
+
+@test "aws runs: resume by id brings the job settings new gave (kept beside the prefix)" {
+	sfs_unmount
+	sfs_mount --log-level 3
+	ctl_write "$MNT/ctl" "new j1 provider=aws bucket=bkt cluster=c1 task_definition=fam subnets=subnet-1"
+	[ "$(obj .sandboxfs/j1/settings.json size)" -gt 0 ]
+	ctl_write "$MNT/ctl" "forget j1"
+	ctl_write "$MNT/ctl" "resume j2 provider=aws id=bkt/j1/"
+	grep -qx 'workspace /workspace' "$MNT/j2/status"
+	ctl_write "$MNT/j2/ctl" 'exec echo resumed'
+	[ "$(timeout 60 cat "$MNT/j2/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/j2/runs/1/journal")" = resumed ]
+}
