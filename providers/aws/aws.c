@@ -196,15 +196,21 @@ static int aws_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	int rc = aws_ws_open(sb, &w, err);
 	if (rc)
 		return rc;
-	struct aws_s3_list l = {0};
-	rc = aws_s3_list(&w.cfg, w.bucket, w.root, false, 0, &l, err);
-	if (rc == -ENOENT)
-		rc = 0; /* the bucket is gone: so is the sandbox */
-	for (size_t i = 0; !rc && i < l.nobjs; i++) {
-		struct aws_s3_call call = {.method = "DELETE", .key = l.objs[i].key, .sink_fd = -1};
-		rc = aws_s3(&w.cfg, w.bucket, &call, NULL, NULL, NULL, err);
+	char meta[1100];
+	const char *prefixes[] = {w.root,
+				  aws_meta_prefix(w.root, meta, sizeof(meta)) ? NULL : meta};
+	for (size_t p = 0; !rc && p < 2 && prefixes[p]; p++) {
+		struct aws_s3_list l = {0};
+		rc = aws_s3_list(&w.cfg, w.bucket, prefixes[p], false, 0, &l, err);
+		if (rc == -ENOENT)
+			rc = 0; /* the bucket is gone: so is the sandbox */
+		for (size_t i = 0; !rc && i < l.nobjs; i++) {
+			struct aws_s3_call call = {
+			    .method = "DELETE", .key = l.objs[i].key, .sink_fd = -1};
+			rc = aws_s3(&w.cfg, w.bucket, &call, NULL, NULL, NULL, err);
+		}
+		aws_s3_list_free(&l);
 	}
-	aws_s3_list_free(&l);
 	aws_ws_close(&w);
 	return rc;
 }
@@ -248,6 +254,10 @@ static const struct sfs_provider_ops aws_ops = {
     .state_save = aws_state_save,
     .state_load = aws_state_load,
     .state_free = aws_state_free,
+    .snapshot = aws_snapshot,
+    .restore = aws_restore,
+    .snapshot_delete = aws_snapshot_delete,
+    .fork = aws_fork,
     .fs_stat = aws_fs_stat,
     .fs_list = aws_fs_list,
     .fs_read = aws_fs_read,
@@ -265,14 +275,17 @@ static const char *const aws_credential_env[] = {"AWS_ACCESS_KEY_ID", "AWS_SECRE
 const struct sfs_provider sfs_provider_aws = {
     .name = "aws",
     /* a run is one ECS task: no processes outlive it, no stdin, the
-     * journal is polled from CloudWatch Logs (docs/aws.md) */
+     * journal is polled from CloudWatch Logs; snapshots and fork are
+     * server-side copies of the prefix (docs/aws.md) */
     .caps =
 	{
 	    [SFS_CAP_FS] = true,
 	    [SFS_CAP_EXEC] = true,
 	    [SFS_CAP_ENV] = true,
 	    [SFS_CAP_KILLABLE] = true,
+	    [SFS_CAP_SNAPSHOTS] = true,
 	    [SFS_CAP_DURABLE_FS] = true,
+	    [SFS_CAP_FORK] = true,
 	},
     .host_fs = false,
     .credential_env = aws_credential_env,

@@ -202,6 +202,14 @@ int aws_state_set_job(struct sfs_sandbox *sb, const char *key, const char *value
  * and snapshots, beside (not inside) its workspace prefix. */
 int aws_meta_prefix(const char *root, char *out, size_t len);
 
+/* ---- snapshots.c: server-side copies under .sandboxfs/NAME/snapshots/ID/ -- */
+
+int aws_snapshot(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err);
+int aws_restore(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err);
+int aws_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err);
+int aws_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char *from,
+	     struct sfs_err *err);
+
 /* ---- files.c: the workspace prefix ---------------------------------------- */
 
 #include <sys/types.h>

@@ -251,6 +251,71 @@ bye" ]
 	grep -q 'POST /bkt (presigned/post) 204' "$EMU_DIR/requests.log"
 }
 
+# keys KEYPREFIX: the bucket's keys under a prefix, one a line, sorted.
+keys() {
+	curl -s -m 5 "$EMU/_emu/objects?bucket=bkt" |
+		python3 -c 'import json, sys; print("\n".join(sorted(k for k in json.load(sys.stdin) if k.startswith(sys.argv[1]))))' "$1"
+}
+
+@test "aws snapshots: a server-side copy beside the prefix; restore, fork from it, rmdir and destroy remove it" {
+	grep -qx 'snapshots true' "$MNT/providers/aws/caps"
+	grep -qx 'fork true' "$MNT/providers/aws/caps"
+	ctl_write "$MNT/ctl" "new p1 provider=aws prefix=team"
+	W="$MNT/p1/workspace"
+	echo a >"$W/f"
+	mkdir "$W/d"
+	echo b >"$W/d/g"
+	chmod 0600 "$W/d/g"
+	grep -qx 'snapshots native' "$MNT/p1/status"
+	sid=$(ctl_write "$MNT/p1/ctl" "snapshot first")
+	[ -d "$MNT/p1/snapshots/$sid" ]
+	[ "$(keys "team/.sandboxfs/p1/snapshots/$sid/")" = "team/.sandboxfs/p1/snapshots/$sid/
+team/.sandboxfs/p1/snapshots/$sid/d/
+team/.sandboxfs/p1/snapshots/$sid/d/g
+team/.sandboxfs/p1/snapshots/$sid/f" ]
+	# copied with its metadata, no bytes through this host
+	[ "$(obj "team/.sandboxfs/p1/snapshots/$sid/d/g" meta.mode)" = 100600 ]
+	run ! grep -q "GET /bkt/team/p1/d/g" "$EMU_DIR/requests.log"
+	echo changed >"$W/f"
+	echo new >"$W/n"
+	rm "$W/d/g"
+	ctl_write "$MNT/p1/ctl" "restore $sid"
+	[ "$(cat "$W/f")" = a ]
+	[ ! -e "$W/n" ]
+	[ "$(cat "$W/d/g")" = b ]
+	[ "$(obj team/p1/d/g meta.mode)" = 100600 ]
+	[ -z "$(obj team/p1/n size)" ]
+	# a run sees the restored workspace
+	ctl_write "$MNT/p1/ctl" 'exec cat f d/g; ls'
+	[ "$(timeout 60 cat "$MNT/p1/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/p1/runs/1/journal")" = "a
+b
+d
+f" ]
+	# fork from the snapshot: a prefix of its own beside p1's
+	echo later >"$W/f"
+	ctl_write "$MNT/p1/ctl" "fork p2 from=$sid"
+	[ "$(cat "$MNT/p2/workspace/f")" = a ]
+	grep -qx 'id bkt/team/p2/' "$MNT/p2/status"
+	echo only-p2 >"$MNT/p2/workspace/o"
+	[ ! -e "$W/o" ]
+	# the fork has p1's job settings: it runs
+	ctl_write "$MNT/p2/ctl" 'exec cat o'
+	[ "$(timeout 60 cat "$MNT/p2/runs/1/wait")" = "exited 0" ]
+	# rmdir deletes the snapshot's objects
+	rmdir "$MNT/p1/snapshots/$sid"
+	[ -z "$(keys "team/.sandboxfs/p1/snapshots/")" ]
+	# an unknown snapshot is refused, nothing changes
+	run ctl_write "$MNT/p1/ctl" "restore nosuch"
+	[ "$status" -ne 0 ]
+	[ "$(cat "$W/f")" = later ]
+	# destroy leaves nothing of p1 in the bucket, p2 stays
+	ctl_write "$MNT/p1/ctl" destroy
+	[ -z "$(keys team/p1/)" ]
+	[ -z "$(keys team/.sandboxfs/p1/)" ]
+	[ "$(obj team/p2/o size)" = 8 ]
+}
+
 @test "aws runs: resume by id brings the job settings new gave (kept beside the prefix)" {
 	sfs_unmount
 	sfs_mount --log-level 3
