@@ -34,14 +34,19 @@ this machine's tools (the S3 sync of sandboxfs's task script needs curl).
                     [--task-def FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE]]...
                     [--runner bwrap|process] [--stop-timeout S]
 
-Fault switches (POST /_emu/faults, merged with S3's; they apply to every
-service): "latency_ms", "deny" (403 AccessDenied / 400 AccessDeniedException),
+Fault switches (POST /_emu/faults; they apply to every service): the shared
+ones of tests/emulators/common (latency_ms, fail_rate, drop_rate, slow_rate,
+hang, fail_paths: "injected 503" / "dropped" in the log), S3's own
+(slow_down, fail_methods), "deny" (403 AccessDenied / 400 AccessDeniedException),
 "expired" (ExpiredToken / ExpiredTokenException), "throttle": N (the next N
 JSON requests answer 400 ThrottlingException), "throttle_retry_after": S (sent
 with them), "log_page": N (GetLogEvents pages of at most N events),
 "run_fail": "reason" (RunTask answers a failure instead of a task),
 "task_delay_ms": N (a task stays PROVISIONING that long).
-GET /_emu/tasks: every task with its status, exit code and pid.
+GET /_emu/stats: requests, sandboxes (workspace root markers), processes
+(tasks not stopped).  GET /_emu/tasks: every task with its status, exit code
+and pids.  Task processes carry AWS_EMU_TASK_DIR (under --root) in their
+environment.
 """
 
 import base64
@@ -314,7 +319,7 @@ def run_task(t, argv, env, group, stream):
         proc = subprocess.Popen(sandbox_argv(argv) if CFG["runner"] == "bwrap" else argv,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                cwd="/" if CFG["runner"] == "bwrap" else CFG["workroot"])
+                                cwd="/" if CFG["runner"] == "bwrap" else CFG["root"])
     except OSError as e:
         with LOCK:
             t.update(lastStatus="STOPPED", desiredStatus="STOPPED", stopCode="TaskFailedToStart",
@@ -415,7 +420,10 @@ def ecs(op, req):
         tid = uuid.uuid4().hex
         arn = "arn:aws:ecs:%s:%s:task/%s/%s" % (CFG["region"], ACCOUNT, cluster, tid)
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-               "HOME": "/root", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/" + tid}
+               "HOME": "/root", "ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/" + tid,
+               # a path under --root: the test suite's teardown finds the
+               # task's processes by it (tests/bats/remote_helpers.bash)
+               "AWS_EMU_TASK_DIR": os.path.join(CFG["root"], "tasks", tid)}
         for e in (ctr.get("environment") or []) + (ovr.get("environment") or []):
             env[e["name"]] = e["value"]
         t = {"taskArn": arn, "clusterArn": "arn:aws:ecs:%s:%s:cluster/%s" % (CFG["region"], ACCOUNT,
@@ -500,13 +508,52 @@ def logs(op, req):
 
 # ---- HTTP ------------------------------------------------------------------------
 
+def stats():
+    """What the conformance suite reads: sandboxes (workspace root markers,
+    PREFIX/NAME/ with no deeper slash, outside .sandboxfs/) and processes
+    (tasks not stopped)."""
+    with LOCK:
+        roots = sum(1 for b in s3.BUCKETS.values() for k in b
+                    if k.endswith("/") and ".sandboxfs/" not in k and
+                    k.count("/") == 1 + CFG.get("prefix_depth", 0))
+        procs = sum(1 for t in TASKS.values() if t["lastStatus"] != "STOPPED")
+    return {"sandboxes": roots, "processes": procs}
+
+
 class Handler(s3.Handler):
     def _json(self, status, obj, headers=None):
         self._send(status, json.dumps(obj).encode(), "application/x-amz-json-1.1", headers)
 
+    def _control(self, url, body):
+        """/_emu/faults and /_emu/stats: the shared switches (latency_ms,
+        fail_rate, drop_rate, slow_rate, hang, fail_paths; sfs_emu) and S3's
+        and this emulator's own (the rest) in one call."""
+        parts = [p for p in url.path.split("/") if p]
+        if parts[1:] == ["faults"] and self.command == "POST":
+            req = json.loads(body or b"{}")
+            with LOCK:
+                for k, v in req.items():
+                    (EMU.faults if k in sfs_emu.DEFAULT_FAULTS else FAULTS)[k] = v
+                out = dict(FAULTS, **EMU.faults)
+            return self.send(200, out)
+        if parts[1:] == ["stats"]:
+            with LOCK:
+                out = dict(s3.STATS, **EMU.stats)
+            out.update(stats())
+            return self.send(200, out)
+        return None
+
     def dispatch(self):
         target = self.headers.get("X-Amz-Target")
         url = urllib.parse.urlsplit(self.path)
+        if url.path in ("/_emu/faults", "/_emu/stats"):
+            self.status_sent = 0
+            return self._control(url, self.read_body())
+        if not url.path.startswith("/_emu/"):
+            with LOCK:
+                EMU.stats["requests"] += 1
+            if self.inject_faults(self._fail):
+                return
         if url.path.startswith("/_emu/tasks"):
             self.status_sent = 0
             with LOCK:
@@ -528,13 +575,20 @@ class Handler(s3.Handler):
                                           "The provided token has expired."))
         return super().dispatch()
 
+    def _fail(self, status, headers):
+        """An injected failure, in the protocol of the request."""
+        self.status_sent = status
+        if self.headers.get("X-Amz-Target"):
+            return self._json(status, {"__type": "ServiceUnavailableException",
+                                       "message": "injected %d" % status}, headers)
+        self._error(s3.S3Error(status, "SlowDown" if status == 503 else "InternalError",
+                               "injected %d" % status, headers=headers))
+
     def _unsigned_s3(self, url, q, ctype):
         """Presigned URLs and POST uploads: the signature is in the request."""
         self.status_sent = 0
         body = self.read_body()
         try:
-            if FAULTS["latency_ms"]:
-                time.sleep(FAULTS["latency_ms"] / 1000.0)
             if FAULTS["expired"]:
                 raise s3.S3Error(400, "ExpiredToken", "The provided token has expired.")
             bucket, key = self._bucket_key(url)
@@ -559,8 +613,6 @@ class Handler(s3.Handler):
         try:
             if service is None:
                 raise JsonError(400, "UnknownOperationException", "unknown target %s" % target)
-            if FAULTS["latency_ms"]:
-                time.sleep(FAULTS["latency_ms"] / 1000.0)
             with LOCK:
                 throttle = FAULTS["throttle"] > 0
                 if throttle:
@@ -604,13 +656,11 @@ def cleanup():
                     os.kill(p, signal.SIGKILL)
                 except OSError:
                     pass
-    if CFG.get("workroot_made"):
-        shutil.rmtree(CFG["workroot"], ignore_errors=True)
 
 
 def main():
     env = os.environ.get
-    ap = sfs_emu.arg_parser(__doc__, "AWS_EMU_", root=False, faults=False)
+    ap = sfs_emu.arg_parser(__doc__, "AWS_EMU_", root=True, faults=False)
     ap.add_argument("--bucket", action="append", help="a bucket that exists (repeatable)")
     ap.add_argument("--key", action="append", help="AKID:SECRET it accepts (repeatable)")
     ap.add_argument("--session-token", default=env("AWS_EMU_SESSION_TOKEN"))
@@ -621,18 +671,16 @@ def main():
                     help="FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE], registered as revision 1")
     ap.add_argument("--runner", choices=("bwrap", "process"),
                     default=env("AWS_EMU_RUNNER") or ("bwrap" if shutil.which("bwrap") else "process"))
-    ap.add_argument("--workroot", help="working directory of --runner process tasks")
+    ap.add_argument("--prefix-depth", type=int, default=0,
+                    help="slashes in the workspace prefix (/_emu/stats counts sandboxes by it)")
     ap.add_argument("--stop-timeout", type=float, default=5.0,
                     help="seconds between StopTask's TERM and KILL (ECS: stopTimeout)")
     a = ap.parse_args()
     keys = dict(k.split(":", 1) for k in (a.key or ["AKIDEMULATOR:emulator-secret"]))
     CFG.update(keys=keys, session_token=a.session_token, region=a.region, log=a.log,
-               vhost=None, runner=a.runner, stop_timeout=a.stop_timeout)
-    if a.workroot:
-        CFG["workroot"] = a.workroot
-    else:
-        import tempfile
-        CFG["workroot"], CFG["workroot_made"] = tempfile.mkdtemp(prefix="aws-emu-"), True
+               vhost=None, runner=a.runner, stop_timeout=a.stop_timeout,
+               prefix_depth=a.prefix_depth)
+    EMU.setup(a, root_prefix="aws-emu-")
     for b in a.bucket or []:
         s3.BUCKETS[b] = {}
     for c in a.cluster or ["default"]:
@@ -646,7 +694,6 @@ def main():
                          "logConfiguration": {"logDriver": "awslogs", "options": {
                              "awslogs-group": f[2], "awslogs-region": a.region,
                              "awslogs-stream-prefix": f[3]}}}], {"cpu": "256", "memory": "512"})
-    FAULTS["latency_ms"] = a.latency_ms
     sfs_emu.serve(EMU, Handler, a, cleanup=cleanup)
 
 
