@@ -28,6 +28,8 @@
 
 static const char job_body[] =
     "say() { printf 'sandboxfs: %s\\n' \"$*\"; }\n"
+    /* StopTask before the command runs: nothing to write back */
+    "trap 'exit 143' TERM\n"
     "mkdir -p \"$W\" \"$R\" && cd \"$W\" || { say \"cannot enter the workspace $W\"; exit 125; "
     "}\n"
     ": >\"$R/urls\"; bad=0\n"

@@ -471,6 +471,7 @@ int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 	if (!rc && last && !strcmp(last, "STOPPED")) {
 		json_t *ctr = json_array_get(json_object_get(t, "containers"), 0);
 		json_t *code = json_object_get(ctr, "exitCode");
+		const char *stop_code = json_string_value(json_object_get(t, "stopCode"));
 		if (json_is_integer(code)) {
 			int c = (int)json_integer_value(code);
 			/* the script exits 128+N for a command ended by signal N */
@@ -481,6 +482,10 @@ int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 				run->state = SFS_RUN_EXITED;
 				run->code = c;
 			}
+		} else if (stop_code && !strcmp(stop_code, "UserInitiated")) {
+			/* StopTask before the container ran: ECS's TERM */
+			run->state = SFS_RUN_KILLED;
+			run->code = 15;
 		} else {
 			/* the container never ran (image pull, resources...) */
 			const char *why = json_string_value(json_object_get(t, "stoppedReason"));
