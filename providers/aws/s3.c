@@ -186,6 +186,10 @@ static const char *code_hint(const char *code)
 		return " (check AWS_ACCESS_KEY_ID / aws_access_key_id)";
 	if (!strcmp(code, "NoSuchBucket"))
 		return " (check bucket= / aws.bucket and the region)";
+	if (!strcmp(code, "ExpiredToken"))
+		return " (the session token has expired: renew AWS_SESSION_TOKEN)";
+	if (!strcmp(code, "AccessDenied"))
+		return " (the keys' policy does not allow this on the bucket)";
 	if (!strcmp(code, "SlowDown"))
 		return " (S3 is throttling; retried with backoff, still refused)";
 	return "";

@@ -7,6 +7,7 @@
 # Every test starts its own emulator and daemon; teardown stops both.
 
 load helpers
+load remote_helpers # write_checked, no_pending
 
 AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"
 
@@ -327,4 +328,43 @@ f" ]
 	ctl_write "$MNT/j2/ctl" 'exec echo resumed'
 	[ "$(timeout 60 cat "$MNT/j2/runs/1/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/j2/runs/1/journal")" = resumed ]
+}
+
+@test "aws bad input: throttled ECS and Logs calls during a run are retried; status and journal arrive whole" {
+	ctl_write "$MNT/ctl" "new l1 provider=aws"
+	# three refusals of a call fit in http.attempts (4): DescribeTaskDefinition's,
+	# then the polling's (DescribeTasks, GetLogEvents)
+	faults '{"throttle": 3}'
+	ctl_write "$MNT/l1/ctl" 'exec for i in 1 2 3; do echo "n $i"; sleep 1; done'
+	faults '{"throttle": 3}'
+	[ "$(timeout 60 cat "$MNT/l1/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/l1/runs/1/journal")" = "n 1
+n 2
+n 3" ]
+	[ "$(grep -c 'DescribeTaskDefinition 400$' "$EMU_DIR/requests.log")" = 3 ]
+	[ "$(grep -c 'DescribeTasks 400$\|GetLogEvents 400$' "$EMU_DIR/requests.log")" = 3 ]
+}
+
+@test "aws bad input: an expired token fails new, exec and a write clearly; the write lands once it is renewed" {
+	sfs_unmount
+	# long attribute times: only the write-back meets the fault, not a lookup
+	job_mount -o remote.attr_timeout=60
+	ctl_write "$MNT/ctl" "new x1 provider=aws"
+	W="$MNT/x1/workspace"
+	echo before >"$W/f"
+	faults '{"expired": true}'
+	run ctl_write "$MNT/ctl" "new x2 provider=aws"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: s3 PUT s3://bkt/x2/: ExpiredToken: The provided token has expired. (the session token has expired: renew AWS_SESSION_TOKEN)"* ]]
+	[ ! -e "$MNT/x2" ]
+	run ctl_write "$MNT/x1/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: aws: ecs DescribeTaskDefinition: ExpiredTokenException"* ]]
+	run write_checked "$W/f" "precious data"
+	[ "$status" -eq 5 ] # EIO from close; kept here
+	[ "$(cat "$W/f")" = "precious data" ]
+	faults '{"expired": false}'
+	wait_for no_pending
+	[ "$(obj x1/f size)" = 13 ]
+	run ! grep -rqF "$AWS_SECRET" "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
 }
