@@ -6,7 +6,11 @@
  * not used), then records of struct sc_entry's bytes (this host's layout:
  * the cache never leaves it), a 16-bit path length and the path with its
  * NUL.  A file whose size, times, inode and mode all match its record is
- * taken to hold that blob without being read.  Like git's "racily clean"
+ * taken to hold that blob without being read.  A directory's record (mode
+ * S_IFDIR) says instead that it held the names whose hash is its id
+ * (manifest.c), so a diff need not read it again while its mtime and ctime
+ * stand (creating, removing or renaming an entry sets both), like git's
+ * untracked cache.  Like git's "racily clean"
  * rule, a file changed in the second the cache is made (or later) is not
  * recorded: a write within the same timestamp could go unseen.  A cache that
  * cannot be read is an empty cache (every file is hashed), never an error.
@@ -24,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SC_MAGIC "sandboxfs-statcache 3 "
+#define SC_MAGIC "sandboxfs-statcache 4 "
 
 /* Adds or updates path's record; a new path's string is kept (not copied). */
 static int add(struct scache *c, char *path, const struct sc_entry *e)

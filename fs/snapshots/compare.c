@@ -16,7 +16,9 @@
  * walked where it was found, which bounds the fds held.  During the walk
  * the stat cache is only read (each thread has its own cursor); the blob
  * ids of files it had to hash and found unchanged are noted in it after the
- * threads are joined.
+ * threads are joined.  A directory read and found holding exactly the
+ * snapshot's names is noted too (cache.c), and while the cache vouches for
+ * it, it is not read again: its names are the manifest's, each one stat'd.
  */
 #include "internal.h"
 
@@ -37,6 +39,7 @@ struct job {
 	int fd; /* the directory, owned by the job */
 	uint32_t dir;
 	char *path;
+	struct stat st; /* the directory's, as its parent's walk saw it */
 };
 
 /* What the threads of one walk share. */
@@ -157,10 +160,11 @@ static int file_oid(struct cmp *c, int dirfd, const char *name, const char *rel,
 
 /* Remembers a hashed file's blob id for the stat cache, which is told only
  * ids the store has: a file equal to the snapshot's (a changed file's blob
- * is written by no one: diff.c keeps its objects in memory). */
+ * is written by no one: diff.c keeps its objects in memory); or a
+ * directory's names id (no object: gc.c knows). */
 static void add_note(struct cmp *c, const char *rel, const struct stat *st, const git_oid *oid)
 {
-	if (!S_ISREG(st->st_mode) || !c->w->cache)
+	if (!(S_ISREG(st->st_mode) || S_ISDIR(st->st_mode)) || !c->w->cache)
 		return;
 	if (c->nnotes == c->capnotes) {
 		size_t cap = c->capnotes ? c->capnotes * 2 : 16;
@@ -178,12 +182,13 @@ static void add_note(struct cmp *c, const char *rel, const struct stat *st, cons
 	}
 }
 
-static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir);
+static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir, const struct stat *st);
 
-/* Walks the directory name (a tree in the snapshot too) now, or queues it
- * for any thread when the walk is threaded and the stack has room. */
+/* Walks the directory name (a tree in the snapshot too, st its stat) now,
+ * or queues it for any thread when the walk is threaded and the stack has
+ * room. */
 static int cmp_subdir(struct cmp *c, int dirfd, const char *name, const char *rel,
-		      const struct mf_ent *e)
+		      const struct mf_ent *e, const struct stat *st)
 {
 	int fd =
 	    e->sub < 0 ? -1 : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -204,14 +209,14 @@ static int cmp_subdir(struct cmp *c, int dirfd, const char *name, const char *re
 		}
 		char *path = room ? strdup(rel) : NULL;
 		if (path) {
-			w->jobs[w->njobs++] = (struct job){fd, (uint32_t)e->sub, path};
+			w->jobs[w->njobs++] = (struct job){fd, (uint32_t)e->sub, path, *st};
 			pthread_cond_signal(&w->cv);
 		}
 		pthread_mutex_unlock(&w->mu);
 		if (path)
 			return 0;
 	}
-	int r = cmp_dir(c, fd, (uint32_t)e->sub);
+	int r = cmp_dir(c, fd, (uint32_t)e->sub, st);
 	close(fd);
 	return r;
 }
@@ -228,7 +233,7 @@ static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel
 	if (!e || e->mode != fm)
 		return paths_add(&c->out, rel);
 	if (fm == GIT_FILEMODE_TREE)
-		return cmp_subdir(c, dirfd, name, rel, e);
+		return cmp_subdir(c, dirfd, name, rel, e, &st);
 	git_oid oid;
 	bool hashed;
 	if (file_oid(c, dirfd, name, rel, &st, &oid, &hashed) || !git_oid_equal(&oid, &e->oid))
@@ -238,8 +243,38 @@ static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel
 	return 0;
 }
 
-static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
+static int walk_error(struct cmp *c, int r)
 {
+	if (r == -ENOMEM || r == -ENAMETOOLONG)
+		return sfs_errf(&c->err, r,
+				r == -ENOMEM ? "out of memory" : "diff: a path is too long");
+	return r;
+}
+
+/* A directory the stat cache vouches holds the snapshot's names: each is
+ * looked at (a stat), none is looked for (no readdir, no search). */
+static int cmp_listed(struct cmp *c, int dirfd, uint32_t dir)
+{
+	const struct manifest *m = c->w->m;
+	const struct mf_dir *md = &m->dirs[dir];
+	int r = 0;
+	for (size_t i = md->first; !r && i < (size_t)md->first + md->n; i++) {
+		size_t old = push(c, mf_name(m, &m->ents[i]));
+		if (old == (size_t)-1)
+			return walk_error(c, -ENAMETOOLONG);
+		r = cmp_entry(c, dirfd, mf_name(m, &m->ents[i]), c->path, &m->ents[i]);
+		pop(c, old);
+	}
+	return walk_error(c, r);
+}
+
+static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir, const struct stat *st)
+{
+	const struct manifest *m = c->w->m;
+	git_oid seen;
+	if (c->w->cache && scache_hit_at(c->w->cache, c->path, st, &seen, &c->next) &&
+	    git_oid_equal(&seen, &m->dirs[dir].names))
+		return cmp_listed(c, dirfd, dir);
 	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
@@ -248,8 +283,7 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 		return sfs_errf(&c->err, -errno, "diff: open %s: %s", c->plen ? c->path : ".",
 				strerror(errno));
 	}
-	const struct manifest *m = c->w->m;
-	size_t n = m->dirs[dir].n, found = 0;
+	size_t n = m->dirs[dir].n, found = 0, extra = 0;
 	int r = 0;
 	struct dirent *de;
 	while (!r && (de = readdir(d))) {
@@ -258,6 +292,7 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 			continue;
 		const struct mf_ent *e = mf_find(m, dir, name);
 		found += e != NULL;
+		extra += e == NULL;
 		size_t old = push(c, name);
 		if (old == (size_t)-1) {
 			r = -ENAMETOOLONG;
@@ -279,10 +314,11 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir)
 			pop(c, old);
 	}
 	closedir(d);
-	if (r == -ENOMEM || r == -ENAMETOOLONG)
-		return sfs_errf(&c->err, r,
-				r == -ENOMEM ? "out of memory" : "diff: a path is too long");
-	return r;
+	/* exactly the snapshot's names (as of st: read after it): noted, unless
+	 * changed too recently to trust (scache_note's racy rule) */
+	if (!r && !extra && found == n)
+		add_note(c, c->path, st, &m->dirs[dir].names);
+	return walk_error(c, r);
 }
 
 /* Takes jobs until there are none and no thread is in one (which could
@@ -307,7 +343,7 @@ static void *worker(void *arg)
 		if (!r) {
 			memcpy(c->path, j.path, n + 1);
 			c->plen = n;
-			r = cmp_dir(c, j.fd, j.dir);
+			r = cmp_dir(c, j.fd, j.dir, &j.st);
 		}
 		close(j.fd);
 		free(j.path);
@@ -355,6 +391,13 @@ int cmp_tree(const struct manifest *m, int rootfd, struct scache *cache, struct 
 	/* the per-thread walks: their path buffers are not on a worker's stack */
 	struct cmp *c = calloc(want, sizeof(*c));
 	int fd = openat(rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat rst;
+	if (fd >= 0 && fstat(fd, &rst) < 0) {
+		int e = errno;
+		close(fd);
+		fd = -1;
+		errno = e;
+	}
 	char *root = strdup("");
 	w.jobs = malloc(sizeof(*w.jobs));
 	if (!c || fd < 0 || !root || !w.jobs) {
@@ -368,7 +411,7 @@ int cmp_tree(const struct manifest *m, int rootfd, struct scache *cache, struct 
 				    : sfs_errf(err, e, "diff: open .: %s", strerror(-e));
 	}
 	w.cap = 1;
-	w.jobs[w.njobs++] = (struct job){fd, 0, root};
+	w.jobs[w.njobs++] = (struct job){fd, 0, root, rst};
 	pthread_mutex_init(&w.mu, NULL);
 	pthread_cond_init(&w.cv, NULL);
 	pthread_t tid[WALK_THREADS];

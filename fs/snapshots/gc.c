@@ -207,8 +207,8 @@ static void drop_caches(const char *cache_glob, const struct oidset *live, struc
 		struct scache c;
 		scache_load(&c, g.gl_pathv[i]);
 		bool stale = false;
-		for (size_t k = 0; k < c.n && !stale; k++)
-			stale = !set_has(live, &c.v[k].oid);
+		for (size_t k = 0; k < c.n && !stale; k++) /* a directory's id is no object */
+			stale = !S_ISDIR(c.v[k].mode) && !set_has(live, &c.v[k].oid);
 		scache_free(&c);
 		if (stale && unlink(g.gl_pathv[i]) == 0)
 			st->caches_dropped++;

@@ -117,6 +117,7 @@ struct mf_ent {
 };
 struct mf_dir {
 	uint32_t first, n; /* ents[first .. first + n), sorted by strcmp of name */
+	git_oid names;	   /* a hash of those names (the stat cache's id for a directory) */
 };
 struct manifest {
 	git_oid commit;

@@ -9,7 +9,9 @@
  *
  * Each directory's entries are contiguous and sorted by strcmp of the name
  * (git's own order sorts a directory as if named "NAME/"), so a name read
- * from the live directory is found by binary search.
+ * from the live directory is found by binary search; each directory has a
+ * hash of its names, which a stat cache notes for a live directory found
+ * holding exactly those (compare.c).
  */
 #include "internal.h"
 
@@ -47,6 +49,27 @@ static int by_name(const void *a, const void *b, void *names)
 	return strcmp((const char *)names + x->name, (const char *)names + y->name);
 }
 
+/* The id a directory holding exactly these names has in a stat cache: the
+ * hash of the names, each with its NUL, in strcmp order. */
+static int names_id(const struct manifest *m, size_t first, size_t n, git_oid *out)
+{
+	size_t len = 0;
+	for (size_t i = first; i < first + n; i++)
+		len += strlen(m->names + m->ents[i].name) + 1;
+	char *buf = malloc(len ? len : 1);
+	if (!buf)
+		return -ENOMEM;
+	char *p = buf;
+	for (size_t i = first; i < first + n; i++) {
+		size_t l = strlen(m->names + m->ents[i].name) + 1;
+		memcpy(p, m->names + m->ents[i].name, l);
+		p += l;
+	}
+	int rc = git_odb_hash(out, buf, len, GIT_OBJECT_BLOB);
+	free(buf);
+	return rc < 0 ? -ENOMEM : 0;
+}
+
 /* Adds the directory of tree t and, depth first, those below it; its index
  * in *dir. */
 static int add_dir(struct mf_build *b, git_repository *repo, const git_tree *t, uint32_t *dir)
@@ -57,7 +80,7 @@ static int add_dir(struct mf_build *b, git_repository *repo, const git_tree *t, 
 	    grow((void **)&m->ents, &b->capents, first + n, sizeof(*m->ents)))
 		return -ENOMEM;
 	*dir = (uint32_t)m->ndirs++;
-	m->dirs[*dir] = (struct mf_dir){(uint32_t)first, (uint32_t)n};
+	m->dirs[*dir] = (struct mf_dir){.first = (uint32_t)first, .n = (uint32_t)n};
 	m->nents += n;
 	for (size_t i = 0; i < n; i++) {
 		const git_tree_entry *e = git_tree_entry_byindex(t, i);
@@ -72,6 +95,8 @@ static int add_dir(struct mf_build *b, git_repository *repo, const git_tree *t, 
 		m->namelen += len;
 	}
 	qsort_r(m->ents + first, n, sizeof(*m->ents), by_name, m->names);
+	if (names_id(m, first, n, &m->dirs[*dir].names))
+		return -ENOMEM;
 	for (size_t i = first; i < first + n; i++) {
 		if (m->ents[i].mode != GIT_FILEMODE_TREE)
 			continue;
