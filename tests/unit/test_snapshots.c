@@ -536,7 +536,7 @@ static void test_stat_cache_same_size(void)
 /* Diffs against two snapshots, in turn and from several threads at once:
  * each snapshot's kept manifest gives its own diff. */
 struct diff_job {
-	const char *commit, *want, *not ;
+	const char *commit, *want, *absent;
 	int fd, bad;
 };
 
@@ -547,7 +547,7 @@ static void *diff_worker(void *arg)
 		struct sfs_buf d = {0};
 		struct sfs_err err = {0};
 		if (snap_diff(j->commit, j->fd, cache, &d, &err) != 0 || !d.buf ||
-		    !strstr(d.buf, j->want) || strstr(d.buf, j->not ))
+		    !strstr(d.buf, j->want) || strstr(d.buf, j->absent))
 			j->bad++;
 		sfs_buf_free(&d);
 	}
