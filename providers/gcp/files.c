@@ -53,6 +53,18 @@ static char *key_of(const struct gcp_ws *w, const char *path, bool dir)
 	return sfs_buf_take(&b);
 }
 
+/* The sandbox's bucket/root and the object name of path (malloc'd). */
+static int ws_key(struct sfs_sandbox *sb, const char *path, bool dir, struct gcp_ws *w, char **key,
+		  struct sfs_err *err)
+{
+	*key = NULL;
+	int rc = gcp_ws_of(sb, w, err);
+	if (rc)
+		return rc;
+	*key = key_of(w, path, dir);
+	return *key ? 0 : oom(err);
+}
+
 /* 0, or -ENOMEM for a symlink's target that could not be copied */
 static int fill_stat(struct sfs_rstat *st, bool dir, const struct gcs_obj *o)
 {
@@ -164,11 +176,10 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 int gcp_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
 {
 	struct gcp_ws w;
-	int rc = gcp_ws_of(sb, &w, err);
-	if (rc)
-		return rc;
-	char *key = key_of(&w, path, false);
-	rc = key ? gcs_download(w.bucket, key, fd, err) : oom(err);
+	char *key;
+	int rc = ws_key(sb, path, false, &w, &key, err);
+	if (!rc)
+		rc = gcs_download(w.bucket, key, fd, err);
 	free(key);
 	return rc;
 }
@@ -179,12 +190,10 @@ int gcp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, 
 	if (fstat(fd, &st))
 		return sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));
 	struct gcp_ws w;
-	int rc = gcp_ws_of(sb, &w, err);
-	if (rc)
-		return rc;
-	char *key = key_of(&w, path, false);
-	rc = key ? gcs_upload_fd(w.bucket, key, fd, st.st_size, mode & 07777, st.st_mtime, err)
-		 : oom(err);
+	char *key;
+	int rc = ws_key(sb, path, false, &w, &key, err);
+	if (!rc)
+		rc = gcs_upload_fd(w.bucket, key, fd, st.st_size, mode & 07777, st.st_mtime, err);
 	free(key);
 	return rc;
 }
@@ -192,11 +201,10 @@ int gcp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, 
 int gcp_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
 	struct gcp_ws w;
-	int rc = gcp_ws_of(sb, &w, err);
-	if (rc)
-		return rc;
-	char *key = key_of(&w, path, true);
-	rc = key ? gcs_put_empty(w.bucket, key, mode & 07777, time(NULL), NULL, err) : oom(err);
+	char *key;
+	int rc = ws_key(sb, path, true, &w, &key, err);
+	if (!rc)
+		rc = gcs_put_empty(w.bucket, key, mode & 07777, time(NULL), NULL, err);
 	free(key);
 	return rc;
 }
@@ -343,12 +351,11 @@ int gcp_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 		   struct sfs_err *err)
 {
 	struct gcp_ws w;
-	int rc = gcp_ws_of(sb, &w, err);
-	if (rc)
-		return rc;
-	char *key = key_of(&w, path, false);
-	json_t *extra = json_pack("{s:s}", GCS_META_SYMLINK, target);
-	rc = key && extra ? gcs_put_empty(w.bucket, key, 0777, time(NULL), extra, err) : oom(err);
+	char *key;
+	int rc = ws_key(sb, path, false, &w, &key, err);
+	json_t *extra = rc ? NULL : json_pack("{s:s}", GCS_META_SYMLINK, target);
+	if (!rc)
+		rc = extra ? gcs_put_empty(w.bucket, key, 0777, time(NULL), extra, err) : oom(err);
 	json_decref(extra);
 	free(key);
 	return rc;

@@ -49,6 +49,16 @@ static void what_of(char *buf, size_t len, const char *verb, const char *bucket,
 	snprintf(buf, len, "gcs %s gs://%s/%s", verb, bucket, name ? name : "");
 }
 
+/* storage root + /storage/v1/b/BUCKET/o/NAME + suffix, both escaped */
+static char *obj_url(const char *bucket, const char *name, const char *suffix)
+{
+	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
+	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s%s", eb, en, suffix) : NULL;
+	free(eb);
+	free(en);
+	return url;
+}
+
 void gcs_obj_free(struct gcs_obj *o)
 {
 	free(o->name);
@@ -186,10 +196,7 @@ int gcs_list(const char *bucket, const char *prefix, bool delim, size_t max, str
 
 int gcs_stat(const char *bucket, const char *name, struct gcs_obj *o, struct sfs_err *err)
 {
-	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
-	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s?fields=%s", eb, en, OBJ_FIELDS) : NULL;
-	free(eb);
-	free(en);
+	char *url = obj_url(bucket, name, "?fields=" OBJ_FIELDS);
 	if (!url)
 		return oom(err);
 	char what[1200];
@@ -220,10 +227,7 @@ int gcs_stat(const char *bucket, const char *name, struct gcs_obj *o, struct sfs
 int gcs_metadata(const char *bucket, const char *name, json_t **md, struct sfs_err *err)
 {
 	*md = NULL;
-	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
-	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s?fields=metadata", eb, en) : NULL;
-	free(eb);
-	free(en);
+	char *url = obj_url(bucket, name, "?fields=metadata");
 	if (!url)
 		return oom(err);
 	char what[1200];
@@ -244,10 +248,7 @@ int gcs_metadata(const char *bucket, const char *name, json_t **md, struct sfs_e
 
 int gcs_download(const char *bucket, const char *name, int fd, struct sfs_err *err)
 {
-	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
-	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s?alt=media", eb, en) : NULL;
-	free(eb);
-	free(en);
+	char *url = obj_url(bucket, name, "?alt=media");
 	if (!url)
 		return oom(err);
 	char what[1200];
@@ -499,10 +500,7 @@ int gcs_rewrite(const char *bucket, const char *src, const char *dst, struct sfs
 int gcs_set_meta(const char *bucket, const char *name, unsigned mode, int64_t mtime,
 		 struct sfs_err *err)
 {
-	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
-	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s?fields=name", eb, en) : NULL;
-	free(eb);
-	free(en);
+	char *url = obj_url(bucket, name, "?fields=name");
 	char m[16], t[24], what[1200];
 	snprintf(m, sizeof(m), "%o", mode & 07777);
 	snprintf(t, sizeof(t), "%lld", (long long)mtime);
@@ -520,10 +518,7 @@ int gcs_set_meta(const char *bucket, const char *name, unsigned mode, int64_t mt
 
 int gcs_delete(const char *bucket, const char *name, struct sfs_err *err)
 {
-	char *eb = sfs_http_escape_component(bucket), *en = sfs_http_escape_component(name);
-	char *url = eb && en ? url_of("/storage/v1/b/%s/o/%s", eb, en) : NULL;
-	free(eb);
-	free(en);
+	char *url = obj_url(bucket, name, "");
 	if (!url)
 		return oom(err);
 	char what[1200];
