@@ -91,7 +91,10 @@ gcp_stop() {
 	for p in $(grep -lszF -- "=$EMU_DIR/root" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); do
 		kill -9 "$p" 2>/dev/null || true
 	done
-	docker ps -q --filter name=sfs-gcp-emu- 2>/dev/null | xargs -r docker rm -f >/dev/null 2>&1 || true
+	if [ -n "${EMU_DIR:-}" ] && command -v docker >/dev/null; then
+		docker ps -q --filter "label=sfs.gcp-emu.root=$(realpath "$EMU_DIR/root" 2>/dev/null)" 2>/dev/null |
+			xargs -r docker rm -f >/dev/null 2>&1 || true
+	fi
 }
 
 # gcp_mount [options]: the key file, bucket bkt, the OAuth emulator, project and region.
@@ -507,7 +510,7 @@ teardown() {
 	[ "$status" -ne 0 ]
 }
 
-@test "gcp: a run as a container on the test dockerd reads and writes the workspace" {
+@test "gcp: a run as a container on the test dockerd reads and writes the workspace; kill stops it" {
 	docker_require
 	gcp_start --docker
 	gcp_mount
@@ -517,6 +520,12 @@ teardown() {
 	[ "$(cat "$MNT/c1/runs/$n/status")" = "exited 0" ]
 	[ "$(cat "$MNT/c1/runs/$n/journal")" = "$(printf 'in-container\n/workspace')" ]
 	[ "$(cat "$MNT/c1/workspace/made.txt")" = made ]
+	# kill cancels the execution: the container stops
+	n=$(ctl_write "$MNT/c1/ctl" "exec echo up; sleep 60")
+	wait_for grep -qx up "$MNT/c1/runs/$n/journal"
+	ctl_write "$MNT/c1/ctl" "kill $n"
+	[[ "$(cat "$MNT/c1/runs/$n/status")" == killed* ]]
+	wait_for test -z "$(docker ps -q --filter "label=sfs.gcp-emu.root=$(realpath "$EMU_DIR/root")")"
 }
 
 @test "gcp: new source= uploads the tree as one object and one execution unpacks it; files and symlinks arrive" {

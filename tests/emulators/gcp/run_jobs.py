@@ -382,7 +382,9 @@ class Runs:
             full_env.update(env)
             if self.docker:
                 cname = "sfs-gcp-emu-" + ex["uid"]
+                # the label lets a test's teardown find exactly its own containers
                 cmd = ["docker", "run", "--rm", "--name", cname, "--network", "none",
+                       "--label", "sfs.gcp-emu.root=" + os.path.realpath(self.root),
                        "-w", wd, "-e", "HOME=/tmp"]
                 for k, v in full_env.items():
                     if k not in ("PATH", "HOME"):
