@@ -273,21 +273,24 @@ class Handler(sfs_emu.Handler):
             cr = self.headers.get("Content-Range", "")
             # "bytes a-b/total", "bytes */total" (status), "bytes a-b/*"
             rng, _, total = cr[6:].partition("/")
+            if up.get("done"):  # the last chunk again (its answer was lost)
+                return self.json(200, up["done"])
             if rng != "*":
                 a, _, b = rng.partition("-")
                 a, b = int(a), int(b)
-                if a != len(up["data"]) or b - a + 1 != len(body):
-                    raise GcsError(400, "Invalid Content-Range %s (have %d bytes)" % (cr, len(up["data"])),
+                have = len(up["data"])
+                if a > have or b - a + 1 != len(body):
+                    raise GcsError(400, "Invalid Content-Range %s (have %d bytes)" % (cr, have),
                                    "invalid")
-                if total == "*" or int(total) != b + 1:
-                    if len(body) % (256 * 1024):
-                        raise GcsError(400, "Chunks must be multiples of 256 KiB", "invalid")
-                up["data"] += body
+                if (total == "*" or int(total) != b + 1) and len(body) % (256 * 1024):
+                    raise GcsError(400, "Chunks must be multiples of 256 KiB", "invalid")
+                # a chunk sent again (its answer was lost): keep what is new of it
+                up["data"] += body[have - a:]
             if total != "*" and len(up["data"]) == int(total):
-                with LOCK:
-                    STORE.uploads.pop(q["upload_id"], None)
-                return self.json(200, STORE.put(up["bucket"], up["name"], bytes(up["data"]),
-                                                up["resource"], up["igm"]))
+                up["done"] = STORE.put(up["bucket"], up["name"], bytes(up["data"]),
+                                       up["resource"], up["igm"])
+                up["data"] = bytearray()
+                return self.json(200, up["done"])
             hdrs = [("Range", "bytes=0-%d" % (len(up["data"]) - 1))] if up["data"] else []
             with LOCK:
                 STATS["resumable_308"] += 1
