@@ -522,19 +522,57 @@ static int accept_one(int lfd, const char *key)
 	return 0;
 }
 
+/* The acceptor's poll set: the wake pipe, then two listeners per sandbox,
+ * each with its sandbox's key; grown as sandboxes come (never shrunk). */
+struct pollset {
+	struct pollfd *fds;
+	char (*keys)[40];
+	size_t cap;
+};
+
+static bool pollset_room(struct pollset *ps, size_t need)
+{
+	if (need <= ps->cap)
+		return true;
+	size_t cap = ps->cap ? ps->cap : 64;
+	while (cap < need)
+		cap *= 2;
+	struct pollfd *f = realloc(ps->fds, cap * sizeof(*f));
+	if (f)
+		ps->fds = f;
+	char(*k)[40] = f ? realloc(ps->keys, cap * sizeof(*k)) : NULL;
+	if (k)
+		ps->keys = k;
+	if (!f || !k)
+		return false;
+	ps->cap = cap;
+	return true;
+}
+
 static void *acceptor(void *arg)
 {
 	(void)arg;
+	struct pollset ps = {0};
 	for (;;) {
-		struct pollfd fds[257];
-		char keys[257][40];
 		nfds_t n = 0;
-		fds[n++] = (struct pollfd){.fd = P.wake[0], .events = POLLIN};
 		pthread_mutex_lock(&P.mu);
 		if (P.stopping) {
 			pthread_mutex_unlock(&P.mu);
 			break;
 		}
+		size_t live = 0;
+		for (struct psb *s = P.sbs; s; s = s->next)
+			live++;
+		/* out of memory: the sandboxes that fit are served this round */
+		if (!pollset_room(&ps, 1 + 2 * live) && ps.cap == 0) {
+			pthread_mutex_unlock(&P.mu);
+			struct timespec pause = {0, 100 * 1000 * 1000};
+			nanosleep(&pause, NULL);
+			continue;
+		}
+		struct pollfd *fds = ps.fds;
+		char(*keys)[40] = ps.keys;
+		fds[n++] = (struct pollfd){.fd = P.wake[0], .events = POLLIN};
 		for (struct psb **pp = &P.sbs; *pp;) {
 			struct psb *s = *pp;
 			if (s->dead) {
@@ -543,7 +581,7 @@ static void *acceptor(void *arg)
 				continue;
 			}
 			int lfds[2] = {s->unix_fd, s->tcp_fd};
-			for (int i = 0; i < 2 && n < 257; i++)
+			for (int i = 0; i < 2 && n < ps.cap; i++)
 				if (lfds[i] >= 0) {
 					snprintf(keys[n], sizeof(keys[n]), "%s", s->key);
 					fds[n++] = (struct pollfd){.fd = lfds[i], .events = POLLIN};
@@ -581,6 +619,8 @@ static void *acceptor(void *arg)
 			nanosleep(&pause, NULL);
 		}
 	}
+	free(ps.fds);
+	free(ps.keys);
 	return NULL;
 }
 

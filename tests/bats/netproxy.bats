@@ -166,3 +166,17 @@ daemon_cpu_ms() {
 	run run_in box "curl -sf -m 5 --unix-socket /run/sandboxfs/proxy.sock -x http://localhost http://good.test:$PORT/ || curl -sf -m 5 http://good.test:$PORT/"
 	[[ "$output" == *"page of good"* ]]
 }
+
+@test "netproxy: every sandbox's proxy is served however many there are (130 allow-list sandboxes: 260 listeners)" {
+	box
+	serve good "$A"
+	local i
+	for i in $(seq 2 130); do
+		new_iso "b$i" "network=allow:good.test:$PORT" >/dev/null
+	done
+	# the first made and the last made both reach their allowed name
+	run run_in box "curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *"page of good"* ]]
+	run run_in b130 "curl -sf -m 5 http://good.test:$PORT/"
+	[[ "$output" == *"page of good"* ]]
+}
