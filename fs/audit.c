@@ -66,9 +66,18 @@ static const char *join(char *out, size_t len, const char *dir, const char *name
 void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const char *name,
 		    const char *op)
 {
-	*a = (struct fs_audit){.on = on, .ino = ino, .name = name, .op = op};
+	/* field by field: the path buffers are written before they are read */
+	a->on = on;
+	a->ino = ino;
+	a->name = name;
+	a->op = op;
+	a->to_ino = 0;
+	a->to_name = NULL;
+	a->detail = NULL;
+	a->moves = a->resolved = false;
 	if (!on)
 		return;
+	a->moves = !strcmp(op, "rename") || !strcmp(op, "rmdir");
 	audit_set_caller(fuse_req_ctx(req)->uid);
 	replied = 0;
 	armed = true;
@@ -85,32 +94,59 @@ void fs_audit_detail(struct fs_audit *a, const char *text)
 	a->detail = text;
 }
 
+/* The sandbox and directory paths of a's line (a->dir, a->to_dir). */
+static void resolve(struct fs_audit *a)
+{
+	a->resolved = true;
+	a->put_to = false;
+	a->tsb = NULL;
+	a->sb = where(a->ino, a->dir, sizeof(a->dir), &a->put);
+	if (!a->sb || !a->to_name)
+		return;
+	if (a->to_ino == a->ino) {
+		/* an editor's save renames within one directory: found once */
+		a->tsb = a->sb;
+		memcpy(a->to_dir, a->dir, strlen(a->dir) + 1);
+	} else {
+		a->tsb = where(a->to_ino, a->to_dir, sizeof(a->to_dir), &a->put_to);
+	}
+}
+
+void fs_audit_call(struct fs_audit *a)
+{
+	if (!a->on || !a->moves)
+		return;
+	/* a rename or rmdir moves or removes what is in these directories,
+	 * never the directories themselves: their paths now are their paths
+	 * after it */
+	resolve(a);
+	ws_where_moves_begin();
+}
+
 void fs_audit_end(struct fs_audit *a)
 {
 	if (!a->on)
 		return;
 	armed = false;
-	char dir[4096], path[4200], to_dir[4096], to[4200];
-	bool put, put_to = false;
-	struct sfs_sandbox *sb = where(a->ino, dir, sizeof(dir), &put);
-	if (!sb)
+	if (a->moves)
+		ws_where_moves_end();
+	if (!a->resolved)
+		resolve(a);
+	if (!a->sb) {
+		if (a->put_to)
+			tree_put(a->tsb);
 		return; /* its sandbox is gone, or the layer forgot the node */
-	const char *p = join(path, sizeof(path), dir, a->name);
-	if (a->to_name) {
-		/* an editor's save renames within one directory: found once */
-		struct sfs_sandbox *tsb = sb;
-		const char *td = dir;
-		if (a->to_ino != a->ino) {
-			tsb = where(a->to_ino, to_dir, sizeof(to_dir), &put_to);
-			td = to_dir;
-		}
-		const char *t = tsb ? join(to, sizeof(to), td, a->to_name) : "?";
-		audit_change(sb, a->op, p, replied, t);
-		if (put_to)
-			tree_put(tsb);
-	} else {
-		audit_line(sb, a->op, p, replied, a->detail);
 	}
-	if (put)
-		tree_put(sb);
+	char path[4200], to[4200];
+	const char *p = join(path, sizeof(path), a->dir, a->name);
+	if (a->to_name) {
+		const char *t = a->tsb ? join(to, sizeof(to), a->to_dir, a->to_name) : "?";
+		audit_change(a->sb, a->op, p, replied, t);
+	} else {
+		audit_line(a->sb, a->op, p, replied, a->detail);
+	}
+	if (a->put_to)
+		tree_put(a->tsb);
+	if (a->put)
+		tree_put(a->sb);
 }

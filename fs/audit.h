@@ -26,6 +26,14 @@ struct fs_audit {
 	fuse_ino_t to_ino; /* fs_audit_to: the destination's directory and name */
 	const char *to_name;
 	const char *detail;
+	/* rename and rmdir may move or remove directories: their own
+	 * directories' paths are found before the change (fs_audit_call; the
+	 * change cannot alter them), and ws_where's cache of directory paths
+	 * is not used while one is going (ws_where_moves_begin) */
+	bool moves, resolved;
+	struct sfs_sandbox *sb, *tsb;
+	bool put, put_to;
+	char dir[4096], to_dir[4096]; /* not cleared: written before read */
 };
 
 /* Reads the -o audit switch once and, when on, readies ws_where (before
@@ -39,6 +47,8 @@ void fs_audit_begin(struct fs_audit *a, fuse_req_t req, fuse_ino_t ino, const ch
  * pointer: it must live until fs_audit_end). */
 void fs_audit_to(struct fs_audit *a, fuse_ino_t ino, const char *name);
 void fs_audit_detail(struct fs_audit *a, const char *text);
+/* Right before the layer is called. */
+void fs_audit_call(struct fs_audit *a);
 void fs_audit_end(struct fs_audit *a);
 /* Called by the layers as they reply an error (0 is success). */
 void fs_audit_note_reply(int err);
@@ -48,6 +58,12 @@ void fs_audit_note_reply(int err);
 int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len);
 void ws_where_start(void);
 void ws_where_stop(void);
+/* A rename or rmdir through the mount starts and ends (the cache of
+ * directory paths is not used meanwhile, and is stale after); a directory
+ * moved or removed outside it (the workspace watcher). */
+void ws_where_moves_begin(void);
+void ws_where_moves_end(void);
+void ws_where_moved(void);
 int rws_where(fuse_ino_t ino, struct sfs_sandbox **sb, char *path, size_t len);
 
 #endif

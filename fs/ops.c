@@ -68,6 +68,7 @@ static const struct fuse_lowlevel_ops *layer_of(fuse_ino_t ino)
 		struct fs_audit au_;                                                               \
 		fs_audit_begin(&au_, req, ino, name, opname);                                      \
 		more;                                                                              \
+		fs_audit_call(&au_);                                                               \
 		call;                                                                              \
 		fs_audit_end(&au_);                                                                \
 	} while (0)

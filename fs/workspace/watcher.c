@@ -4,6 +4,7 @@
 #endif
 
 #include "fs/workspace/internal.h"
+#include "fs/audit.h"
 #include "fs/ino.h"
 #include "providers/err.h"
 
@@ -335,6 +336,11 @@ static void ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 	struct ws_node *dir;
 	uint64_t dir_id;
 
+	/* a directory moved or removed (or events lost): the audit's kept
+	 * directory paths may be wrong now (fs/workspace/where.c) */
+	if ((ev->mask & IN_Q_OVERFLOW) ||
+	    ((ev->mask & IN_ISDIR) && (ev->mask & (IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE))))
+		ws_where_moved();
 	if (ev->mask & IN_Q_OVERFLOW) {
 		sfs_log(SFS_LOG_WARN, "workspace: inotify queue overflow: dropping every "
 				      "cached workspace inode (fs.inotify.max_queued_events)");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The host path of each sandbox's workspace root, read once (a leaf lock). */
@@ -30,11 +31,14 @@ void ws_where_start(void)
 	proc_fds = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
+static void dir_paths_free(void);
+
 void ws_where_stop(void)
 {
 	if (proc_fds >= 0)
 		close(proc_fds);
 	proc_fds = -1;
+	dir_paths_free();
 }
 
 /* The host path of fd, by /proc/self/fd/N (the kernel's own name for it:
@@ -108,18 +112,119 @@ static void put_path(char *path, size_t len, const char *prefix, const char *res
 	path[p + r] = '\0';
 }
 
+/*
+ * Directory paths, reused: an editor's save (create in D, rename in D) or
+ * a tree of creates asks for the same directory again and again, and each
+ * readlinkat was a third of the audit's cost.  A directory's path changes
+ * only when it or a directory above it moves; the epoch changes whenever
+ * one may have: each rename or rmdir through the mount (at its start and
+ * its end; none is used while one is going), and each directory moved or
+ * removed outside it, as the workspace watcher sees it (the same moment
+ * the mount's own caches learn of it).  Without the watcher (no inotify,
+ * a directory it could not watch) nothing is reused.  Node ids are never
+ * reused, so a slot can only be stale by its epoch.
+ */
+#define DIR_PATH_SLOTS 64
+static struct {
+	pthread_mutex_t mu; /* a leaf: taken under ws.lock, or alone */
+	uint64_t epoch;
+	unsigned moving; /* renames and rmdirs through the mount going now */
+	struct dir_path {
+		uint64_t id, epoch;
+		char *path; /* "workspace/a/b" */
+	} slot[DIR_PATH_SLOTS];
+} dirs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+void ws_where_moves_begin(void)
+{
+	pthread_mutex_lock(&dirs.mu);
+	dirs.moving++;
+	dirs.epoch++;
+	pthread_mutex_unlock(&dirs.mu);
+}
+
+void ws_where_moves_end(void)
+{
+	pthread_mutex_lock(&dirs.mu);
+	dirs.moving--;
+	dirs.epoch++;
+	pthread_mutex_unlock(&dirs.mu);
+}
+
+void ws_where_moved(void)
+{
+	pthread_mutex_lock(&dirs.mu);
+	dirs.epoch++;
+	pthread_mutex_unlock(&dirs.mu);
+}
+
+/* Copies the path kept for directory id into path: true, or false with
+ * *epoch the epoch a path found now may be kept under (*usable: at all). */
+static bool dir_path_kept(uint64_t id, char *path, size_t len, uint64_t *epoch, bool *usable)
+{
+	bool hit = false;
+	*usable = __atomic_load_n(&ws.coherent, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&dirs.mu);
+	*usable = *usable && !dirs.moving;
+	*epoch = dirs.epoch;
+	struct dir_path *d = &dirs.slot[id % DIR_PATH_SLOTS];
+	if (*usable && d->path && d->id == id && d->epoch == dirs.epoch) {
+		size_t l = strlen(d->path);
+		if (l < len) {
+			memcpy(path, d->path, l + 1);
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&dirs.mu);
+	return hit;
+}
+
+/* Keeps path for directory id, if nothing may have moved since epoch. */
+static void dir_path_keep(uint64_t id, uint64_t epoch, const char *path)
+{
+	char *copy = strdup(path), *old = NULL;
+	pthread_mutex_lock(&dirs.mu);
+	struct dir_path *d = &dirs.slot[id % DIR_PATH_SLOTS];
+	if (copy && !dirs.moving && dirs.epoch == epoch) {
+		old = d->path;
+		*d = (struct dir_path){.id = id, .epoch = epoch, .path = copy};
+		copy = NULL;
+	}
+	pthread_mutex_unlock(&dirs.mu);
+	free(old);
+	free(copy);
+}
+
+static void dir_paths_free(void)
+{
+	pthread_mutex_lock(&dirs.mu);
+	for (size_t i = 0; i < DIR_PATH_SLOTS; i++) {
+		free(dirs.slot[i].path);
+		dirs.slot[i] = (struct dir_path){0};
+	}
+	pthread_mutex_unlock(&dirs.mu);
+}
+
 int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 {
 	char host[4096], root[4096];
 	struct ws_node *n, *r = NULL;
+	uint64_t epoch = 0;
+	bool usable = false;
 	pthread_mutex_lock(&ws.lock);
 	n = ws_find_id_locked(SFS_INO_WS_ID(ino));
 	if (!n || n->gone || n->fd < 0) {
 		pthread_mutex_unlock(&ws.lock);
 		return -ENOENT;
 	}
-	n->users++;
 	*serial = n->serial;
+	uint64_t id = n->id;
+	bool dir = S_ISDIR(n->type);
+	if (dir && dir_path_kept(id, path, len, &epoch, &usable)) {
+		pthread_mutex_unlock(&ws.lock);
+		return 0;
+	}
+	n->users++;
 	ssize_t rl = cached_root(n->serial, root, sizeof(root));
 	if (rl < 0) {
 		struct ws_sandbox_info *info = ws_sandbox_info_locked(n->serial);
@@ -138,11 +243,15 @@ int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 	ws_put(n);
 	if (err)
 		return err;
-	if (rl >= 0 && !strcmp(host, root))
+	if (rl >= 0 && !strcmp(host, root)) {
 		put_path(path, len, "workspace", "");
-	else if (rl >= 0 && !strncmp(host, root, (size_t)rl) && host[rl] == '/')
+	} else if (rl >= 0 && !strncmp(host, root, (size_t)rl) && host[rl] == '/') {
 		put_path(path, len, "workspace", host + rl);
-	else /* renamed away meanwhile: the host's name says where it went */
+	} else { /* renamed away meanwhile: the host's name says where it went */
 		put_path(path, len, "", host);
+		return 0;
+	}
+	if (dir && usable)
+		dir_path_keep(id, epoch, path);
 	return 0;
 }

@@ -8,6 +8,7 @@ load helpers
 
 teardown() {
 	cd "$BATS_TEST_TMPDIR"
+	exec 8<&- # a directory of the mount held open by a test
 	[ -n "${FOLLOW_PID:-}" ] && kill "$FOLLOW_PID" 2>/dev/null
 	sfs_teardown
 	if [ -n "${AO_DIR:-}" ]; then
@@ -76,6 +77,40 @@ T='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{3}Z'
 	[ "$(stat -c %a "$STATE"/sandboxes/*/audit)" = 600 ]
 	cmp <(audit_now demo) "$STATE"/sandboxes/*/audit
 	[ "$(stat -c %a "$MNT/demo/audit")" = 400 ]
+}
+
+# bats test_tags=core
+@test "paths stay right when directories move: through the mount, above a directory, and outside it" {
+	sfs_mount
+	echo "new demo" >"$MNT/ctl"
+	ws="$MNT/demo/workspace"
+	mkdir -p "$ws/d" "$ws/x/y"
+	touch "$ws/d/a" "$ws/x/y/f1"
+	mv "$ws/d" "$ws/e"
+	touch "$ws/e/b"
+	mv "$ws/x" "$ws/z"
+	touch "$ws/z/y/f2"
+	rmdir "$ws/z/y" 2>/dev/null || true
+	audit_has demo "^$T [0-9]+ create workspace/d/a 0\$"
+	audit_has demo "^$T [0-9]+ rename workspace/d 0 -> workspace/e\$"
+	audit_has demo "^$T [0-9]+ create workspace/e/b 0\$"
+	audit_has demo "^$T [0-9]+ create workspace/z/y/f2 0\$"
+	audit_has demo "^$T [0-9]+ rmdir workspace/z/y ENOTEMPTY\$"
+	# moved by a run, on the host: the next line through the mount says where it is now
+	touch "$ws/p-file"
+	mkdir "$ws/p"
+	touch "$ws/p/one"
+	audit_has demo "^$T [0-9]+ create workspace/p/one 0\$"
+	# held open, so the kernel keeps the directory's inode (and the node its
+	# kept path belongs to) across the move
+	exec 8<"$ws/p"
+	echo 'exec mv p q' >"$MNT/demo/ctl"
+	timeout 20 cat "$MNT/demo/runs/1/wait" >/dev/null
+	touch "$ws/q/two"
+	exec 8<&-
+	audit_has demo "^$T [0-9]+ create workspace/q/two 0\$"
+	run grep -c "workspace/p/two" <(audit_now demo)
+	[ "$output" = 0 ]
 }
 
 # bats test_tags=core
