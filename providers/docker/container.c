@@ -494,12 +494,15 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 		    json_pack("[{s:s, s:s}]", "HostIp", "127.0.0.1", "HostPort", "0"));
 	}
 	if (dk_net_allow(spec)) {
-		/* loopback only; the proxy's directory bound in (netpolicy.c) */
+		/* loopback only; the proxy's directory bound in (netpolicy.c),
+		 * read-only: connecting to a socket needs no write access to
+		 * its filesystem, and the container's root must not plant a
+		 * symlink or fill the state disk there */
 		char dir[4200], bind[4300];
 		if (dk_net_dir(sb, dir, sizeof(dir), NULL) < 0) {
 			r = -1;
 		} else {
-			snprintf(bind, sizeof(bind), "%s:/run/sandboxfs", dir);
+			snprintf(bind, sizeof(bind), "%s:/run/sandboxfs:ro", dir);
 			r |= json_object_set_new(host, "NetworkMode", json_string("none"));
 			r |= json_object_set_new(host, "Binds", json_pack("[s]", bind));
 		}

@@ -329,8 +329,9 @@ PY
 	[[ "$output" != *REACHED* ]]
 	ctl_write "$MNT/ctl" "new da provider=docker image=$img network=allow:good.test:$PORT"
 	grep -qx 'networkPolicy true' "$MNT/da/caps"
-	run run_in da "wget -q -O - http://good.test:$PORT/; if wget -q -O - http://bad.test:$PORT/; then echo BAD-REACHED; fi; if wget -q -O - --proxy off http://$A:$PORT/; then echo AROUND; fi; test -S /run/sandboxfs/proxy.sock && echo socket"
+	run run_in da "wget -q -O - http://good.test:$PORT/; if wget -q -O - http://bad.test:$PORT/; then echo BAD-REACHED; fi; if wget -q -O - --proxy off http://$A:$PORT/; then echo AROUND; fi; test -S /run/sandboxfs/proxy.sock && echo socket; if touch /run/sandboxfs/planted; then echo PLANTED; fi"
 	[[ "$output" == *"page of good"* ]]
+	[[ "$output" != *PLANTED* ]]
 	[[ "$output" != *BAD-REACHED* ]]
 	[[ "$output" != *AROUND* ]]
 	[[ "$output" == *socket* ]]
