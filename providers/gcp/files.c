@@ -11,7 +11,8 @@
  * A symlink is an empty object with metadata gcsfuse_symlink_target (what
  * Cloud Run's Cloud Storage volumes, gcsfuse, write and read).
  * A listing is one objects.list call per directory (per 1000 entries) with
- * delimiter "/" and fields=items(name,size,updated,metadata),prefixes: the
+ * delimiter "/", includeTrailingDelimiter (sub-directories' markers come as
+ * items too) and fields=items(name,size,updated,metadata),prefixes: the
  * metadata comes along, so it carries the stored modes.  stat is one GET
  * of the object's metadata, and for a directory one list of "path/".
  */
@@ -140,7 +141,7 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	for (size_t i = 0; !rc && i < l.nobjs; i++) {
 		const char *name = l.objs[i].name + pl;
 		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-			continue; /* the directory's own marker */
+			continue; /* the directory's own marker, a sub-directory's */
 		if (!((*ents)[*n].name = strdup(name)) ||
 		    fill_stat(&(*ents)[*n].st, false, &l.objs[i])) {
 			free((*ents)[*n].name);
@@ -158,9 +159,13 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 			rc = oom(err);
 			break;
 		}
-		/* a sub-directory's own mode is on its marker, which a delimited
-		 * list does not show: 0755 until it is looked up */
-		fill_stat(&(*ents)[*n].st, true, NULL);
+		/* a sub-directory's mode is on its marker, which the list
+		 * includes (includeTrailingDelimiter) when there is one */
+		const struct gcs_obj *marker = NULL;
+		for (size_t j = 0; !marker && j < l.nobjs; j++)
+			if (!strcmp(l.objs[j].name, l.prefixes[i]))
+				marker = &l.objs[j];
+		fill_stat(&(*ents)[*n].st, true, marker);
 		(*n)++;
 	}
 	if (rc) {

@@ -160,8 +160,8 @@ int gcs_list(const char *bucket, const char *prefix, bool delim, size_t max, str
 		    rc || (token && !et)
 			? NULL
 			: url_of("/storage/v1/b/%s/o?prefix=%s%s&maxResults=%zu&fields=%s%s%s", eb,
-				 ep, delim ? "&delimiter=%2F" : "", page, LIST_FIELDS,
-				 et ? "&pageToken=" : "", et ? et : "");
+				 ep, delim ? "&delimiter=%2F&includeTrailingDelimiter=true" : "",
+				 page, LIST_FIELDS, et ? "&pageToken=" : "", et ? et : "");
 		free(et);
 		free(token);
 		token = NULL;

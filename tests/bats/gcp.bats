@@ -270,6 +270,7 @@ teardown() {
 	W="$MNT/w1/workspace"
 	echo hello >"$W/a.txt"
 	mkdir "$W/d"
+	mkdir -m 0750 "$W/private"
 	printf 'x%.0s' $(seq 1 100) >"$W/d/b.txt"
 	echo '#!/bin/sh' >"$W/run.sh"
 	chmod 0750 "$W/run.sh"
@@ -289,9 +290,13 @@ teardown() {
 	gcp_mount
 	W="$MNT/w1/workspace"
 	before=$(gcp_stat by_route/GET\ list)
-	[ "$(ls "$W" | tr '\n' ' ')" = "a.txt d run.sh " ]
-	[ "$(stat -c %a "$W/run.sh")" = 750 ]
+	objs=$(gcp_stat by_route/GET\ object)
+	# one listing shows the files' and the sub-directories' stored modes
+	[ "$(ls -l "$W" | awk 'NR > 1 { print $1, $NF }' | tr '\n' ' ')" = \
+		"-rw-r--r-- a.txt drwxr-xr-x d drwxr-x--- private -rwxr-x--- run.sh " ]
 	[ "$(( $(gcp_stat by_route/GET\ list) - before ))" -le 2 ]
+	[ "$(gcp_stat by_route/GET\ object)" = "$objs" ]
+	rmdir "$W/private"
 	[ "$(cat "$W/run.sh")" = '#!/bin/sh' ]
 	mv "$W/a.txt" "$W/d/c.txt"
 	[ -z "$(gcs_obj w1/a.txt size)" ]

@@ -195,7 +195,8 @@ class Handler(sfs_emu.Handler):
                 STATS["fields"] = q.get("fields", "")
             start = Store.token_start(q["pageToken"]) if q.get("pageToken") else ""
             out = STORE.list(bucket, q.get("prefix", ""), q.get("delimiter", ""), start,
-                             min(int(q.get("maxResults") or 1000), 1000))
+                             min(int(q.get("maxResults") or 1000), 1000),
+                             q.get("includeTrailingDelimiter") == "true")
             return self.json(200, apply_fields(out, q.get("fields", "")))
         if len(parts) >= 4 and parts[2] == "o":
             name = urllib.parse.unquote(parts[3])

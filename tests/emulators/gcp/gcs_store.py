@@ -163,7 +163,8 @@ class Store:
 
     # ---- list ---------------------------------------------------------------
 
-    def list(self, b, prefix="", delimiter="", page_token="", max_results=1000):
+    def list(self, b, prefix="", delimiter="", page_token="", max_results=1000,
+             include_trailing=False):
         names = [n for n in self.names(b) if n.startswith(prefix)]
         items, prefixes = [], []
         seen = set()
@@ -185,6 +186,12 @@ class Store:
                 prefixes.append(p)
                 last = p + "\U0010ffff"  # skip the rest of this prefix on the next page
                 count += 1
+                if include_trailing and n == p:
+                    # includeTrailingDelimiter: the marker's metadata comes along
+                    try:
+                        items.append(self.resource(b, n))
+                    except GcsError:
+                        pass
                 continue
             if count >= max_results:
                 next_token = last
