@@ -184,14 +184,21 @@ static void add_note(struct cmp *c, const char *rel, const struct stat *st, cons
 
 static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir, const struct stat *st);
 
-/* Walks the directory name (a tree in the snapshot too, st its stat) now,
- * or queues it for any thread when the walk is threaded and the stack has
- * room. */
+/* Walks the directory name (a tree in the snapshot too) now, or queues it
+ * for any thread when the walk is threaded and the stack has room. */
 static int cmp_subdir(struct cmp *c, int dirfd, const char *name, const char *rel,
-		      const struct mf_ent *e, const struct stat *st)
+		      const struct mf_ent *e)
 {
 	int fd =
 	    e->sub < 0 ? -1 : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* the stat of what was opened (not of the name a moment before): what
+	 * the stat cache may say of this directory must be what is read */
+	struct stat dst;
+	if (fd >= 0 && fstat(fd, &dst) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	const struct stat *st = &dst;
 	if (fd < 0)
 		return paths_add(&c->out, rel); /* let the diff writer say what it is */
 	struct walk *w = c->w;
@@ -233,7 +240,7 @@ static int cmp_entry(struct cmp *c, int dirfd, const char *name, const char *rel
 	if (!e || e->mode != fm)
 		return paths_add(&c->out, rel);
 	if (fm == GIT_FILEMODE_TREE)
-		return cmp_subdir(c, dirfd, name, rel, e, &st);
+		return cmp_subdir(c, dirfd, name, rel, e);
 	git_oid oid;
 	bool hashed;
 	if (file_oid(c, dirfd, name, rel, &st, &oid, &hashed) || !git_oid_equal(&oid, &e->oid))
