@@ -58,14 +58,18 @@ new_iso() {
 	ctl_write "$MNT/ctl" "new $1 provider=local isolation=bwrap ${2:-}"
 }
 
-# serve NAME ADDR: a static HTTP server on ADDR:$PORT whose page says NAME.
+# serve NAME ADDR [CMD...]: a static HTTP server on ADDR:$PORT whose page
+# says NAME, or CMD (a server of the caller's on ADDR:$PORT) run in the
+# same directory, $BATS_TEST_TMPDIR/www-NAME.
 serve() {
-	mkdir -p "$BATS_TEST_TMPDIR/www-$1"
-	echo "page of $1" >"$BATS_TEST_TMPDIR/www-$1/index.html"
-	(cd "$BATS_TEST_TMPDIR/www-$1" && exec python3 -m http.server "$PORT" --bind "$2" \
-		>"$BATS_TEST_TMPDIR/www-$1.log" 2>&1 3>&-) &
+	local name=$1 addr=$2
+	shift 2
+	[ $# -gt 0 ] || set -- python3 -m http.server "$PORT" --bind "$addr"
+	mkdir -p "$BATS_TEST_TMPDIR/www-$name"
+	echo "page of $name" >"$BATS_TEST_TMPDIR/www-$name/index.html"
+	(cd "$BATS_TEST_TMPDIR/www-$name" && exec "$@" >"$BATS_TEST_TMPDIR/www-$name.log" 2>&1 3>&-) &
 	echo $! >>"$BATS_TEST_TMPDIR/servers.pids"
-	wait_for curl -sf -o /dev/null "http://$2:$PORT/"
+	wait_for curl -sf -o /dev/null "http://$addr:$PORT/"
 }
 
 # Two servers on two loopback addresses of their own, the names good.test,

@@ -36,10 +36,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()
 PY
-	(cd "$BATS_TEST_TMPDIR/www-echo" && exec python3 echo.py "$1" "$PORT" \
-		>"$BATS_TEST_TMPDIR/www-echo.log" 2>&1 3>&-) &
-	echo $! >>"$BATS_TEST_TMPDIR/servers.pids"
-	wait_for curl -sf -o /dev/null "http://$1:$PORT/ready"
+	serve echo "$1" python3 echo.py "$1" "$PORT"
 }
 
 # box OPTS...: remounts with OPTS and the names good.test -> $A, evil.test
