@@ -57,10 +57,7 @@ int cf_req(const char *path, struct sfs_http_req *req, struct sfs_http_resp *res
 int cf_status_err(const char *what, const char *subject, struct sfs_http_resp *resp,
 		  struct sfs_err *err)
 {
-	char text[512];
-	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
-	return sfs_errf(err, sfs_http_status_errno(resp->status), "cloudflare: %s %s: HTTP %ld%s%s",
-			what, subject, resp->status, text[0] ? ": " : "", text);
+	return sfs_http_status_errf(err, resp, "cloudflare: %s %s", what, subject);
 }
 
 int cf_call(const char *method, const char *path, json_t **out, struct sfs_err *err)

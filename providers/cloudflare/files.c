@@ -85,24 +85,20 @@ static int file_route(struct sfs_sandbox *sb, const char *rel, char *buf, size_t
 	return cf_sb_begin(sb, suffix, buf, len, err);
 }
 
+static int bridge_req(void *ctx, const char *route, struct sfs_http_req *req,
+		      struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	(void)ctx;
+	return cf_req(route, req, resp, err);
+}
+
 /* A GET or POST whose 2xx body goes to fd (from offset 0). */
 static int fetch_to_fd(const char *method, const char *route, const char *what, const char *subject,
 		       int fd, struct sfs_err *err)
 {
-	struct sfs_http_fd s = {.fd = fd};
-	struct sfs_http_req req = {.method = method,
-				   .sink = sfs_http_fd_sink,
-				   .sink_reset = sfs_http_fd_rewind,
-				   .sink_arg = &s,
-				   .retry_unsafe = true}; /* reads */
-	struct sfs_http_resp resp;
-	int r = cf_req(route, &req, &resp, err);
-	if (r)
-		return r;
-	if (resp.status < 200 || resp.status >= 300)
-		r = cf_status_err(what, subject, &resp, err);
-	sfs_http_resp_free(&resp);
-	return r;
+	struct sfs_http_req req = {.method = method, .retry_unsafe = true}; /* reads */
+	return sfs_http_download_fd(bridge_req, NULL, route, &req, fd, err, "cloudflare: %s %s",
+				    what, subject);
 }
 
 int cf_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)

@@ -106,13 +106,16 @@ int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	return r ? sfs_errf(err, r, "out of memory") : 0;
 }
 
-static int status_err(struct sfs_sandbox *sb, const char *what, const char *path,
-		      struct sfs_http_resp *resp, struct sfs_err *err)
+static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,
+		      struct sfs_err *err)
 {
-	char text[512];
-	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
-	return sfs_errf(err, sfs_http_status_errno(resp->status), "daytona: %s %s: HTTP %ld%s%s",
-			what, path[0] ? path : "/", resp->status, text[0] ? ": " : "", text);
+	return sfs_http_status_errf(err, resp, "daytona: %s %s", what, path[0] ? path : "/");
+}
+
+static int toolbox(void *sb, const char *route, struct sfs_http_req *req,
+		   struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	return dt_toolbox_req(sb, route, req, resp, err);
 }
 
 int dt_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
@@ -124,19 +127,10 @@ int dt_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err 
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	free(p);
-	struct sfs_http_fd s = {.fd = fd};
-	struct sfs_http_req req = {.method = "GET",
-				   .sink = sfs_http_fd_sink,
-				   .sink_reset = sfs_http_fd_rewind,
-				   .sink_arg = &s};
-	struct sfs_http_resp resp;
-	int r = dt_toolbox_req(sb, q, &req, &resp, err);
+	struct sfs_http_req req = {.method = "GET"};
+	int r = sfs_http_download_fd(toolbox, sb, q, &req, fd, err, "daytona: download %s",
+				     path[0] ? path : "/");
 	free(q);
-	if (r)
-		return r;
-	if (resp.status < 200 || resp.status >= 300)
-		r = status_err(sb, "download", path, &resp, err);
-	sfs_http_resp_free(&resp);
 	return r;
 }
 
@@ -149,7 +143,7 @@ static int post_query(struct sfs_sandbox *sb, const char *what, const char *path
 	if (r)
 		return r;
 	if (resp.status < 200 || resp.status >= 300)
-		r = status_err(sb, what, path, &resp, err);
+		r = status_err(what, path, &resp, err);
 	sfs_http_resp_free(&resp);
 	return r;
 }
@@ -190,7 +184,7 @@ int dt_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	if (r)
 		return r;
 	if (resp.status < 200 || resp.status >= 300)
-		r = status_err(sb, "upload", path, &resp, err);
+		r = status_err("upload", path, &resp, err);
 	sfs_http_resp_free(&resp);
 	/* uploads create files 0644; anything else needs a chmod */
 	if (!r && (mode & 07777) != 0644 && mode)
@@ -230,7 +224,7 @@ int dt_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_
 	if (r)
 		return r;
 	if (resp.status < 200 || resp.status >= 300) {
-		r = status_err(sb, dir ? "rmdir" : "unlink", path, &resp, err);
+		r = status_err(dir ? "rmdir" : "unlink", path, &resp, err);
 		if (dir && strcasestr(err->msg, "not empty"))
 			r = sfs_errf(err, -ENOTEMPTY, "daytona: rmdir %s: directory not empty",
 				     path);

@@ -132,18 +132,10 @@ int e2b_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	return r ? sfs_errf(err, r, "out of memory") : 0;
 }
 
-static int status_err(struct sfs_sandbox *sb, const char *what, const char *path,
-		      struct sfs_http_resp *resp, struct sfs_err *err)
+static int envd(void *sb, const char *route, struct sfs_http_req *req, struct sfs_http_resp *resp,
+		struct sfs_err *err)
 {
-	char text[512];
-	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
-	int code = sfs_http_status_errno(resp->status);
-	if (resp->status == 400 && strcasestr(text, "is a directory"))
-		code = -EISDIR;
-	else if (resp->status == 507)
-		code = -ENOSPC;
-	return sfs_errf(err, code, "e2b: %s %s in %s: HTTP %ld%s%s", what, path[0] ? path : "/",
-			sb->name, resp->status, text[0] ? ": " : "", text);
+	return e2b_envd_req(sb, route, req, resp, err);
 }
 
 /* "/files?path=ABS" for rel. */
@@ -164,19 +156,10 @@ int e2b_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err
 	char *q = files_query(sb, path);
 	if (!q)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_http_fd s = {.fd = fd};
-	struct sfs_http_req req = {.method = "GET",
-				   .sink = sfs_http_fd_sink,
-				   .sink_reset = sfs_http_fd_rewind,
-				   .sink_arg = &s};
-	struct sfs_http_resp resp;
-	int r = e2b_envd_req(sb, q, &req, &resp, err);
+	struct sfs_http_req req = {.method = "GET"};
+	int r = sfs_http_download_fd(envd, sb, q, &req, fd, err, "e2b: read %s in %s",
+				     path[0] ? path : "/", sb->name);
 	free(q);
-	if (r)
-		return r;
-	if (resp.status < 200 || resp.status >= 300)
-		r = status_err(sb, "read", path, &resp, err);
-	sfs_http_resp_free(&resp);
 	return r;
 }
 
@@ -229,7 +212,8 @@ int e2b_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, 
 	if (r)
 		return r;
 	if (resp.status < 200 || resp.status >= 300)
-		r = status_err(sb, "write", path, &resp, err);
+		r = sfs_http_status_errf(err, &resp, "e2b: write %s in %s", path[0] ? path : "/",
+					 sb->name);
 	sfs_http_resp_free(&resp);
 	/* uploads make files 0644 and keep an existing file's mode */
 	if (!r && mode && (mode & 07777) != 0644)

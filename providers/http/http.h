@@ -89,6 +89,26 @@ struct sfs_http_fd {
 int sfs_http_fd_sink(const void *data, size_t len, void *arg);
 int sfs_http_fd_rewind(void *arg);
 
+/* A provider's transport: makes req (a path or route relative to its API,
+ * its base URL and auth added) for ctx (its sandbox, or NULL). */
+typedef int sfs_http_perform_fn(void *ctx, const char *route, struct sfs_http_req *req,
+				struct sfs_http_resp *resp, struct sfs_err *err);
+
+/* A non-2xx response as an error: the status's errno (-EISDIR for a 400
+ * that says "is a directory"; -EIO when the status maps to none) and
+ * "WHAT: HTTP N: message", WHAT from fmt (e.g. "daytona: read %s"). */
+int sfs_http_status_errf(struct sfs_err *err, const struct sfs_http_resp *resp, const char *fmt,
+			 ...) __attribute__((format(printf, 3, 4)));
+
+/* The download every fs_read makes: req (method, body, retry_unsafe set by
+ * the caller; its sink fields are set here) made by perform(ctx, route),
+ * its 2xx body written into fd from offset 0 (truncated and written again
+ * on a retry).  0, perform's error, or sfs_http_status_errf(fmt, ...) of a
+ * non-2xx answer. */
+int sfs_http_download_fd(sfs_http_perform_fn *perform, void *ctx, const char *route,
+			 struct sfs_http_req *req, int fd, struct sfs_err *err, const char *fmt,
+			 ...) __attribute__((format(printf, 7, 8)));
+
 /* Like sfs_http_do, then maps a non-2xx status to an errno with the
  * server's message; *out (may be NULL) gets the parsed JSON body or NULL. */
 int sfs_http_json(const struct sfs_http_req *req, long *status, json_t **out, struct sfs_err *err);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define WRITE_MAX (16 << 20) /* the API's limit (413 beyond) */
+#define FS_PATH_MAX 4096     /* an fs route with its query */
 
 /* workspace + "/" + rel, escaped for a query value when escape. */
 static char *abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
@@ -37,29 +38,42 @@ static char *abs_path(struct sfs_sandbox *sb, const char *rel, bool escape)
 static int status_err(const char *op, const char *path, struct sfs_http_resp *resp,
 		      struct sfs_err *err)
 {
-	char msg[512];
-	sfs_http_error_text(resp->body ? resp->body : "", resp->len, msg, sizeof msg);
-	return sfs_errf(err, sfs_http_status_errno(resp->status), "sprites: %s %s: HTTP %ld: %s",
-			op, path, resp->status, msg);
+	return sfs_http_status_errf(err, resp, "sprites: %s %s", op, path);
 }
 
-/* One fs route: `route?path=ABS` (+ extra query), body raw or JSON. */
-static int fs_call(struct sfs_sandbox *sb, const char *method, const char *route, const char *rel,
-		   const char *extra, struct sfs_http_req *req, struct sfs_http_resp *resp,
-		   struct sfs_err *err)
+static int api_req(void *ctx, const char *route, struct sfs_http_req *req,
+		   struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	(void)ctx;
+	return sp_api_req(route, req, resp, err);
+}
+
+/* The path of an fs route: `route?path=ABS` (+ extra query). */
+static int fs_path(struct sfs_sandbox *sb, const char *route, const char *rel, const char *extra,
+		   char path[FS_PATH_MAX], struct sfs_err *err)
 {
 	char *p = rel ? abs_path(sb, rel, true) : NULL;
-	char *rest = NULL, path[4096];
+	char *rest = NULL;
 	if ((rel && !p) || asprintf(&rest, "/fs/%s%s%s%s", route, p ? "?path=" : "", p ? p : "",
 				    extra ? extra : "") < 0) {
 		free(p);
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	free(p);
-	sp_path(path, sizeof path, sb->id, rest);
+	sp_path(path, FS_PATH_MAX, sb->id, rest);
 	free(rest);
+	return 0;
+}
+
+/* One fs route, body raw or JSON. */
+static int fs_call(struct sfs_sandbox *sb, const char *method, const char *route, const char *rel,
+		   const char *extra, struct sfs_http_req *req, struct sfs_http_resp *resp,
+		   struct sfs_err *err)
+{
+	char path[FS_PATH_MAX];
+	int r = fs_path(sb, route, rel, extra, path, err);
 	req->method = method;
-	return sp_api_req(path, req, resp, err);
+	return r ? r : sp_api_req(path, req, resp, err);
 }
 
 static int parse_entry(json_t *o, struct sfs_rdirent *d)
@@ -203,15 +217,12 @@ int sp_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, s
 
 int sp_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
 {
-	struct sfs_http_fd t = {.fd = fd};
-	struct sfs_http_req req = {
-	    .sink = sfs_http_fd_sink, .sink_reset = sfs_http_fd_rewind, .sink_arg = &t};
-	struct sfs_http_resp resp = {0};
-	int r = fs_call(sb, "GET", "read", path, NULL, &req, &resp, err);
-	if (!r && (resp.status < 200 || resp.status > 299))
-		r = status_err("read", path, &resp, err);
-	sfs_http_resp_free(&resp);
-	return r;
+	char route[FS_PATH_MAX];
+	struct sfs_http_req req = {.method = "GET"};
+	int r = fs_path(sb, "read", path, NULL, route, err);
+	return r ? r
+		 : sfs_http_download_fd(api_req, NULL, route, &req, fd, err, "sprites: read %s",
+					path);
 }
 
 int sp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)

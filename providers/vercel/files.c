@@ -43,10 +43,15 @@ int vc_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,
 		      struct sfs_err *err)
 {
-	char text[512];
-	sfs_http_error_text(resp->body, resp->len, text, sizeof(text));
-	return sfs_errf(err, sfs_http_status_errno(resp->status), "vercel: %s %s: HTTP %ld%s%s",
-			what, path[0] ? path : "/", resp->status, text[0] ? ": " : "", text);
+	return sfs_http_status_errf(err, resp, "vercel: %s %s", what, path[0] ? path : "/");
+}
+
+/* A session route (no query, no project check). */
+static int session_req(void *ctx, const char *route, struct sfs_http_req *req,
+		       struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	(void)ctx;
+	return vc_req(route, NULL, false, req, resp, err);
 }
 
 int vc_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
@@ -60,23 +65,11 @@ int vc_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err 
 	free(abs);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_http_fd s = {.fd = fd};
-	struct sfs_http_req req = {.method = "POST",
-				   .json = body,
-				   .sink = sfs_http_fd_sink,
-				   .sink_reset = sfs_http_fd_rewind,
-				   .sink_arg = &s,
-				   .retry_unsafe = true}; /* a read */
-	struct sfs_http_resp resp;
-	r = vc_req(route, NULL, false, &req, &resp, err);
+	struct sfs_http_req req = {
+	    .method = "POST", .json = body, .retry_unsafe = true}; /* a read */
+	r = sfs_http_download_fd(session_req, NULL, route, &req, fd, err, "vercel: read %s",
+				 path[0] ? path : "/");
 	json_decref(body);
-	if (r)
-		return r;
-	if (resp.status == 404)
-		r = sfs_errf(err, -ENOENT, "vercel: read %s: no such file", path);
-	else if (resp.status < 200 || resp.status >= 300)
-		r = status_err("read", path, &resp, err);
-	sfs_http_resp_free(&resp);
 	return r;
 }
 

@@ -235,6 +235,48 @@ static void test_streaming_sink(void)
 	sfs_http_resp_free(&resp);
 }
 
+/* A transport as a provider has one: the route under this server. */
+static int perform_here(void *ctx, const char *route, struct sfs_http_req *req,
+			struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	CHECK_STREQ(ctx, "ctx");
+	req->url = at(route);
+	return sfs_http_do(req, resp, err);
+}
+
+static void test_download_fd(void)
+{
+	const char *a[] = {"!HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhel",
+			   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+			   "HTTP/1.1 404 Nope\r\nContent-Length: 18\r\n\r\n{\"message\":\"gone\"}",
+			   "HTTP/1.1 400 Bad\r\nContent-Length: 18\r\n\r\nx/ is a directory!"};
+	use(4, a);
+	char path[] = "/tmp/sfs-test-download-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	CHECK_INT(write(fd, "old longer content", 18), 18);
+	struct sfs_err err = {0};
+	struct sfs_http_req req = {.method = "GET"};
+	/* cut short, repeated: the file holds the second answer only */
+	CHECK_INT(
+	    sfs_http_download_fd(perform_here, "ctx", "/f", &req, fd, &err, "unit: read %s", "a"),
+	    0);
+	char got[64] = "";
+	CHECK_INT(pread(fd, got, sizeof(got) - 1, 0), 5);
+	CHECK_STREQ(got, "hello");
+	/* a non-2xx answer: its errno and message; the file is not touched */
+	CHECK_INT(
+	    sfs_http_download_fd(perform_here, "ctx", "/f", &req, fd, &err, "unit: read %s", "b"),
+	    -ENOENT);
+	CHECK_STREQ(err.msg, "unit: read b: HTTP 404: gone");
+	CHECK_INT(pread(fd, got, sizeof(got) - 1, 0), 5);
+	CHECK_INT(
+	    sfs_http_download_fd(perform_here, "ctx", "/f", &req, fd, &err, "unit: read %s", "x"),
+	    -EISDIR);
+	close(fd);
+}
+
 static void test_multipart(void)
 {
 	const char *a[] = {ROK};
@@ -490,7 +532,8 @@ static void setup(void)
 
 CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(test_get_retries_5xx),
 	   CHECK_CASE(test_post_not_retried_unless_safe), CHECK_CASE(test_dropped_connection),
-	   CHECK_CASE(test_streaming_sink), CHECK_CASE(test_multipart),
-	   CHECK_CASE(test_json_errors_are_redacted), CHECK_CASE(test_connection_refused),
-	   CHECK_CASE(test_connection_reuse), CHECK_CASE(test_unix_socket_and_header),
-	   CHECK_CASE(test_streamed_upload), CHECK_CASE(test_stop), CHECK_CASE(test_shutdown))
+	   CHECK_CASE(test_streaming_sink), CHECK_CASE(test_download_fd),
+	   CHECK_CASE(test_multipart), CHECK_CASE(test_json_errors_are_redacted),
+	   CHECK_CASE(test_connection_refused), CHECK_CASE(test_connection_reuse),
+	   CHECK_CASE(test_unix_socket_and_header), CHECK_CASE(test_streamed_upload),
+	   CHECK_CASE(test_stop), CHECK_CASE(test_shutdown))
