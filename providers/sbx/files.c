@@ -1,6 +1,7 @@
 /*
  * workspace/ in an sbx VM (fs/cache/ caches on top): every operation is one
- * `sbx exec` of a shell kit file script; reads come back on the exec's
+ * `sbx exec` of a shell kit file script, through the kit's ops (struct
+ * sfs_sh_exec sbx_sh) where no input goes in; reads come back on the exec's
  * stdout (its own pipe: raw bytes), writes and source trees go in on its
  * stdin (-i).
  */
@@ -69,28 +70,26 @@ static int on_path(struct sfs_sandbox *sb, const char *what, const char *script,
 	return r;
 }
 
+/* The kit's file ops and run scripts through `sbx exec` (no stdin). */
+static int sh_run(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		  int *exit, char **out, size_t *outlen, struct sfs_err *err)
+{
+	(void)bytes; /* stdout is a pipe of its own: always bytes as they are */
+	return sbx_exec(sb, c, NULL, 0, timeout_ms, exit, out, outlen, err);
+}
+
+const struct sfs_sh_exec sbx_sh = {
+    .what = "sbx", .run = sh_run, .abs_path = sbx_abs_path, .raw_stdout = true};
+
 int sbx_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
 {
-	char *out = NULL;
-	size_t len = 0;
-	int r = on_path(sb, "stat", sfs_sh_fs_stat, path, NULL, NULL, 0, &out, &len, err);
-	if (!r && (r = sfs_sh_stat_parse(out, len, st)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "sbx: stat %s: bad answer", path);
-	free(out);
-	return r;
+	return sfs_sh_xfs_stat(&sbx_sh, sb, path, st, err);
 }
 
 int sbx_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **ents, size_t *n,
 		struct sfs_err *err)
 {
-	char *out = NULL;
-	size_t len = 0;
-	int r = on_path(sb, "list", sfs_sh_fs_list, path, NULL, NULL, 0, &out, &len, err);
-	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
-		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "sbx: list %s: %s", path,
-			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
-	free(out);
-	return r;
+	return sfs_sh_xfs_list(&sbx_sh, sb, path, ents, n, err);
 }
 
 int sbx_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err *err)
@@ -164,62 +163,33 @@ int sbx_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *
 
 int sbx_fs_mkdir(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
-	char m[16];
-	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	return on_path(sb, "mkdir", sfs_sh_fs_mkdir, path, m, NULL, 0, NULL, NULL, err);
+	return sfs_sh_xfs_mkdir(&sbx_sh, sb, path, mode, err);
 }
 
 int sbx_fs_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
 {
-	return on_path(sb, dir ? "rmdir" : "unlink", dir ? sfs_sh_fs_rmdir : sfs_sh_fs_unlink, path,
-		       NULL, NULL, 0, NULL, NULL, err);
+	return sfs_sh_xfs_remove(&sbx_sh, sb, path, dir, err);
 }
 
 int sbx_fs_rename(struct sfs_sandbox *sb, const char *from, const char *to, struct sfs_err *err)
 {
-	char *b = sbx_abs_path(sb, to);
-	if (!b)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	int r = on_path(sb, "rename", sfs_sh_fs_rename, from, b, NULL, 0, NULL, NULL, err);
-	free(b);
-	return r;
+	return sfs_sh_xfs_rename(&sbx_sh, sb, from, to, err);
 }
 
 int sbx_fs_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
 {
-	char m[16];
-	snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-	return on_path(sb, "chmod", sfs_sh_fs_chmod, path, m, NULL, 0, NULL, NULL, err);
+	return sfs_sh_xfs_chmod(&sbx_sh, sb, path, mode, err);
 }
 
 int sbx_fs_symlink(struct sfs_sandbox *sb, const char *target, const char *path,
 		   struct sfs_err *err)
 {
-	return on_path(sb, "symlink", sfs_sh_fs_symlink, path, target, NULL, 0, NULL, NULL, err);
+	return sfs_sh_xfs_symlink(&sbx_sh, sb, target, path, err);
 }
 
 int sbx_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 		     int (*on_file)(const char *path, const void *data, size_t len, void *arg),
 		     void *arg, struct sfs_err *err)
 {
-	char *ws = sbx_abs_path(sb, "");
-	if (!ws)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
-	free(ws);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	r = sbx_exec(sb, &c, NULL, 0, 0, &code, &out, &len, err);
-	sfs_sh_cmd_free(&c);
-	if (!r && code)
-		r = sfs_errf(err, sfs_sh_fs_errno(code), "sbx: bulk read of %zu files: exit %d", n,
-			     code);
-	if (!r)
-		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
-	free(out);
-	return r;
+	return sfs_sh_xread_many(&sbx_sh, sb, paths, n, on_file, arg, err);
 }

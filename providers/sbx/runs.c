@@ -69,52 +69,17 @@ int sbx_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 {
 	char dir[256];
 	sbx_run_dir(sb, run, dir, sizeof(dir));
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, dir, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = sbx_exec(sb, &c, NULL, 0, poll_ms(), &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (!r)
-		r = sfs_sh_status_apply(out, run, "sbx", err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_refresh(&sbx_sh, sb, dir, run, poll_ms(), err);
 }
 
 ssize_t sbx_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			 size_t max, struct sfs_err *err)
 {
-	if (max > READ_MAX)
-		max = READ_MAX;
 	char file[300];
 	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
 	/* raw bytes: the exec's stdout is a pipe of its own, stderr apart */
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, false, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	r = sbx_exec(sb, &c, NULL, 0, poll_ms(), &code, &out, &len, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	if (code == 3 || len == 0) {
-		free(out);
-		return 0; /* no journal (yet) */
-	}
-	if (code) {
-		free(out);
-		return sfs_errf(err, -EIO, "sbx: journal read of run %d: exit %d", run->n, code);
-	}
-	if (len > max)
-		len = max;
-	memcpy(buf, out, len);
-	free(out);
-	return (ssize_t)len;
+	return sfs_sh_xjournal_read(&sbx_sh, sb, file, run->n, off, buf,
+				    max > READ_MAX ? READ_MAX : max, poll_ms(), err);
 }
 
 int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
@@ -122,20 +87,5 @@ int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 {
 	char dir[256];
 	sbx_run_dir(sb, run, dir, sizeof(dir));
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_kill(&c, dir, sig, escalate, 2000, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = sbx_exec(sb, &c, NULL, 0, 0, &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (!r) {
-		size_t l = out ? strlen(out) : 0;
-		while (l && (out[l - 1] == '\n' || out[l - 1] == ' '))
-			out[--l] = '\0'; /* the script's one word, without its newline */
-		r = sfs_sh_kill_answer(out ? out : "", run->n, err);
-	}
-	free(out);
-	return r;
+	return sfs_sh_xrun_kill(&sbx_sh, sb, dir, run->n, sig, escalate, 2000, 0, err);
 }

@@ -78,6 +78,9 @@ int sbx_exec_n(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, const void *i
 long sbx_timeout_ms(void);
 /* workspace + "/" + rel, malloc'd. */
 char *sbx_abs_path(struct sfs_sandbox *sb, const char *rel);
+/* The shell kit's file ops and run scripts through sbx_exec (files.c). */
+struct sfs_sh_exec;
+extern const struct sfs_sh_exec sbx_sh;
 
 /* ---- runs.c --------------------------------------------------------------- */
 

@@ -2,8 +2,8 @@
  * The fs_* ops of a provider whose API has no route for them, as the kit's
  * file scripts (fs.c) run through the provider's own exec (struct
  * sfs_sh_exec): stat, list, chmod, mkdir, remove, rename, symlink, one call
- * each; and a polled run's status and journal reads.  Shared by vercel and
- * cloudflare.
+ * each; and a polled run's status, journal reads and kill.  Shared by
+ * vercel, cloudflare and sbx.
  */
 #include "sh.h"
 
@@ -142,22 +142,28 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 			     const char *journal, int n, off_t off, void *buf, size_t max,
 			     long timeout_ms, struct sfs_err *err)
 {
-	/* base64-framed by the read script itself: any bytes over any transport */
+	/* base64-framed by the read script itself (any bytes over any
+	 * transport) unless stdout carries bytes as they are */
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, journal, off, max, true, err);
+	int r = sfs_sh_read(&c, journal, off, max, !x->raw_stdout, err);
 	if (r)
 		return r;
 	int code = 0;
 	char *out = NULL;
-	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
+	size_t len = 0;
+	r = x->run(sb, &c, x->raw_stdout, timeout_ms, &code, &out, &len, err);
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
-	if (code == 3) {
+	if (code == 3 || (x->raw_stdout && !len)) {
 		free(out);
 		return 0; /* no journal (yet) */
 	}
-	long got = code ? -EIO : sfs_sh_read_decode(out, buf, max);
+	long got = -EIO;
+	if (!code && x->raw_stdout)
+		memcpy(buf, out, (size_t)(got = (long)(len < max ? len : max)));
+	else if (!code)
+		got = sfs_sh_read_decode(out, buf, max);
 	free(out);
 	if (got == -ENOMEM)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -165,6 +171,27 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 		return sfs_errf(err, -EIO, "%s: journal read of run %d: bad answer (exit %d)",
 				x->what, n, code);
 	return got;
+}
+
+int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir, int n,
+		     int sig, bool escalate, int grace_ms, long timeout_ms, struct sfs_err *err)
+{
+	struct sfs_sh_cmd c;
+	int r = sfs_sh_kill(&c, rundir, sig, escalate, grace_ms, err);
+	if (r)
+		return r;
+	int code = 0;
+	char *out = NULL;
+	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
+	sfs_sh_cmd_free(&c);
+	if (!r) {
+		size_t l = out ? strlen(out) : 0;
+		while (l && (out[l - 1] == '\n' || out[l - 1] == ' '))
+			out[--l] = '\0'; /* the script's one word, without its newline */
+		r = sfs_sh_kill_answer(out ? out : "", n, err);
+	}
+	free(out);
+	return r;
 }
 
 int sfs_sh_xread_many(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *const *paths,

@@ -170,6 +170,9 @@ struct sfs_sh_exec {
 		   int *exit, char **out, size_t *outlen, struct sfs_err *err);
 	/* workspace + "/" + rel, malloc'd */
 	char *(*abs_path)(struct sfs_sandbox *sb, const char *rel);
+	/* stdout comes back apart from stderr, byte for byte: journal reads
+	 * need no base64 */
+	bool raw_stdout;
 };
 /* The provider ops of the same names (provider.h), paths relative to the
  * workspace, each one script in one call; a script's failure is its errno
@@ -189,14 +192,17 @@ int sfs_sh_xfs_rename(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const
 int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *target,
 		       const char *path, struct sfs_err *err);
 
-/* A run's status (sfs_sh_status, then sfs_sh_status_apply) and a bounded
- * journal read (sfs_sh_read base64-framed; 0 when there is no journal yet)
- * through x, each one call within timeout_ms. */
+/* A run's status (sfs_sh_status, then sfs_sh_status_apply), a bounded
+ * journal read (sfs_sh_read, base64-framed unless x->raw_stdout; 0 when
+ * there is no journal yet) and a kill (sfs_sh_kill, then
+ * sfs_sh_kill_answer) through x, each one call within timeout_ms. */
 int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
 			struct sfs_run *run, long timeout_ms, struct sfs_err *err);
 ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb,
 			     const char *journal, int n, off_t off, void *buf, size_t max,
 			     long timeout_ms, struct sfs_err *err);
+int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir, int n,
+		     int sig, bool escalate, int grace_ms, long timeout_ms, struct sfs_err *err);
 
 /* fs_read_many: the bulk tar below through x, one call. */
 int sfs_sh_xread_many(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *const *paths,
