@@ -246,3 +246,12 @@ bool sfs_sandbox_known(const struct sfs_provider *p, const char *key)
 {
 	return sandbox_lookup && sandbox_lookup(p, key);
 }
+
+void sfs_sb_delete_snapshots(struct sfs_sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nsnapshots; i++) {
+		struct sfs_err e = {0};
+		if (sb->provider->ops->snapshot_delete(sb, sb->snapshots[i].id, &e))
+			sfs_log(SFS_LOG_WARN, "%s: %s", sb->name, e.msg);
+	}
+}

@@ -368,6 +368,10 @@ void sfs_sb_set_failed(struct sfs_sandbox *sb, const char *msg);
  * changed).  Only the op holder calls it. */
 int sfs_sb_snapshot_adopt(struct sfs_sandbox *sb, const char *id, const char *label,
 			  int64_t created);
+/* Deletes every snapshot sb lists through its provider's snapshot_delete,
+ * a failure a warning only: what destroy does last where snapshots outlive
+ * the sandbox.  Only the op holder calls it. */
+void sfs_sb_delete_snapshots(struct sfs_sandbox *sb);
 /* Whether a sandbox of provider p with local key `key` is in the tree (its
  * owner, ctl/tree.c, installs the lookup at startup). */
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);

@@ -212,17 +212,6 @@ static int dt_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	return r;
 }
 
-static void delete_snapshots(struct sfs_sandbox *sb)
-{
-	for (size_t i = 0; i < sb->nsnapshots; i++) {
-		char path[512];
-		struct sfs_err err = {0};
-		snprintf(path, sizeof(path), "/snapshots/%s", sb->snapshots[i].id);
-		if (dt_api("DELETE", path, NULL, NULL, NULL, &err) && err.code != -ENOENT)
-			sfs_log(SFS_LOG_WARN, "%s: %s", sb->name, err.msg);
-	}
-}
-
 static int dt_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	if (!sb->id)
@@ -233,7 +222,7 @@ static int dt_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (r == -ENOENT)
 		r = 0; /* already gone is what we wanted */
 	if (!r)
-		delete_snapshots(sb);
+		sfs_sb_delete_snapshots(sb);
 	return r;
 }
 

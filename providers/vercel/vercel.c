@@ -346,11 +346,8 @@ static int vc_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 		r = vc_call("DELETE", path, NULL, true, NULL, NULL, err);
 	if (r == -ENOENT)
 		r = 0; /* already gone is what we wanted */
-	for (size_t i = 0; !r && i < sb->nsnapshots; i++) {
-		struct sfs_err e = {0};
-		if (vc_snapshot_delete(sb, sb->snapshots[i].id, &e))
-			sfs_log(SFS_LOG_WARN, "%s: %s", sb->name, e.msg);
-	}
+	if (!r)
+		sfs_sb_delete_snapshots(sb);
 	return r;
 }
 
