@@ -87,52 +87,32 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	return 0;
 }
 
+/* The kit's run scripts through process/execute (its output folds stderr
+ * in: journals come base64-framed). */
+static int sh_run(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		  int *exit, char **out, size_t *outlen, struct sfs_err *err)
+{
+	(void)bytes;
+	int r = dt_exec_cmd(sb, c, timeout_ms, exit, out, err);
+	if (!r && outlen)
+		*outlen = *out ? strlen(*out) : 0;
+	return r;
+}
+
+static const struct sfs_sh_exec dt_sh = {.what = "daytona", .run = sh_run};
+
 int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof(dir));
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, dir, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = dt_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	r = sfs_sh_status_apply(out, run, "daytona", err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_refresh(&dt_sh, sb, dir, run, poll_timeout_ms(), err);
 }
 
 ssize_t dt_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	if (max > READ_MAX)
-		max = READ_MAX;
 	char file[300];
 	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	/* base64 keeps stderr the API folds into the output out of the bytes */
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, true, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = dt_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	if (code == 3) {
-		free(out);
-		return 0; /* no journal (yet) */
-	}
-	long n = sfs_sh_read_decode(out, buf, max);
-	free(out);
-	if (n == -ENOMEM)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	if (n < 0)
-		return sfs_errf(err, -EIO, "daytona: journal read of run %d: bad answer", run->n);
-	return n;
+	return sfs_sh_xjournal_read(&dt_sh, sb, file, run->n, off, buf,
+				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
 }

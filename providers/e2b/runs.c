@@ -112,56 +112,32 @@ int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	return 0;
 }
 
+/* The kit's run scripts through envd's process Start (stdout apart from
+ * stderr: journals need no base64). */
+static int sh_run(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		  int *exit, char **out, size_t *outlen, struct sfs_err *err)
+{
+	(void)bytes;
+	return e2b_exec_cmd(sb, c, timeout_ms, exit, out, outlen, err);
+}
+
+static const struct sfs_sh_exec e2b_sh = {
+    .what = "e2b", .run = sh_run, .abs_path = e2b_abs_path, .raw_stdout = true};
+
 int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
 	e2b_run_dir(sb, run, dir, sizeof(dir));
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, dir, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = e2b_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	r = sfs_sh_status_apply(out, run, "e2b", err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_refresh(&e2b_sh, sb, dir, run, poll_timeout_ms(), err);
 }
 
 ssize_t e2b_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			 size_t max, struct sfs_err *err)
 {
-	if (max > READ_MAX)
-		max = READ_MAX;
 	char file[300];
 	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	/* stdout comes apart from stderr here: the bytes need no framing */
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, false, err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	r = e2b_exec_cmd(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
-	sfs_sh_cmd_free(&c);
-	if (r)
-		return r;
-	ssize_t n = 0;
-	if (code == 3)
-		n = 0; /* no journal (yet) */
-	else if (code != 0)
-		n = sfs_errf(err, -EIO, "e2b: journal read of run %d: exit %d", run->n, code);
-	else if (len > max)
-		n = sfs_errf(err, -EIO, "e2b: journal read of run %d: %zu bytes for %zu", run->n,
-			     len, max);
-	else
-		memcpy(buf, out, (n = (ssize_t)len));
-	free(out);
-	return n;
+	return sfs_sh_xjournal_read(&e2b_sh, sb, file, run->n, off, buf,
+				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
 }
 
 int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
@@ -172,22 +148,9 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 	char dir[256];
 	e2b_run_dir(sb, run, dir, sizeof(dir));
 	double g = sfs_opt_get_double("e2b.kill_grace");
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_kill(&c, dir, sig, escalate, (int)(g < 0 ? 0 : g * 1000), err);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	r = e2b_exec_cmd(sb, &c, (long)(g * 1000) + poll_timeout_ms(), &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
-	if (!r) {
-		size_t k = strlen(out); /* the answer is one word and a newline */
-		while (k && (out[k - 1] == '\n' || out[k - 1] == ' '))
-			out[--k] = '\0';
-		r = sfs_sh_kill_answer(out, run->n, err);
-	}
-	free(out);
-	return r;
+	return sfs_sh_xrun_kill(&e2b_sh, sb, dir, run->n, sig, escalate,
+				(int)(g < 0 ? 0 : g * 1000), (long)(g * 1000) + poll_timeout_ms(),
+				err);
 }
 
 static int stdin_call(struct sfs_sandbox *sb, struct sfs_run *run, const char *method,

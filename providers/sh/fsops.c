@@ -121,17 +121,24 @@ int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, cons
 	return on_path(x, sb, "symlink", sfs_sh_fs_symlink, path, target, NULL, NULL, err);
 }
 
+/* Runs a run script c (freed here) whose answer is its text output. */
+static int run_text(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_sh_cmd *c,
+		    long timeout_ms, char **out, struct sfs_err *err)
+{
+	int code = 0;
+	int r = x->run(sb, c, false, timeout_ms, &code, out, NULL, err);
+	sfs_sh_cmd_free(c);
+	return r;
+}
+
 int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
 			struct sfs_run *run, long timeout_ms, struct sfs_err *err)
 {
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, rundir, err);
-	if (r)
-		return r;
-	int code = 0;
 	char *out = NULL;
-	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
+	int r = sfs_sh_status(&c, rundir, err);
+	if (!r)
+		r = run_text(x, sb, &c, timeout_ms, &out, err);
 	if (!r)
 		r = sfs_sh_status_apply(out, run, x->what, err);
 	free(out);
@@ -151,7 +158,8 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 	int code = 0;
 	char *out = NULL;
 	size_t len = 0;
-	r = x->run(sb, &c, x->raw_stdout, timeout_ms, &code, &out, &len, err);
+	r = x->run(sb, &c, x->raw_stdout, timeout_ms, &code, &out, x->raw_stdout ? &len : NULL,
+		   err);
 	sfs_sh_cmd_free(&c);
 	if (r)
 		return r;
@@ -160,10 +168,12 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 		return 0; /* no journal (yet) */
 	}
 	long got = -EIO;
-	if (!code && x->raw_stdout)
-		memcpy(buf, out, (size_t)(got = (long)(len < max ? len : max)));
-	else if (!code)
+	if (!code && x->raw_stdout) {
+		got = (long)(len < max ? len : max);
+		memcpy(buf, out, (size_t)got);
+	} else if (!code) {
 		got = sfs_sh_read_decode(out, buf, max);
+	}
 	free(out);
 	if (got == -ENOMEM)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -177,16 +187,13 @@ int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const 
 		     int sig, bool escalate, int grace_ms, long timeout_ms, struct sfs_err *err)
 {
 	struct sfs_sh_cmd c;
-	int r = sfs_sh_kill(&c, rundir, sig, escalate, grace_ms, err);
-	if (r)
-		return r;
-	int code = 0;
 	char *out = NULL;
-	r = x->run(sb, &c, false, timeout_ms, &code, &out, NULL, err);
-	sfs_sh_cmd_free(&c);
+	int r = sfs_sh_kill(&c, rundir, sig, escalate, grace_ms, err);
+	if (!r)
+		r = run_text(x, sb, &c, timeout_ms, &out, err);
 	if (!r) {
 		size_t l = out ? strlen(out) : 0;
-		while (l && (out[l - 1] == '\n' || out[l - 1] == ' '))
+		while (l && (out[l - 1] == '\n' || out[l - 1] == '\r' || out[l - 1] == ' '))
 			out[--l] = '\0'; /* the script's one word, without its newline */
 		r = sfs_sh_kill_answer(out ? out : "", n, err);
 	}

@@ -168,7 +168,8 @@ struct sfs_sh_exec {
 	 * a failing command's stderr in err's message */
 	int (*run)(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
 		   int *exit, char **out, size_t *outlen, struct sfs_err *err);
-	/* workspace + "/" + rel, malloc'd */
+	/* workspace + "/" + rel, malloc'd; NULL where only the run functions
+	 * (sfs_sh_xrun_*, sfs_sh_xjournal_read) use x */
 	char *(*abs_path)(struct sfs_sandbox *sb, const char *rel);
 	/* stdout comes back apart from stderr, byte for byte: journal reads
 	 * need no base64 */

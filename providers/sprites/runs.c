@@ -187,49 +187,32 @@ static long run_session(struct sfs_run *run)
 	return s;
 }
 
+/* The kit's run scripts through an exec that captures (stdout is its own
+ * stream: journals need no base64). */
+static int sh_run(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes, long timeout_ms,
+		  int *exit, char **out, size_t *outlen, struct sfs_err *err)
+{
+	(void)bytes;
+	return sp_exec_capture(sb, (const char *const *)c->argv, timeout_ms, exit, out, outlen,
+			       err);
+}
+
+static const struct sfs_sh_exec sp_sh = {.what = "sprites", .run = sh_run, .raw_stdout = true};
+
 int sp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
 	run_dir(sb, run, dir, sizeof dir);
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_status(&c, dir, err);
-	int code = 0;
-	char *out = NULL;
-	if (!r)
-		r = kit(sb, &c, poll_timeout_ms(), &code, &out, NULL, err);
-	if (r)
-		return r;
-	r = sfs_sh_status_apply(out, run, "sprites", err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_refresh(&sp_sh, sb, dir, run, poll_timeout_ms(), err);
 }
 
 ssize_t sp_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	if (max > READ_MAX)
-		max = READ_MAX;
 	char file[300];
 	snprintf(file, sizeof file, "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	/* stdout is its own stream here: no base64 needed */
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_read(&c, file, off, max, false, err);
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	if (!r)
-		r = kit(sb, &c, poll_timeout_ms(), &code, &out, &len, err);
-	if (r)
-		return r;
-	if (code == 3) {
-		free(out);
-		return 0;
-	}
-	if (len > max)
-		len = max;
-	memcpy(buf, out, len);
-	free(out);
-	return (ssize_t)len;
+	return sfs_sh_xjournal_read(&sp_sh, sb, file, run->n, off, buf,
+				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
 }
 
 int sp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
@@ -238,20 +221,8 @@ int sp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escal
 	char dir[256];
 	run_dir(sb, run, dir, sizeof dir);
 	int grace = (int)(sfs_opt_get_double("sprites.kill_grace") * 1000);
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_kill(&c, dir, sig, escalate, grace, err);
-	int code = 0;
-	char *out = NULL;
-	if (!r)
-		r = kit(sb, &c, poll_timeout_ms() + grace, &code, &out, NULL, err);
-	if (r)
-		return r;
-	size_t l = strlen(out);
-	while (l && (out[l - 1] == '\n' || out[l - 1] == '\r'))
-		out[--l] = '\0';
-	r = sfs_sh_kill_answer(out, run->n, err);
-	free(out);
-	return r;
+	return sfs_sh_xrun_kill(&sp_sh, sb, dir, run->n, sig, escalate, grace,
+				poll_timeout_ms() + grace, err);
 }
 
 /* Attaches to the run's session and sends one binary message per chunk. */
