@@ -27,12 +27,6 @@ static const char detach_script[] =
     "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" </dev/null >/dev/null 2>&1 & "
     "else \"$@\" </dev/null >/dev/null 2>&1 & fi; echo started";
 
-/* Relative: the shell kit puts it below ${TMPDIR:-/tmp} in the sandbox. */
-static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_opt_get_double("cloudflare.poll_timeout") * 1000);
@@ -41,7 +35,7 @@ static long poll_timeout_ms(void)
 int cf_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	/* the bridge's exec has no env field: it rides along as the wrapper's arguments */
 	struct sfs_sh_run wrap = {.dir = dir,
 				  .workspace = sb->workspace ? sb->workspace : CF_WORKSPACE,
@@ -70,16 +64,12 @@ int cf_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 
 int cf_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_refresh(&cf_sh, sb, dir, run, poll_timeout_ms(), err);
+	return sfs_sh_xrun_refresh(&cf_sh, sb, run, poll_timeout_ms(), err);
 }
 
 ssize_t cf_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	return sfs_sh_xjournal_read(&cf_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
+	return sfs_sh_xjournal_read(&cf_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_timeout_ms(), err);
 }

@@ -20,12 +20,6 @@
 
 #define READ_MAX (512 * 1024)
 
-/* Relative: the shell kit puts it below ${TMPDIR:-/tmp} in the sandbox. */
-static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_opt_get_double("daytona.poll_timeout") * 1000);
@@ -46,7 +40,7 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 		return r;
 	/* the environment rides along as arguments of the wrapper */
 	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	struct sfs_kvlist env;
 	r = sfs_sb_run_env(sb, &env, err);
 	if (r)
@@ -103,16 +97,12 @@ static const struct sfs_sh_exec dt_sh = {.what = "daytona", .run = sh_run};
 
 int dt_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_refresh(&dt_sh, sb, dir, run, poll_timeout_ms(), err);
+	return sfs_sh_xrun_refresh(&dt_sh, sb, run, poll_timeout_ms(), err);
 }
 
 ssize_t dt_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	return sfs_sh_xjournal_read(&dt_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
+	return sfs_sh_xjournal_read(&dt_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_timeout_ms(), err);
 }

@@ -116,8 +116,6 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 int e2b_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const void *buf, size_t len,
 		    struct sfs_err *err);
 int e2b_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
-/* The run's directory in the sandbox (relative: below ${TMPDIR:-/tmp}). */
-void e2b_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
 
 /* ---- follow.c ------------------------------------------------------------- */
 

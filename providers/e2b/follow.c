@@ -76,7 +76,7 @@ int e2b_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, 
 	ef->sb = sb;
 	ef->f.stream = stream;
 	ef->f.what = "e2b";
-	e2b_run_dir(sb, run, ef->dir, sizeof(ef->dir));
+	sfs_sh_run_dir(sb, run, ef->dir, sizeof(ef->dir));
 	struct sfs_sh_cmd c;
 	int r = sfs_follower_token(&ef->f, err);
 	if (!r)

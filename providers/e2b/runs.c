@@ -23,11 +23,6 @@
 
 #define READ_MAX (512 * 1024)
 
-void e2b_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_opt_get_double("e2b.poll_timeout") * 1000);
@@ -76,7 +71,7 @@ static int run_envs(struct sfs_sandbox *sb, json_t **out, struct sfs_err *err)
 int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	e2b_run_dir(sb, run, dir, sizeof(dir));
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	json_t *envs = NULL;
 	int r = run_envs(sb, &envs, err);
 	if (r)
@@ -126,18 +121,14 @@ static const struct sfs_sh_exec e2b_sh = {
 
 int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	e2b_run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_refresh(&e2b_sh, sb, dir, run, poll_timeout_ms(), err);
+	return sfs_sh_xrun_refresh(&e2b_sh, sb, run, poll_timeout_ms(), err);
 }
 
 ssize_t e2b_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			 size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	return sfs_sh_xjournal_read(&e2b_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
+	return sfs_sh_xjournal_read(&e2b_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_timeout_ms(), err);
 }
 
 int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
@@ -145,12 +136,9 @@ int e2b_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 {
 	/* envd's SendSignal reaches the process it started, the wrapper, not
 	 * the command's own process group: the kit's kill signals the group */
-	char dir[256];
-	e2b_run_dir(sb, run, dir, sizeof(dir));
 	double g = sfs_opt_get_double("e2b.kill_grace");
-	return sfs_sh_xrun_kill(&e2b_sh, sb, dir, run->n, sig, escalate,
-				(int)(g < 0 ? 0 : g * 1000), (long)(g * 1000) + poll_timeout_ms(),
-				err);
+	return sfs_sh_xrun_kill(&e2b_sh, sb, run, sig, escalate, (int)(g < 0 ? 0 : g * 1000),
+				(long)(g * 1000) + poll_timeout_ms(), err);
 }
 
 static int stdin_call(struct sfs_sandbox *sb, struct sfs_run *run, const char *method,

@@ -32,7 +32,7 @@ int sbx_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, 
 	struct sbx_follower *f = calloc(1, sizeof(*f));
 	if (!f)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	sbx_run_dir(sb, run, f->dir, sizeof(f->dir));
+	sfs_sh_run_dir(sb, run, f->dir, sizeof(f->dir));
 	struct sfs_sh_cmd c;
 	int r = sfs_random_hex(f->token, 16) ? sfs_errf(err, -EIO, "random: out of entropy") : 0;
 	if (!r)

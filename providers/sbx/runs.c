@@ -23,11 +23,6 @@ static const char detach_script[] =
     "if command -v setsid >/dev/null 2>&1; then setsid \"$@\" </dev/null >/dev/null 2>&1 &\n"
     "else \"$@\" </dev/null >/dev/null 2>&1 & fi\n";
 
-void sbx_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_ms(void)
 {
 	return (long)(sfs_opt_get_double("sbx.poll_timeout") * 1000);
@@ -36,7 +31,7 @@ static long poll_ms(void)
 int sbx_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	sbx_run_dir(sb, run, dir, sizeof(dir));
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	struct sfs_kvlist env;
 	int r = sfs_sb_run_env(sb, &env, err);
 	if (r)
@@ -67,25 +62,19 @@ int sbx_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 
 int sbx_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	sbx_run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_refresh(&sbx_sh, sb, dir, run, poll_ms(), err);
+	return sfs_sh_xrun_refresh(&sbx_sh, sb, run, poll_ms(), err);
 }
 
 ssize_t sbx_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			 size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
 	/* raw bytes: the exec's stdout is a pipe of its own, stderr apart */
-	return sfs_sh_xjournal_read(&sbx_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_ms(), err);
+	return sfs_sh_xjournal_read(&sbx_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_ms(), err);
 }
 
 int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 		 struct sfs_err *err)
 {
-	char dir[256];
-	sbx_run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_kill(&sbx_sh, sb, dir, run->n, sig, escalate, 2000, 0, err);
+	return sfs_sh_xrun_kill(&sbx_sh, sb, run, sig, escalate, 2000, 0, err);
 }

@@ -94,7 +94,6 @@ int sbx_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 int sbx_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
 		       void **follower, struct sfs_err *err);
 void sbx_journal_unfollow(struct sfs_sandbox *sb, void *follower);
-void sbx_run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len);
 
 /* ---- files.c -------------------------------------------------------------- */
 

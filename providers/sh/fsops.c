@@ -131,12 +131,19 @@ static int run_text(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct 
 	return r;
 }
 
-int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
-			struct sfs_run *run, long timeout_ms, struct sfs_err *err)
+void sfs_sh_run_dir(const struct sfs_sandbox *sb, const struct sfs_run *run, char *buf, size_t len)
 {
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+}
+
+int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_run *run,
+			long timeout_ms, struct sfs_err *err)
+{
+	char dir[256];
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	struct sfs_sh_cmd c;
 	char *out = NULL;
-	int r = sfs_sh_status(&c, rundir, err);
+	int r = sfs_sh_status(&c, dir, err);
 	if (!r)
 		r = run_text(x, sb, &c, timeout_ms, &out, err);
 	if (!r)
@@ -146,9 +153,12 @@ int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, con
 }
 
 ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb,
-			     const char *journal, int n, off_t off, void *buf, size_t max,
-			     long timeout_ms, struct sfs_err *err)
+			     struct sfs_run *run, off_t off, void *buf, size_t max, long timeout_ms,
+			     struct sfs_err *err)
 {
+	char dir[256], journal[300];
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
+	snprintf(journal, sizeof(journal), "%s/journal", dir);
 	/* base64-framed by the read script itself (any bytes over any
 	 * transport) unless stdout carries bytes as they are */
 	struct sfs_sh_cmd c;
@@ -179,23 +189,25 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	if (got < 0)
 		return sfs_errf(err, -EIO, "%s: journal read of run %d: bad answer (exit %d)",
-				x->what, n, code);
+				x->what, run->n, code);
 	return got;
 }
 
-int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir, int n,
+int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_run *run,
 		     int sig, bool escalate, int grace_ms, long timeout_ms, struct sfs_err *err)
 {
+	char dir[256];
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	struct sfs_sh_cmd c;
 	char *out = NULL;
-	int r = sfs_sh_kill(&c, rundir, sig, escalate, grace_ms, err);
+	int r = sfs_sh_kill(&c, dir, sig, escalate, grace_ms, err);
 	if (!r)
 		r = run_text(x, sb, &c, timeout_ms, &out, err);
 	if (!r) {
 		size_t l = out ? strlen(out) : 0;
 		while (l && (out[l - 1] == '\n' || out[l - 1] == '\r' || out[l - 1] == ' '))
 			out[--l] = '\0'; /* the script's one word, without its newline */
-		r = sfs_sh_kill_answer(out ? out : "", n, err);
+		r = sfs_sh_kill_answer(out ? out : "", run->n, err);
 	}
 	free(out);
 	return r;

@@ -197,13 +197,16 @@ int sfs_sh_xfs_symlink(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, cons
  * journal read (sfs_sh_read, base64-framed unless x->raw_stdout; 0 when
  * there is no journal yet) and a kill (sfs_sh_kill, then
  * sfs_sh_kill_answer) through x, each one call within timeout_ms. */
-int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir,
-			struct sfs_run *run, long timeout_ms, struct sfs_err *err);
+int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_run *run,
+			long timeout_ms, struct sfs_err *err);
 ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb,
-			     const char *journal, int n, off_t off, void *buf, size_t max,
-			     long timeout_ms, struct sfs_err *err);
-int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *rundir, int n,
+			     struct sfs_run *run, off_t off, void *buf, size_t max, long timeout_ms,
+			     struct sfs_err *err);
+int sfs_sh_xrun_kill(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_run *run,
 		     int sig, bool escalate, int grace_ms, long timeout_ms, struct sfs_err *err);
+/* Run n's directory as the kit's scripts take it, relative (they put it
+ * below ${TMPDIR:-/tmp} in the sandbox): "sandboxfs-runs/KEY-N". */
+void sfs_sh_run_dir(const struct sfs_sandbox *sb, const struct sfs_run *run, char *buf, size_t len);
 
 /* fs_read_many: the bulk tar below through x, one call. */
 int sfs_sh_xread_many(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const char *const *paths,

@@ -31,11 +31,6 @@
 #define READ_MAX (1024 * 1024)
 #define STDIN_CHUNK (64 * 1024)
 
-static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_opt_get_double("sprites.poll_timeout") * 1000);
@@ -112,7 +107,7 @@ static int stage(struct sfs_sandbox *sb, const char *dir, struct sfs_sh_cmd *c, 
 int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256];
-	run_dir(sb, run, dir, sizeof dir);
+	sfs_sh_run_dir(sb, run, dir, sizeof dir);
 	struct sfs_kvlist env; /* the sandbox's env and its secrets */
 	int r = sfs_sb_run_env(sb, &env, err);
 	if (r)
@@ -201,28 +196,22 @@ static const struct sfs_sh_exec sp_sh = {.what = "sprites", .run = sh_run, .raw_
 
 int sp_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	run_dir(sb, run, dir, sizeof dir);
-	return sfs_sh_xrun_refresh(&sp_sh, sb, dir, run, poll_timeout_ms(), err);
+	return sfs_sh_xrun_refresh(&sp_sh, sb, run, poll_timeout_ms(), err);
 }
 
 ssize_t sp_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof file, "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	return sfs_sh_xjournal_read(&sp_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
+	return sfs_sh_xjournal_read(&sp_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_timeout_ms(), err);
 }
 
 int sp_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
 		struct sfs_err *err)
 {
-	char dir[256];
-	run_dir(sb, run, dir, sizeof dir);
 	int grace = (int)(sfs_opt_get_double("sprites.kill_grace") * 1000);
-	return sfs_sh_xrun_kill(&sp_sh, sb, dir, run->n, sig, escalate, grace,
-				poll_timeout_ms() + grace, err);
+	return sfs_sh_xrun_kill(&sp_sh, sb, run, sig, escalate, grace, poll_timeout_ms() + grace,
+				err);
 }
 
 /* Attaches to the run's session and sends one binary message per chunk. */
@@ -329,7 +318,7 @@ int sp_journal_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, i
 	struct sp_follower *f = calloc(1, sizeof *f);
 	if (!f)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	run_dir(sb, run, f->dir, sizeof f->dir);
+	sfs_sh_run_dir(sb, run, f->dir, sizeof f->dir);
 	if (sfs_random_hex(f->token, 16)) {
 		free(f);
 		return sfs_errf(err, -EIO, "random: out of entropy");

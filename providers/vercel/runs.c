@@ -18,12 +18,6 @@
 
 #define READ_MAX (512 * 1024)
 
-/* Relative: the shell kit puts it below ${TMPDIR:-/tmp} in the sandbox. */
-static void run_dir(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
-{
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
-}
-
 static long poll_timeout_ms(void)
 {
 	return (long)(sfs_opt_get_double("vercel.poll_timeout") * 1000);
@@ -32,7 +26,7 @@ static long poll_timeout_ms(void)
 int vc_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char dir[256], path[256];
-	run_dir(sb, run, dir, sizeof(dir));
+	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
 	int r = vc_session_path(sb, "/cmd", path, sizeof(path), err);
 	if (r)
 		return r;
@@ -80,16 +74,12 @@ int vc_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 
 int vc_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char dir[256];
-	run_dir(sb, run, dir, sizeof(dir));
-	return sfs_sh_xrun_refresh(&vc_sh, sb, dir, run, poll_timeout_ms(), err);
+	return sfs_sh_xrun_refresh(&vc_sh, sb, run, poll_timeout_ms(), err);
 }
 
 ssize_t vc_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, void *buf,
 			size_t max, struct sfs_err *err)
 {
-	char file[300];
-	snprintf(file, sizeof(file), "sandboxfs-runs/%s-%d/journal", sb->key, run->n);
-	return sfs_sh_xjournal_read(&vc_sh, sb, file, run->n, off, buf,
-				    max > READ_MAX ? READ_MAX : max, poll_timeout_ms(), err);
+	return sfs_sh_xjournal_read(&vc_sh, sb, run, off, buf, max > READ_MAX ? READ_MAX : max,
+				    poll_timeout_ms(), err);
 }
