@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int sfs_buf_reserve(struct sfs_buf *b, size_t n)
 {
@@ -34,6 +35,23 @@ int sfs_buf_add(struct sfs_buf *b, const void *data, size_t n)
 	b->len += n;
 	b->buf[b->len] = '\0';
 	return 0;
+}
+
+int sfs_buf_add_fd(struct sfs_buf *b, int fd)
+{
+	char chunk[65536];
+	for (off_t pos = 0;;) {
+		ssize_t k = pread(fd, chunk, sizeof(chunk), pos);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return 0;
+		if (sfs_buf_add(b, chunk, (size_t)k))
+			return -ENOMEM;
+		pos += k;
+	}
 }
 
 int sfs_buf_adds(struct sfs_buf *b, const char *s)

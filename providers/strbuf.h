@@ -21,6 +21,9 @@ int sfs_buf_reserve(struct sfs_buf *b, size_t n);
 int sfs_buf_add(struct sfs_buf *b, const void *data, size_t n);
 int sfs_buf_adds(struct sfs_buf *b, const char *s);
 int sfs_buf_addc(struct sfs_buf *b, char c);
+/* Appends the whole of file fd, read from offset 0 (its offset is left
+ * alone); 0, -ENOMEM or the read's -errno. */
+int sfs_buf_add_fd(struct sfs_buf *b, int fd);
 /* Appends formatted text of any length; 0 or -ENOMEM (then the text is
  * left as it was before the call: cut short, never corrupted). */
 int sfs_buf_printf(struct sfs_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -113,28 +113,10 @@ int sbx_fs_read(struct sfs_sandbox *sb, const char *path, int fd, struct sfs_err
 	return r;
 }
 
-/* The whole of fd (from offset 0) into b. */
-static int slurp(int fd, struct sfs_buf *b)
-{
-	char chunk[65536];
-	for (off_t pos = 0;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), pos);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return 0;
-		if (sfs_buf_add(b, chunk, (size_t)k))
-			return -ENOMEM;
-		pos += k;
-	}
-}
-
 int sbx_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
 {
 	struct sfs_buf data = {0};
-	int r = slurp(fd, &data);
+	int r = sfs_buf_add_fd(&data, fd);
 	if (r)
 		return sfs_errf(err, r, "sbx: write %s: %s", path, strerror(-r));
 	char m[16];
@@ -149,7 +131,7 @@ int sbx_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, 
 int sbx_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
 {
 	struct sfs_buf tar = {0};
-	int r = slurp(fd, &tar);
+	int r = sfs_buf_add_fd(&tar, fd);
 	if (r) {
 		sfs_buf_free(&tar);
 		return sfs_errf(err, r, "sbx: source tree (%lld bytes): %s", (long long)size,

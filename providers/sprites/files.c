@@ -234,29 +234,22 @@ int sp_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 		return sfs_errf(err, -EFBIG,
 				"sprites: write %s: %lld bytes, the API takes at most %d", path,
 				(long long)st.st_size, WRITE_MAX);
-	char *data = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!data)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	size_t got = 0;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = pread(fd, data + got, (size_t)st.st_size - got, (off_t)got);
-		if (n <= 0) {
-			free(data);
-			return sfs_errf(err, n < 0 ? -errno : -EIO, "sprites: write %s: short read",
-					path);
-		}
-		got += (size_t)n;
+	struct sfs_buf data = {0};
+	int r = sfs_buf_add_fd(&data, fd);
+	if (r) {
+		sfs_buf_free(&data);
+		return sfs_errf(err, r, "sprites: write %s: %s", path, strerror(-r));
 	}
 	char extra[64];
 	snprintf(extra, sizeof extra, "&mode=0%o&mkdir=false",
 		 (unsigned)(mode & 07777 ? mode & 07777 : 0644));
-	struct sfs_http_req req = {.body = data,
-				   .body_len = got,
+	struct sfs_http_req req = {.body = data.buf ? data.buf : "",
+				   .body_len = data.len,
 				   .content_type = "application/octet-stream",
 				   .retry_unsafe = true}; /* a whole-file PUT can be repeated */
 	struct sfs_http_resp resp = {0};
-	int r = fs_call(sb, "PUT", "write", path, extra, &req, &resp, err);
-	free(data);
+	r = fs_call(sb, "PUT", "write", path, extra, &req, &resp, err);
+	sfs_buf_free(&data);
 	if (!r && (resp.status < 200 || resp.status > 299))
 		r = status_err("write", path, &resp, err);
 	sfs_http_resp_free(&resp);

@@ -126,25 +126,6 @@ static int put_tar(struct sfs_sandbox *sb, const char *what, const char *dir, co
 	return r;
 }
 
-/* The whole of fd (from offset 0) appended to b. */
-static int slurp(int fd, struct sfs_buf *b)
-{
-	char chunk[65536];
-	off_t pos = 0;
-	for (;;) {
-		ssize_t k = pread(fd, chunk, sizeof(chunk), pos);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return 0;
-		if (sfs_buf_add(b, chunk, (size_t)k))
-			return -ENOMEM;
-		pos += k;
-	}
-}
-
 int vc_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, struct sfs_err *err)
 {
 	/* one tar entry named by the path below the workspace (x-cwd) */
@@ -153,7 +134,7 @@ int vc_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	if (ln < 0)
 		return sfs_errf(err, -ENAMETOOLONG, "vercel: write %s: name too long", path);
 	struct sfs_buf data = {0}, tar = {0};
-	int r = slurp(fd, &data);
+	int r = sfs_buf_add_fd(&data, fd);
 	if (r)
 		return sfs_errf(err, r, "vercel: write %s: %s", path, strerror(-r));
 	sfs_tar_header(h + ln, path, '0', data.len, mode & 07777 ? mode & 07777 : 0644,
@@ -180,7 +161,7 @@ int vc_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 int vc_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *err)
 {
 	struct sfs_buf tar = {0};
-	int r = slurp(fd, &tar);
+	int r = sfs_buf_add_fd(&tar, fd);
 	if (r) {
 		sfs_buf_free(&tar);
 		return sfs_errf(err, r, "vercel: source tree (%lld bytes): %s", (long long)size,

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static void test_add_and_take(void)
 {
@@ -71,5 +72,27 @@ static void test_growth_is_geometric(void)
 	sfs_buf_free(&b);
 }
 
+/* A whole file from offset 0, past one read's chunk, its offset untouched. */
+static void test_add_fd(void)
+{
+	char path[] = "/tmp/sfs-test-strbuf-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	static char data[200000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)('a' + i % 26);
+	CHECK_INT(write(fd, data, sizeof(data)), (long)sizeof(data));
+	struct sfs_buf b = {0};
+	CHECK_INT(sfs_buf_adds(&b, "head:"), 0);
+	CHECK_INT(sfs_buf_add_fd(&b, fd), 0);
+	CHECK_INT(b.len, 5 + sizeof(data));
+	CHECK(memcmp(b.buf + 5, data, sizeof(data)) == 0);
+	CHECK_INT(lseek(fd, 0, SEEK_CUR), (long)sizeof(data));
+	close(fd);
+	CHECK_INT(sfs_buf_add_fd(&b, fd), -EBADF);
+	sfs_buf_free(&b);
+}
+
 CHECK_MAIN(CHECK_CASE(test_add_and_take), CHECK_CASE(test_printf_any_length),
-	   CHECK_CASE(test_growth_is_geometric))
+	   CHECK_CASE(test_growth_is_geometric), CHECK_CASE(test_add_fd))
