@@ -3,81 +3,36 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../priv_str.h"
 #include "../redact.h"
 #include "../sh/sh.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* Daytona's own state of a sandbox (sb->priv): its toolbox base URL, read by
- * FUSE workers and the journal engine while an op may replace it.  Guarded
- * by dt_state_mu, a leaf lock (provider.h's lock order): nothing else is
- * taken while it is held. */
-struct dt_state {
-	char *toolbox;
-};
-static pthread_mutex_t dt_state_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* Replaces sb's toolbox URL with tb (taken over). */
-static int set_toolbox(struct sfs_sandbox *sb, char *tb)
-{
-	pthread_mutex_lock(&dt_state_mu);
-	struct dt_state *st = sb->priv;
-	if (!st && !(st = sb->priv = calloc(1, sizeof(*st)))) {
-		pthread_mutex_unlock(&dt_state_mu);
-		free(tb);
-		return -ENOMEM;
-	}
-	char *old = st->toolbox;
-	st->toolbox = tb;
-	pthread_mutex_unlock(&dt_state_mu);
-	free(old);
-	return 0;
-}
-
+/* Daytona's own state of a sandbox (sb->priv): its toolbox base URL
+ * (priv_str.h). */
 json_t *dt_state_save(const struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&dt_state_mu);
-	struct dt_state *st = sb->priv;
-	json_t *o = st && st->toolbox ? json_pack("{s:s}", "toolbox", st->toolbox) : NULL;
-	pthread_mutex_unlock(&dt_state_mu);
-	return o;
+	return sfs_priv_str_save(sb, "toolbox");
 }
 
 int dt_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
 {
-	const char *tb = json_string_value(json_object_get(saved, "toolbox"));
-	if (!tb)
-		return 0; /* resume finds it again */
-	char *copy = strdup(tb);
-	if (!copy || set_toolbox(sb, copy))
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	return 0;
+	return sfs_priv_str_load(sb, saved, "toolbox", err); /* without: resume finds it again */
 }
 
 void dt_state_free(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&dt_state_mu);
-	struct dt_state *st = sb->priv;
-	sb->priv = NULL;
-	pthread_mutex_unlock(&dt_state_mu);
-	if (st)
-		free(st->toolbox);
-	free(st);
+	sfs_priv_str_free(sb);
 }
 
 void dt_state_take(struct sfs_sandbox *dst, struct sfs_sandbox *src)
 {
-	pthread_mutex_lock(&dt_state_mu);
-	void *old = dst->priv;
-	dst->priv = src->priv;
-	src->priv = old;
-	pthread_mutex_unlock(&dt_state_mu);
-	dt_state_free(src);
+	sfs_priv_str_take(dst, src);
 }
 
 /* The toolbox API changes its answers on this header (provider-apis.md §1.1). */
@@ -137,15 +92,6 @@ int dt_api(const char *method, const char *path, json_t *body, json_t **out, lon
 	return r;
 }
 
-static char *toolbox_url(struct sfs_sandbox *sb)
-{
-	pthread_mutex_lock(&dt_state_mu);
-	struct dt_state *st = sb->priv;
-	char *copy = st && st->toolbox ? strdup(st->toolbox) : NULL;
-	pthread_mutex_unlock(&dt_state_mu);
-	return copy;
-}
-
 int dt_toolbox_req(struct sfs_sandbox *sb, const char *path, struct sfs_http_req *req,
 		   struct sfs_http_resp *resp, struct sfs_err *err)
 {
@@ -153,7 +99,7 @@ int dt_toolbox_req(struct sfs_sandbox *sb, const char *path, struct sfs_http_req
 	int r = need_key(&key, err);
 	if (r)
 		return r;
-	char *base = toolbox_url(sb);
+	char *base = sfs_priv_str_dup(sb);
 	if (!base)
 		return sfs_errf(err, -EIO, "daytona: sandbox %s has no toolbox address", sb->name);
 	char *url = NULL;
@@ -181,7 +127,7 @@ int dt_toolbox(struct sfs_sandbox *sb, const char *method, const char *path, jso
 	int r = need_key(&key, err);
 	if (r)
 		return r;
-	char *base = toolbox_url(sb);
+	char *base = sfs_priv_str_dup(sb);
 	char *url = NULL;
 	if (!base)
 		return sfs_errf(err, -EIO, "daytona: sandbox %s has no toolbox address", sb->name);
@@ -222,7 +168,9 @@ int dt_adopt(struct sfs_sandbox *sb, json_t *o, struct sfs_err *err)
 			tb = NULL;
 		free(base);
 	}
-	if (!tb || set_toolbox(sb, tb))
+	int r = tb ? sfs_priv_str_set(sb, tb) : -ENOMEM;
+	free(tb);
+	if (r)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	/* the id is shown in status and saved in the registry: its owner
 	 * publishes it */

@@ -3,12 +3,12 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../priv_str.h"
 #include "../redact.h"
 #include "../sh/sh.h"
 #include "../strbuf.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,69 +167,28 @@ int vc_call(const char *method, const char *path, const char *query, bool projec
 
 /* ---- the session: private state ------------------------------------------------- */
 
-/* The current session's id (sb->priv), read by FUSE workers and the journal
- * engine while an op may replace it: a leaf lock (provider.h's lock order). */
-struct vc_state {
-	char *session;
-};
-static pthread_mutex_t vc_state_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int set_session(struct sfs_sandbox *sb, const char *sid)
-{
-	char *copy = strdup(sid);
-	if (!copy)
-		return -ENOMEM;
-	pthread_mutex_lock(&vc_state_mu);
-	struct vc_state *st = sb->priv;
-	if (!st && !(st = sb->priv = calloc(1, sizeof(*st)))) {
-		pthread_mutex_unlock(&vc_state_mu);
-		free(copy);
-		return -ENOMEM;
-	}
-	char *old = st->session;
-	st->session = copy;
-	pthread_mutex_unlock(&vc_state_mu);
-	free(old);
-	return 0;
-}
-
+/* The current session's id (sb->priv, priv_str.h). */
 json_t *vc_state_save(const struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&vc_state_mu);
-	struct vc_state *st = sb->priv;
-	json_t *o = st && st->session ? json_pack("{s:s}", "session", st->session) : NULL;
-	pthread_mutex_unlock(&vc_state_mu);
-	return o;
+	return sfs_priv_str_save(sb, "session");
 }
 
 int vc_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
 {
-	const char *sid = json_string_value(json_object_get(saved, "session"));
-	if (sid && set_session(sb, sid))
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	return 0; /* without one, resume finds the current session */
+	return sfs_priv_str_load(sb, saved, "session", err); /* without: resume finds it */
 }
 
 void vc_state_free(struct sfs_sandbox *sb)
 {
-	pthread_mutex_lock(&vc_state_mu);
-	struct vc_state *st = sb->priv;
-	sb->priv = NULL;
-	pthread_mutex_unlock(&vc_state_mu);
-	if (st)
-		free(st->session);
-	free(st);
+	sfs_priv_str_free(sb);
 }
 
 int vc_session_path(struct sfs_sandbox *sb, const char *suffix, char *buf, size_t len,
 		    struct sfs_err *err)
 {
-	pthread_mutex_lock(&vc_state_mu);
-	struct vc_state *st = sb->priv;
-	int n = st && st->session
-		    ? snprintf(buf, len, "/v2/sandboxes/sessions/%s%s", st->session, suffix)
-		    : -1;
-	pthread_mutex_unlock(&vc_state_mu);
+	char *sid = sfs_priv_str_dup(sb);
+	int n = sid ? snprintf(buf, len, "/v2/sandboxes/sessions/%s%s", sid, suffix) : -1;
+	free(sid);
 	if (n < 0)
 		return sfs_errf(err, -EIO, "vercel: sandbox %s has no session", sb->name);
 	if ((size_t)n >= len)
@@ -250,7 +209,7 @@ int vc_adopt(struct sfs_sandbox *sb, json_t *answer, struct sfs_err *err)
 		cwd = json_string_value(json_object_get(sandbox, "cwd"));
 	if (!cwd || cwd[0] != '/')
 		cwd = "/vercel/sandbox"; /* the documented default */
-	if (set_session(sb, sid))
+	if (sfs_priv_str_set(sb, sid))
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	return sfs_sb_publish(sb, name, NULL, cwd, err);
 }
