@@ -74,6 +74,10 @@ int e2b_adopt(struct sfs_sandbox *sb, json_t *o, struct sfs_err *err);
 int e2b_fetch_workdir(struct sfs_sandbox *sb, struct sfs_err *err);
 /* workspace + "/" + rel, malloc'd (a copy: callable without op_mutex). */
 char *e2b_abs_path(struct sfs_sandbox *sb, const char *rel);
+/* The shell kit's run scripts and bulk read through envd's process Start
+ * (runs.c). */
+struct sfs_sh_exec;
+extern const struct sfs_sh_exec e2b_sh;
 /* Seconds a sandbox lives without a call that extends it (config). */
 long e2b_sandbox_timeout(void);
 

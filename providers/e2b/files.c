@@ -314,24 +314,5 @@ int e2b_fs_read_many(struct sfs_sandbox *sb, const char *const *paths, size_t n,
 		     int (*on_file)(const char *path, const void *data, size_t len, void *arg),
 		     void *arg, struct sfs_err *err)
 {
-	char *ws = e2b_abs_path(sb, "");
-	if (!ws)
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	struct sfs_sh_cmd c;
-	int r = sfs_sh_bulk_read(&c, ws, paths, n, err);
-	free(ws);
-	if (r)
-		return r;
-	int code = 0;
-	char *out = NULL;
-	size_t len = 0;
-	r = e2b_exec_cmd(sb, &c, 0, &code, &out, &len, err);
-	sfs_sh_cmd_free(&c);
-	if (!r && code)
-		r = sfs_errf(err, -EIO, "e2b: bulk read of %zu files in %s: exit %d", n, sb->name,
-			     code);
-	if (!r)
-		r = sfs_sh_bulk_each(out, len, on_file, arg, err);
-	free(out);
-	return r;
+	return sfs_sh_xread_many(&e2b_sh, sb, paths, n, on_file, arg, err);
 }

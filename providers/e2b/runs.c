@@ -116,7 +116,7 @@ static int sh_run(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, bool bytes
 	return e2b_exec_cmd(sb, c, timeout_ms, exit, out, outlen, err);
 }
 
-static const struct sfs_sh_exec e2b_sh = {
+const struct sfs_sh_exec e2b_sh = {
     .what = "e2b", .run = sh_run, .abs_path = e2b_abs_path, .raw_stdout = true};
 
 int e2b_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
