@@ -92,22 +92,29 @@ int dt_api(const char *method, const char *path, json_t *body, json_t **out, lon
 	return r;
 }
 
-int dt_toolbox_req(struct sfs_sandbox *sb, const char *path, struct sfs_http_req *req,
-		   struct sfs_http_resp *resp, struct sfs_err *err)
+/* The key and the URL of a toolbox path of sb (free *url). */
+static int toolbox_url(struct sfs_sandbox *sb, const char *path, const char **key, char **url,
+		       struct sfs_err *err)
 {
-	const char *key;
-	int r = need_key(&key, err);
+	int r = need_key(key, err);
 	if (r)
 		return r;
 	char *base = sfs_priv_str_dup(sb);
 	if (!base)
 		return sfs_errf(err, -EIO, "daytona: sandbox %s has no toolbox address", sb->name);
-	char *url = NULL;
-	if (asprintf(&url, "%s%s", base, path) < 0) {
-		free(base);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
+	r = asprintf(url, "%s%s", base, path);
 	free(base);
+	return r < 0 ? sfs_errf(err, -ENOMEM, "out of memory") : 0;
+}
+
+int dt_toolbox_req(struct sfs_sandbox *sb, const char *path, struct sfs_http_req *req,
+		   struct sfs_http_resp *resp, struct sfs_err *err)
+{
+	const char *key;
+	char *url;
+	int r = toolbox_url(sb, path, &key, &url, err);
+	if (r)
+		return r;
 	req->url = url;
 	req->headers = dt_headers;
 	req->bearer = key;
@@ -124,18 +131,10 @@ int dt_toolbox(struct sfs_sandbox *sb, const char *method, const char *path, jso
 	       json_t **out, struct sfs_err *err)
 {
 	const char *key;
-	int r = need_key(&key, err);
+	char *url;
+	int r = toolbox_url(sb, path, &key, &url, err);
 	if (r)
 		return r;
-	char *base = sfs_priv_str_dup(sb);
-	char *url = NULL;
-	if (!base)
-		return sfs_errf(err, -EIO, "daytona: sandbox %s has no toolbox address", sb->name);
-	if (asprintf(&url, "%s%s", base, path) < 0) {
-		free(base);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	free(base);
 	struct sfs_http_req req = {.method = method,
 				   .url = url,
 				   .headers = dt_headers,
