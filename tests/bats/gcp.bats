@@ -319,7 +319,7 @@ teardown() {
 
 @test "gcp: a file over 8 MiB goes up as a resumable upload in chunks and reads back whole" {
 	gcp_start
-	gcp_mount -o http.attempts=12
+	gcp_mount
 	ctl_write "$MNT/ctl" "new m1 provider=gcp"
 	head -c $((17 * 1024 * 1024 + 123)) /dev/urandom >"$BATS_TEST_TMPDIR/big"
 	cp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big"
@@ -332,11 +332,11 @@ teardown() {
 	[ "$(gcs_obj m1/big meta.goog-reserved-posix-mode)" = 644 ]
 	# small files are one multipart upload (resource + bytes)
 	[ "$(gcs_obj m1/small size)" = 6 ]
-	# chunks whose connection drops are sent again; the object is whole
-	gcp_faults '{"drop_rate":0.3,"fail_paths":"upload_id="}'
+	# chunks that fail are sent again; the object is whole
+	gcp_faults '{"fail_count":2,"status":503,"fail_paths":"upload_id="}'
 	cp "$BATS_TEST_TMPDIR/big" "$MNT/m1/workspace/big3"
-	gcp_faults '{"drop_rate":0}'
-	grep -q dropped "$EMU_DIR/requests.log"
+	gcp_faults '{"fail_count":0,"fail_paths":""}'
+	[ "$(grep -c 'injected 503' "$EMU_DIR/requests.log")" = 2 ]
 	[ "$(gcs_obj m1/big3 sha256)" = "$(sha256sum <"$BATS_TEST_TMPDIR/big" | cut -d' ' -f1)" ]
 	sfs_unmount
 	gcp_mount
