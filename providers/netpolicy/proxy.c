@@ -180,7 +180,10 @@ static void reply(int fd, const char *status, const char *why)
 static bool override(const char *host, char *addr, size_t len)
 {
 	const char *list = sfs_config_get("proxy.resolve", "");
+	/* as the policy matched it: any case, one trailing dot or none */
 	size_t hl = strlen(host);
+	if (hl > 1 && host[hl - 1] == '.')
+		hl--;
 	for (const char *p = list; *p;) {
 		while (*p == ' ' || *p == ';' || *p == '\t')
 			p++;

@@ -177,3 +177,11 @@ daemon_cpu_ms() {
 	run run_in b130 "curl -sf -m 5 http://good.test:$PORT/"
 	[[ "$output" == *"page of good"* ]]
 }
+
+@test "netproxy: a name the allow-list matches (any case, a trailing dot) is resolved as the policy read it" {
+	box
+	serve good "$A"
+	run run_in box "curl -sf -m 5 http://GOOD.Test.:$PORT/; curl -sf -m 5 -p http://good.test.:$PORT/"
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^page of good$' <<<"$output")" = 2 ]
+}
