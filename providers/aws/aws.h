@@ -179,7 +179,8 @@ struct aws_job {
 };
 /* One object of the workspace for the task: a file (GET url) or a directory
  * marker, its DELETE url, its path under root.  -EINVAL for a path the
- * manifest cannot carry (a newline), -ENOMEM. */
+ * manifest cannot carry (a newline) or that leaves the workspace (an empty,
+ * "." or ".." segment), -ENOMEM. */
 int aws_job_manifest_add(struct sfs_buf *m, bool dir, const char *get_url, const char *del_url,
 			 const char *path);
 int aws_job_script(const struct aws_job *j, struct sfs_buf *out, struct sfs_err *err);

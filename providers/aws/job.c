@@ -112,6 +112,14 @@ int aws_job_manifest_add(struct sfs_buf *m, bool dir, const char *get_url, const
 {
 	if (strchr(path, '\n') || !strcmp(path, "SFS_MANIFEST_END"))
 		return -EINVAL;
+	/* an object put by someone else as "../x" must not land outside the
+	 * workspace in the task (nor can the remote layer show it) */
+	for (const char *seg = path; *seg;) {
+		size_t n = strcspn(seg, "/");
+		if (!n || (n == 1 && seg[0] == '.') || (n == 2 && !strncmp(seg, "..", 2)))
+			return -EINVAL;
+		seg += n + (seg[n] == '/');
+	}
 	return sfs_buf_printf(m, "%c %s %s %s\n", dir ? 'd' : 'f', get_url ? get_url : "-",
 			      del_url ? del_url : "-", path);
 }

@@ -175,9 +175,10 @@ static int manifest(struct aws_ws *w, long expires, time_t now, struct sfs_buf *
 			rc = aws_presign(&w->cfg, "GET", w->bucket, key, expires, now, &get, err);
 		if (!rc && (rc = aws_job_manifest_add(m, dir, get, del, path)))
 			rc = sfs_errf(err, rc,
-				      rc == -EINVAL ? "aws: s3://%s/%s: a name with a newline "
-						      "cannot go to a task"
-						    : "out of memory",
+				      rc == -EINVAL
+					  ? "aws: s3://%s/%s: a name with a newline or an "
+					    "empty, '.' or '..' segment cannot go to a task"
+					  : "out of memory",
 				      w->bucket, key);
 		free(path);
 		free(get);

@@ -128,6 +128,11 @@ static void test_job_script(void)
 	CHECK_INT(aws_job_manifest_add(&m, true, NULL, "http://x", "dir"), 0);
 	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "two\nlines"), -EINVAL);
 	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "SFS_MANIFEST_END"), -EINVAL);
+	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "../etc/x"), -EINVAL);
+	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "a/./b"), -EINVAL);
+	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "a//b"), -EINVAL);
+	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "a/.."), -EINVAL);
+	CHECK_INT(aws_job_manifest_add(&m, false, "g", "d", "/abs"), -EINVAL);
 	CHECK_STREQ(m.buf, "f http://g?a=1&b=2 http://d dir/a b.txt\nd - http://x dir\n");
 	struct aws_post p = {.url = "http://h/b", .policy = "UE9M", .signature = "abc"};
 	snprintf(p.date, sizeof(p.date), "20130524T000000Z");
