@@ -7,53 +7,14 @@
 
 load helpers
 load remote_helpers # write_checked
+load aws_helpers
 
 S3_EMU="$SFS_ROOT/tests/emulators/s3/s3_emulator.py"
 
-# s3_start [emulator flags...]: an emulator with bucket "bkt", a fresh secret
-# (AWS_SECRET), the AWS_* variables pointing sandboxfs at it.
-s3_start() {
-	EMU_DIR="$BATS_TEST_TMPDIR/emu"
-	mkdir -p "$EMU_DIR"
-	rm -f "$EMU_DIR/port"
-	AWS_SECRET="sfs-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-	python3 "$S3_EMU" --bucket bkt --key "AKIDSFSTEST:$AWS_SECRET" --port-file "$EMU_DIR/port" \
-		--log "$EMU_DIR/requests.log" "$@" >"$EMU_DIR/out" 2>&1 3>&- &
-	echo $! >"$BATS_TEST_TMPDIR/emu.pid"
-	wait_for test -s "$EMU_DIR/port" || {
-		cat "$EMU_DIR/out" >&2
-		return 1
-	}
-	EMU_PORT=$(cat "$EMU_DIR/port")
-	export AWS_ACCESS_KEY_ID=AKIDSFSTEST AWS_SECRET_ACCESS_KEY="$AWS_SECRET"
-	export AWS_ENDPOINT_URL="http://127.0.0.1:$EMU_PORT" AWS_REGION=us-east-1
-	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3
-	# no ~/.aws of the machine's user may leak in
-	export AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/none" AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/none"
-}
-
-s3_stop() {
-	[ -f "$BATS_TEST_TMPDIR/emu.pid" ] || return 0
-	local pid
-	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
-	curl -s -m 2 -X POST -d '{"hang":false}' "http://127.0.0.1:${EMU_PORT:-0}/_emu/faults" >/dev/null 2>&1 || true
-	kill -TERM "$pid" 2>/dev/null || true
-	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
-	rm -f "$BATS_TEST_TMPDIR/emu.pid"
-}
-
-s3_faults() {
-	curl -s -m 5 -X POST -d "$1" "http://127.0.0.1:$EMU_PORT/_emu/faults" >/dev/null
-}
-
-# s3_obj KEY FIELD: size, sha256 or meta.NAME of an object in bucket bkt ("" if absent).
-s3_obj() {
-	curl -s -m 5 "http://127.0.0.1:$EMU_PORT/_emu/objects?bucket=bkt" | python3 -c '
-import json, sys
-o = json.load(sys.stdin).get(sys.argv[1])
-f = sys.argv[2]
-print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
-}
+s3_start() { aws_emu_start "$S3_EMU" "$@"; }
+s3_stop() { aws_emu_stop; }
+s3_faults() { aws_faults "$@"; }
+s3_obj() { aws_obj "$@"; }
 
 setup() {
 	s3_start

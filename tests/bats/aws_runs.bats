@@ -8,51 +8,12 @@
 
 load helpers
 load remote_helpers # write_checked, no_pending
+load aws_helpers
 
 AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"
 
-# aws_emu_start [emulator flags...]: bucket bkt, cluster c1, task definition
-# fam (container box, log group /sfs/runs, stream prefix sfs), a fresh secret.
-aws_emu_start() {
-	EMU_DIR="$BATS_TEST_TMPDIR/emu"
-	mkdir -p "$EMU_DIR"
-	rm -f "$EMU_DIR/port"
-	AWS_SECRET="sfs-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-	python3 "$AWS_EMU" --bucket bkt --key "AKIDSFSTEST:$AWS_SECRET" --cluster c1 \
-		--task-def fam:box:/sfs/runs:sfs --stop-timeout 3 --port-file "$EMU_DIR/port" \
-		--log "$EMU_DIR/requests.log" "$@" >"$EMU_DIR/out" 2>&1 3>&- &
-	echo $! >"$BATS_TEST_TMPDIR/emu.pid"
-	wait_for test -s "$EMU_DIR/port" || {
-		cat "$EMU_DIR/out" >&2
-		return 1
-	}
-	EMU_PORT=$(cat "$EMU_DIR/port")
-	EMU="http://127.0.0.1:$EMU_PORT"
-	export AWS_ACCESS_KEY_ID=AKIDSFSTEST AWS_SECRET_ACCESS_KEY="$AWS_SECRET"
-	export AWS_ENDPOINT_URL="$EMU" AWS_REGION=us-east-1
-	unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL_S3 AWS_ENDPOINT_URL_ECS AWS_ENDPOINT_URL_CLOUDWATCH_LOGS
-	export AWS_SHARED_CREDENTIALS_FILE="$BATS_TEST_TMPDIR/none" AWS_CONFIG_FILE="$BATS_TEST_TMPDIR/none"
-}
-
-aws_emu_stop() {
-	[ -f "$BATS_TEST_TMPDIR/emu.pid" ] || return 0
-	local pid
-	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
-	kill -TERM "$pid" 2>/dev/null || true
-	wait_for eval "! kill -0 $pid 2>/dev/null" || kill -9 "$pid" 2>/dev/null || true
-	rm -f "$BATS_TEST_TMPDIR/emu.pid"
-}
-
-faults() { curl -s -m 5 -X POST -d "$1" "$EMU/_emu/faults" >/dev/null; }
-
-# obj KEY FIELD: size, sha256 or meta.NAME of an object in bkt ("" if absent).
-obj() {
-	curl -s -m 5 "$EMU/_emu/objects?bucket=bkt" | python3 -c '
-import json, sys
-o = json.load(sys.stdin).get(sys.argv[1])
-f = sys.argv[2]
-print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
-}
+faults() { aws_faults "$@"; }
+obj() { aws_obj "$@"; }
 
 # task N FIELD: a field of the Nth task the emulator ran (1-based).
 task() {
@@ -70,7 +31,9 @@ job_mount() {
 
 setup() {
 	command -v curl >/dev/null || skip "aws runs: the task script needs curl"
-	aws_emu_start
+	# bucket bkt, cluster c1, task definition fam (container box, log group
+	# /sfs/runs, stream prefix sfs)
+	aws_emu_start "$AWS_EMU" --cluster c1 --task-def fam:box:/sfs/runs:sfs --stop-timeout 3
 	job_mount
 }
 

@@ -129,12 +129,7 @@ def verify_json_sigv4(h, body, service):
         if need not in names:
             raise JsonError(400, "InvalidSignatureException", "%s must be signed" % need)
     url = urllib.parse.urlsplit(h.path)
-    creq = "\n".join([
-        h.command, s3.uri_encode(urllib.parse.unquote_to_bytes(url.path or "/"), True),
-        s3.canonical_query(url.query),
-        "".join("%s:%s\n" % (n, ",".join(s3.squeeze(v) for v in (h.headers.get_all(n) or [])))
-                for n in names),
-        signed, hashlib.sha256(body).hexdigest()])
+    creq = s3.canonical_request(h, url.path, url.query, names, hashlib.sha256(body).hexdigest())
     sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "%s/%s/%s/aws4_request" % (date, region, svc),
                      hashlib.sha256(creq.encode()).hexdigest()])
     want = hmac.new(signing_key(secret, date, region, svc), sts.encode(), hashlib.sha256).hexdigest()
@@ -168,12 +163,7 @@ def verify_presigned(h, url, q):
         raise s3.S3Error(403, "InvalidToken", "The provided token is malformed or otherwise invalid.")
     names = q.get("X-Amz-SignedHeaders", "").split(";")
     raw = "&".join(p for p in url.query.split("&") if not p.startswith("X-Amz-Signature="))
-    creq = "\n".join([
-        h.command, s3.uri_encode(urllib.parse.unquote_to_bytes(url.path or "/"), True),
-        s3.canonical_query(raw),
-        "".join("%s:%s\n" % (n, ",".join(s3.squeeze(v) for v in (h.headers.get_all(n) or [])))
-                for n in names),
-        ";".join(names), "UNSIGNED-PAYLOAD"])
+    creq = s3.canonical_request(h, url.path, raw, names, "UNSIGNED-PAYLOAD")
     sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "%s/%s/s3/aws4_request" % (date, region),
                      hashlib.sha256(creq.encode()).hexdigest()])
     want = hmac.new(signing_key(secret, date, region, "s3"), sts.encode(), hashlib.sha256).hexdigest()
@@ -339,6 +329,21 @@ def run_task(t, argv, env, group, stream):
         t.setdefault("stoppedReason", "Essential container in task exited")
 
 
+def kill_task(t):
+    """KILL what is left of a task: its process group and the container's pid 1
+    (whose death ends its pid namespace)."""
+    proc = t.get("_proc")
+    if proc is None or proc.poll() is not None:
+        return
+    pids = [-proc.pid, main_pid(t)]
+    for p in pids:
+        if p:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def stop_task(t, reason):
     with LOCK:
         if t["lastStatus"] == "STOPPED" or t["desiredStatus"] == "STOPPED":
@@ -359,17 +364,7 @@ def stop_task(t, reason):
         deadline = time.time() + CFG["stop_timeout"]
         while time.time() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            p = main_pid(t)
-            if p:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+        kill_task(t)
     threading.Thread(target=escalate, daemon=True).start()
 
 
@@ -644,18 +639,7 @@ def cleanup():
     with LOCK:
         tasks = list(TASKS.values())
     for t in tasks:
-        proc = t.get("_proc")
-        if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            p = main_pid(t)
-            if p:
-                try:
-                    os.kill(p, signal.SIGKILL)
-                except OSError:
-                    pass
+        kill_task(t)
 
 
 def main():

@@ -92,6 +92,21 @@ def canonical_query(raw):
     return "&".join("%s=%s" % kv for kv in ps)
 
 
+def canonical_request(h, path, query, names, payload):
+    """SigV4's canonical request of h's method, path (as on the wire), query,
+    the signed header names and the payload line (also tests/emulators/aws's
+    JSON services and presigned URLs)."""
+    return "\n".join([
+        h.command,
+        uri_encode(urllib.parse.unquote_to_bytes(path or "/"), True),
+        canonical_query(query),
+        "".join("%s:%s\n" % (n, ",".join(squeeze(v) for v in (h.headers.get_all(n) or [])))
+                for n in names),
+        ";".join(names),
+        payload,
+    ])
+
+
 def squeeze(v):
     return " ".join(v.split())
 
@@ -136,15 +151,7 @@ def verify_sigv4(h, body):
         if need not in names:
             raise S3Error(403, "AccessDenied", "%s must be signed" % need)
     url = urllib.parse.urlsplit(h.path)
-    creq = "\n".join([
-        h.command,
-        uri_encode(urllib.parse.unquote_to_bytes(url.path or "/"), True),
-        canonical_query(url.query),
-        "".join("%s:%s\n" % (n, ",".join(squeeze(v) for v in (h.headers.get_all(n) or [])))
-                for n in names),
-        signed,
-        payload,
-    ])
+    creq = canonical_request(h, url.path, url.query, names, payload)
     sts = "\n".join(["AWS4-HMAC-SHA256", amz_date, "%s/%s/%s/aws4_request" % (date, region, service),
                      hashlib.sha256(creq.encode()).hexdigest()])
     k = hm(("AWS4" + secret).encode(), date)
