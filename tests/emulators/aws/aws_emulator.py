@@ -538,7 +538,17 @@ class Handler(s3.Handler):
             return self.send(200, out)
         return None
 
+    def read_body(self):
+        """The body, read once: dispatch reads it before a fault is injected
+        (an unread body left on a kept-alive connection would be parsed as
+        the next request, and fail it), the routes read it again."""
+        if self._body is None:
+            self._body = super().read_body()
+        return self._body
+
     def dispatch(self):
+        self._body = None
+        self.read_body()
         target = self.headers.get("X-Amz-Target")
         url = urllib.parse.urlsplit(self.path)
         if url.path in ("/_emu/faults", "/_emu/stats"):
