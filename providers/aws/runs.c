@@ -616,7 +616,8 @@ ssize_t aws_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off,
 			skip = got.len;
 		size_t avail = got.len - skip;
 		n = (ssize_t)(avail < max ? avail : max);
-		memcpy(buf, got.buf + skip, (size_t)n);
+		if (n) /* got.buf is NULL when no event came */
+			memcpy(buf, got.buf + skip, (size_t)n);
 		pthread_mutex_lock(&aws_state_mu);
 		r = aws_runst_locked(sb->priv, run->n, false);
 		if (r && r->off == at) {
