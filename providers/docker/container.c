@@ -493,7 +493,10 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 		    bindings, key,
 		    json_pack("[{s:s, s:s}]", "HostIp", "127.0.0.1", "HostPort", "0"));
 	}
-	if (dk_net_allow(spec)) {
+	json_t *binds = json_array();
+	if (!binds)
+		r = -1;
+	if (binds && dk_net_allow(spec)) {
 		/* loopback only; the proxy's directory bound in (netpolicy.c),
 		 * read-only: connecting to a socket needs no write access to
 		 * its filesystem, and the container's root must not plant a
@@ -504,7 +507,7 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 		} else {
 			snprintf(bind, sizeof(bind), "%s:/run/sandboxfs:ro", dir);
 			r |= json_object_set_new(host, "NetworkMode", json_string("none"));
-			r |= json_object_set_new(host, "Binds", json_pack("[s]", bind));
+			r |= json_array_append_new(binds, json_string(bind));
 		}
 	} else if (spec->network[0]) {
 		r |= json_object_set_new(host, "NetworkMode", json_string(spec->network));
@@ -514,12 +517,16 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 					 json_integer((json_int_t)(spec->cpus * 1e9)));
 	if (spec->memory > 0)
 		r |= json_object_set_new(host, "Memory", json_integer(spec->memory));
-	if (spec->hostdir[0]) {
+	if (binds && spec->hostdir[0]) {
 		/* a base workspace: the host's merged view is the workdir */
 		char bind[sizeof(spec->hostdir) + sizeof(spec->workdir) + 2];
 		snprintf(bind, sizeof(bind), "%s:%s", spec->hostdir, spec->workdir);
-		r |= json_object_set_new(host, "Binds", json_pack("[s]", bind));
+		r |= json_array_append_new(binds, json_string(bind));
 	}
+	/* one list for both: a second "Binds" replaced the proxy's */
+	if (json_array_size(binds))
+		r |= json_object_set(host, "Binds", binds);
+	json_decref(binds);
 	r |= json_object_set_new(host, "PortBindings", bindings);
 	r |= json_object_set_new(body, "ExposedPorts", exposed);
 	r |= json_object_set_new(body, "HostConfig", host);

@@ -17,6 +17,7 @@ teardown() {
 	net_teardown_servers
 	iso_kill_holders
 	sfs_teardown
+	docker_cleanup
 }
 
 # echo_server ADDR: an HTTP/1.1 server on ADDR:$PORT that answers each
@@ -184,4 +185,17 @@ daemon_cpu_ms() {
 	run run_in box "curl -sf -m 5 http://GOOD.Test.:$PORT/; curl -sf -m 5 -p http://good.test.:$PORT/"
 	[ "$status" -eq 0 ]
 	[ "$(grep -c '^page of good$' <<<"$output")" = 2 ]
+}
+
+@test "netproxy: a docker sandbox on a base directory with an allow-list has both binds, its base and its proxy" {
+	docker_require
+	box
+	serve good "$A"
+	mkdir -p "$BATS_TEST_TMPDIR/base"
+	echo from-base >"$BATS_TEST_TMPDIR/base/f"
+	ctl_write "$MNT/ctl" "new db provider=docker image=$SFS_DOCKER_IMAGE base=$BATS_TEST_TMPDIR/base network=allow:good.test:$PORT" >/dev/null
+	run run_in db "cat f; test -S /run/sandboxfs/proxy.sock && echo socket; wget -q -O - http://good.test:$PORT/"
+	[[ "$output" == *from-base* ]]
+	[[ "$output" == *socket* ]]
+	[[ "$output" == *"page of good"* ]]
 }
