@@ -2,6 +2,20 @@
 # proxy (isolation.bats, netproxy.bats): namespace holders, runs inside,
 # HTTP servers on loopback addresses of their own.
 
+# iso_require: skips the test when bwrap is missing.
+iso_require() {
+	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+}
+
+# iso_teardown: the servers, the namespace holders, the daemon, the
+# containers a test left.
+iso_teardown() {
+	net_teardown_servers
+	iso_kill_holders
+	sfs_teardown
+	docker_cleanup
+}
+
 # Kills every namespace holder this test's daemon started (they are not
 # the daemon's runs: their environment is bwrap's own, empty one).
 iso_kill_holders() {

@@ -7,17 +7,14 @@ load docker_helpers
 load iso_helpers
 
 setup() {
-	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	iso_require
 	# the daemon's own environment must not reach an isolated run
 	export SFS_ISO_CANARY="canary-$$-value"
 	sfs_mount
 }
 
 teardown() {
-	net_teardown_servers
-	iso_kill_holders
-	sfs_teardown
-	docker_cleanup
+	iso_teardown
 }
 
 @test "isolation=bwrap: status says so; system dirs read-only, workspace writable, \$HOME and the state dir absent" {

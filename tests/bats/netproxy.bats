@@ -9,15 +9,12 @@ load docker_helpers
 load iso_helpers
 
 setup() {
-	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	iso_require
 	sfs_mount
 }
 
 teardown() {
-	net_teardown_servers
-	iso_kill_holders
-	sfs_teardown
-	docker_cleanup
+	iso_teardown
 }
 
 # echo_server ADDR: an HTTP/1.1 server on ADDR:$PORT that answers each
