@@ -94,8 +94,18 @@ const struct sfs_opt sfs_core_options[] = {
      .def = "true",
      .help = "keep SANDBOX/audit: a line per ctl command, run start and end, and change made "
 	     "through workspace/ (STATE/sandboxes/KEY/audit)"},
+    {.key = "snapshot.max_file_size",
+     .type = SFS_OPT_DOUBLE,
+     .arg = "BYTES",
+     .def = "268435456",
+     .min = 0,
+     .max = 1e15,
+     .help = "bytes: a workspace file larger than this makes snapshot (and fork, which takes "
+	     "one) and a snapshot's diff fail with EFBIG naming it, before any of it is read (a "
+	     "sparse file can claim any size)"},
     {.key = "audit.max_size",
      .type = SFS_OPT_DOUBLE,
+     .arg = "BYTES",
      .def = "4194304",
      .min = 4096,
      .max = 1e12,

@@ -6,6 +6,8 @@
  */
 #include "internal.h"
 
+#include "../../providers/options.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +58,12 @@ int rec_map(int dirfd, const char *name, void **data, size_t *len, struct stat *
 		return -EAGAIN; /* replaced by something else meanwhile */
 	}
 	*len = (size_t)now.st_size;
+	/* a run's `truncate -s 100G` would be mapped, hashed and (for a diff)
+	 * held in memory whole: refused, the size left in *len for the message */
+	if ((double)now.st_size > sfs_opt_get_double("snapshot.max_file_size")) {
+		close(fd);
+		return -EFBIG;
+	}
 	*data = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
 	int e = errno;
 	close(fd);
@@ -91,6 +99,11 @@ int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const 
 	int e = rec_map(dirfd, name, &data, &len, &now);
 	if (e == -EAGAIN)
 		return sfs_errf(r->err, e, "snapshot: %s changed while it was read", rel);
+	if (e == -EFBIG)
+		return sfs_errf(r->err, e,
+				"snapshot: %s is %zu bytes, above snapshot.max_file_size (%.0f); "
+				"a mount with -o snapshot.max_file_size=BYTES takes it",
+				rel, len, sfs_opt_get_double("snapshot.max_file_size"));
 	if (e)
 		return sys_err(r, -e, "read", rel);
 	int rc = git_odb_write(out, r->odb, data ? data : "", len, GIT_OBJECT_BLOB);

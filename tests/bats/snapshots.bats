@@ -393,3 +393,37 @@ objects_size() { du -sb "$STATE/git/store/objects" | cut -f1; }
 	[ "$(docker exec "$(dk_id e)" cat /workspace/a.txt)" = one ]
 	[ "$(cat "$W/a.txt")" = three ]
 }
+
+# bats test_tags=core
+@test "a sparse file above snapshot.max_file_size fails snapshot and diff with EFBIG naming it, unread" {
+	mkdir "$MNT/s"
+	echo small >"$MNT/s/workspace/a"
+	run ctl_write "$MNT/s/ctl" "snapshot before"
+	[ "$status" -eq 0 ]
+	# a run's 100 GiB hole: the default cap refuses it before reading
+	truncate -s 100G "$MNT/s/workspace/big"
+	export -f ctl_write
+	run timeout 20 bash -c 'ctl_write "$1" "snapshot after"' _ "$MNT/s/ctl"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"error: snapshot: big is 107374182400 bytes, above snapshot.max_file_size"* ]]
+	[ "$(ls "$MNT/s/snapshots")" = before ]
+	run timeout 20 cat "$MNT/s/snapshots/before/diff"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"File too large"* ]]
+	rm "$MNT/s/workspace/big"
+	run ctl_write "$MNT/s/ctl" "snapshot after"
+	[ "$status" -eq 0 ]
+}
+
+@test "snapshot.max_file_size is the mount's: a file just above it is refused, one at it is taken" {
+	sfs_teardown
+	sfs_mount -o snapshot.max_file_size=4096
+	mkdir "$MNT/s"
+	head -c 4096 /dev/zero >"$MNT/s/workspace/at"
+	run ctl_write "$MNT/s/ctl" "snapshot ok"
+	[ "$status" -eq 0 ]
+	head -c 4097 /dev/zero >"$MNT/s/workspace/above"
+	run ctl_write "$MNT/s/ctl" "snapshot no"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"above is 4097 bytes, above snapshot.max_file_size (4096)"* ]]
+}
