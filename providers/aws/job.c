@@ -1,7 +1,7 @@
 /*
  * The script a run's ECS task runs (docs/aws.md "Runs").  The task's
  * command fetches it from a presigned URL and runs it with sh; it needs sh,
- * curl and the usual POSIX tools (find, stat, sort, comm, tail, head) in the
+ * curl and the usual POSIX tools (find, stat, sort, grep, cut, tail, head) in the
  * image.  It
  *   1. syncs the workspace prefix into WORKDIR: one presigned GET per object
  *      (mode and mtime from its x-amz-meta-* headers); a failure here ends
@@ -78,7 +78,8 @@ static const char job_body[] =
     "2>>\"$R/sync.log\" || { say \"sync back: cannot upload $1\"; bad=1; }\n"
     "}\n"
     "snap | LC_ALL=C sort >\"$R/after\"\n"
-    "LC_ALL=C comm -13 \"$R/before\" \"$R/after\" >\"$R/up\"\n"
+    /* lines only in after (no comm: busybox builds lack it) */
+    "grep -vxF -f \"$R/before\" \"$R/after\" >\"$R/up\"\n"
     "while IFS= read -r l; do\n"
     "  k=${l%% *}; l=${l#* }; a=${l%% *}; l=${l#* }; s=${l%% *}; p=${l#* }; p=${p#./}\n"
     "  if [ \"$k\" = d ]; then up \"$p/\" /dev/null \"$(printf %o $((040000 | 0$a)))\" "
@@ -87,7 +88,7 @@ static const char job_body[] =
     "done <\"$R/up\"\n"
     "cut -d' ' -f4- \"$R/before\" | LC_ALL=C sort >\"$R/bn\"\n"
     "cut -d' ' -f4- \"$R/after\" | LC_ALL=C sort >\"$R/an\"\n"
-    "LC_ALL=C comm -23 \"$R/bn\" \"$R/an\" >\"$R/gone\"\n"
+    "grep -vxF -f \"$R/an\" \"$R/bn\" >\"$R/gone\"\n"
     "while IFS= read -r l; do\n"
     "  x=${l%% *}; p=${l#* }\n"
     "  [ \"$x\" = - ] && continue\n"

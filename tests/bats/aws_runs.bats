@@ -2,13 +2,15 @@
 # The aws provider's runs (ECS Fargate tasks, CloudWatch Logs journal)
 # against tests/emulators/aws, which serves S3, ECS and Logs on one port,
 # verifies every request's SigV4 signature (presigned URLs and the POST
-# upload policy too) and really runs each task (bubblewrap, else a process
-# group), so a run reads and writes the workspace through the bucket.
+# upload policy too) and really runs each task (in bubblewrap; one test as a
+# container of the test dockerd), so a run reads and writes the workspace
+# through the bucket.
 # Every test starts its own emulator and daemon; teardown stops both.
 
 load helpers
 load remote_helpers # write_checked, no_pending
 load aws_helpers
+load docker_helpers # docker_require
 
 AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"
 
@@ -31,6 +33,9 @@ job_mount() {
 
 setup() {
 	command -v curl >/dev/null || skip "aws runs: the task script needs curl"
+	# the emulator's stand-in for a container (without it a task would use
+	# this host's /workspace)
+	bwrap --ro-bind / / true 2>/dev/null || skip "aws runs: the emulator runs tasks in bubblewrap, which does not work here"
 	# bucket bkt, cluster c1, task definition fam (container box, log group
 	# /sfs/runs, stream prefix sfs)
 	aws_emu_start "$AWS_EMU" --cluster c1 --task-def fam:box:/sfs/runs:sfs --stop-timeout 3
@@ -40,6 +45,13 @@ setup() {
 teardown() {
 	sfs_teardown
 	aws_emu_stop
+	# containers of --runner docker (the emulator removes them when it stops)
+	if [ -n "${DOCKER_TASKS:-}" ]; then
+		local ids
+		ids=$(docker ps -aq --filter "label=sandboxfs.aws-emu=$EMU_DIR/root" 2>/dev/null || true)
+		# shellcheck disable=SC2086 # ids are words
+		[ -z "$ids" ] || docker rm -f $ids >/dev/null 2>&1 || true
+	fi
 }
 
 @test "aws runs: exec is a task that reads and writes the workspace; status, exit code, journal" {
@@ -330,4 +342,28 @@ n 3" ]
 	wait_for no_pending
 	[ "$(obj x1/f size)" = 13 ]
 	run ! grep -rqF "$AWS_SECRET" "$STATE" "$BATS_TEST_TMPDIR/daemon.log"
+}
+
+@test "aws runs: a task as a container of the test dockerd (busybox image): sync, run, kill" {
+	docker_require
+	DOCKER_TASKS=1
+	sfs_unmount
+	aws_emu_stop
+	aws_emu_start "$AWS_EMU" --root "$EMU_DIR/root" --cluster c1 --runner docker \
+		--task-def "fam:box:/sfs/runs:sfs:$SFS_DOCKER_IMAGE" --stop-timeout 3
+	job_mount
+	ctl_write "$MNT/ctl" "new k1 provider=aws"
+	echo in >"$MNT/k1/workspace/f"
+	ctl_write "$MNT/k1/ctl" 'exec cat f; [ -x /bin/busybox ] && echo busybox; echo out >o; rm f'
+	[ "$(timeout 120 cat "$MNT/k1/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/k1/runs/1/journal")" = "in
+busybox" ]
+	[ "$(obj k1/o size)" = 4 ]
+	[ -z "$(obj k1/f size)" ]
+	ctl_write "$MNT/k1/ctl" 'exec echo started; sleep 300'
+	wait_for grep -q started "$MNT/k1/runs/2/journal"
+	[ -n "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")" ]
+	ctl_write "$MNT/k1/ctl" 'kill 2'
+	[ "$(timeout 60 cat "$MNT/k1/runs/2/wait")" = "killed TERM" ]
+	wait_for test -z "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")"
 }

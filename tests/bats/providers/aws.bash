@@ -6,7 +6,7 @@
 # task_definition=F subnets=S1,S2 security_groups=G").
 
 P_EMULATOR="${SFS_AWS_EMU:-$SFS_ROOT/tests/emulators/aws/aws_emulator.py}"
-P_SKIP_REASON="no AWS credentials with SFS_AWS_NEW_OPTS, and no emulator (python3)"
+P_SKIP_REASON="no AWS credentials with SFS_AWS_NEW_OPTS, and no emulator (python3, curl and a working bwrap)"
 P_EMU_KEY=AKIDSFSCONF
 
 aws_real_creds() {
@@ -16,8 +16,9 @@ aws_real_creds() {
 # p_mode: "emulator", "real", or "" (nothing to test against).
 p_mode() {
 	if [ -n "${SFS_AWS_EMULATOR:-}" ] || ! aws_real_creds; then
+		# tasks run in bubblewrap (without it one would use this host's /workspace)
 		command -v python3 >/dev/null && command -v curl >/dev/null && [ -f "$P_EMULATOR" ] &&
-			echo emulator && return
+			bwrap --ro-bind / / true 2>/dev/null && echo emulator && return
 		aws_real_creds && echo real && return
 		echo ""
 		return

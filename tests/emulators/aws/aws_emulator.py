@@ -21,7 +21,13 @@ A task really runs: its container's command (the override's, else the task
 definition's) runs in a bubblewrap sandbox standing in for the container
 (read-only /usr and /etc of this machine, its own /tmp and root, its own pid
 namespace with the command as pid 1, this machine's network so it reaches
-the emulator), or with --runner process as a plain process group.  Its
+the emulator), or with --runner process as a plain process group in --root
+(on this machine's file system: the task's workspace, aws.workdir, must then
+be a directory the test owns), or with --runner docker as a container of the
+task definition's image on the test dockerd (host network; this machine's
+curl is mounted in, run by its dynamic loader, for images without one;
+StopTask is `docker stop`; containers carry the label
+sandboxfs.aws-emu=ROOT and are removed when the emulator stops).  Its
 stdout and stderr, line by line, are the log events of
 {awslogs-stream-prefix}/{container}/{task id} in awslogs-group.  StopTask
 sends TERM to the container's pid 1 and KILL after --stop-timeout seconds;
@@ -283,6 +289,29 @@ def sandbox_argv(argv):
     return b + ["--"] + argv
 
 
+def docker_argv(t, argv, env, image):
+    """argv as a container of the test dockerd: image (the task definition's),
+    the host network (to reach the emulator), this machine's curl run from
+    its /usr by the dynamic loader (a busybox image has none), the
+    environment, a label and name to find it by."""
+    loader = os.path.realpath("/lib64/ld-linux-x86-64.so.2")
+    b = ["docker", "run", "--rm", "--name", container_name(t), "--network", "host",
+         "--label", "sandboxfs.aws-emu=%s" % CFG["root"], "-v", "/usr:/sfs-host-usr:ro",
+         "-v", "%s:/sfs-bin:ro" % CFG["bindir"]]
+    for k, v in env.items():
+        b += ["-e", "%s=%s" % (k, "/sfs-bin:" + v if k == "PATH" else v)]
+    if loader.startswith("/usr/"):
+        with open(os.path.join(CFG["bindir"], "curl"), "w") as f:
+            f.write("#!/bin/sh\nexec /sfs-host-usr%s --library-path /sfs-host-usr%s "
+                    "/sfs-host-usr/bin/curl \"$@\"\n" % (loader[4:], os.path.dirname(loader)[4:]))
+        os.chmod(os.path.join(CFG["bindir"], "curl"), 0o755)
+    return b + [image] + argv
+
+
+def container_name(t):
+    return "sfs-aws-emu-" + t["taskArn"].rsplit("/", 1)[-1]
+
+
 def main_pid(t):
     """The container's pid 1 (bubblewrap's child), or the process itself."""
     proc = t["_proc"]
@@ -305,8 +334,12 @@ def run_task(t, argv, env, group, stream):
             t.update(lastStatus="STOPPED", stoppedAt=time.time())
             return
         t["lastStatus"] = "PENDING"
+    if CFG["runner"] == "docker":
+        argv = docker_argv(t, argv, env, t["containers"][0]["image"])
+    elif CFG["runner"] == "bwrap":
+        argv = sandbox_argv(argv)
     try:
-        proc = subprocess.Popen(sandbox_argv(argv) if CFG["runner"] == "bwrap" else argv,
+        proc = subprocess.Popen(argv,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 cwd="/" if CFG["runner"] == "bwrap" else CFG["root"])
@@ -352,6 +385,12 @@ def stop_task(t, reason):
                  stoppingAt=time.time())
         proc = t.get("_proc")
     if proc is None:
+        return
+    if CFG["runner"] == "docker":
+        # docker's own TERM, then KILL after the timeout (ECS's stopTimeout)
+        threading.Thread(target=subprocess.run, daemon=True, kwargs={
+            "args": ["docker", "stop", "-t", str(int(CFG["stop_timeout"])), container_name(t)],
+            "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}).start()
         return
     pid = main_pid(t)
     if pid:
@@ -650,6 +689,13 @@ def cleanup():
         tasks = list(TASKS.values())
     for t in tasks:
         kill_task(t)
+    if CFG["runner"] == "docker":
+        ids = subprocess.run(["docker", "ps", "-aq", "--filter",
+                              "label=sandboxfs.aws-emu=%s" % CFG["root"]],
+                             capture_output=True, text=True).stdout.split()
+        if ids:
+            subprocess.run(["docker", "rm", "-f"] + ids, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
 
 
 def main():
@@ -663,7 +709,7 @@ def main():
     ap.add_argument("--cluster", action="append", help="a cluster that exists (repeatable)")
     ap.add_argument("--task-def", action="append",
                     help="FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE], registered as revision 1")
-    ap.add_argument("--runner", choices=("bwrap", "process"),
+    ap.add_argument("--runner", choices=("bwrap", "process", "docker"),
                     default=env("AWS_EMU_RUNNER") or ("bwrap" if shutil.which("bwrap") else "process"))
     ap.add_argument("--prefix-depth", type=int, default=0,
                     help="slashes in the workspace prefix (/_emu/stats counts sandboxes by it)")
@@ -675,6 +721,8 @@ def main():
                vhost=None, runner=a.runner, stop_timeout=a.stop_timeout,
                prefix_depth=a.prefix_depth)
     EMU.setup(a, root_prefix="aws-emu-")
+    CFG["bindir"] = os.path.join(CFG["root"], "bin")
+    os.makedirs(CFG["bindir"], exist_ok=True)
     for b in a.bucket or []:
         s3.BUCKETS[b] = {}
     for c in a.cluster or ["default"]:
