@@ -305,6 +305,20 @@ f" ]
 	[ "$(cat "$MNT/j2/runs/1/journal")" = resumed ]
 }
 
+@test "aws runs: a resume by id whose settings beside the prefix cannot be read keeps the workspace" {
+	sfs_unmount
+	sfs_mount --log-level 3
+	ctl_write "$MNT/ctl" "new j3 provider=aws bucket=bkt cluster=c1 task_definition=fam subnets=subnet-1"
+	echo kept >"$MNT/j3/workspace/f"
+	ctl_write "$MNT/ctl" "forget j3"
+	faults '{"fail_methods": "GET", "fail_paths": "/.sandboxfs/"}'
+	ctl_write "$MNT/ctl" "resume j4 provider=aws id=bkt/j3/"
+	[ "$(cat "$MNT/j4/workspace/f")" = kept ]
+	grep -q 'j4: the job settings beside the prefix cannot be read' "$BATS_TEST_TMPDIR/daemon.log"
+	run ctl_write "$MNT/j4/ctl" "exec true"
+	[[ "$output" == *"error: aws: exec needs the job settings it lacks: cluster"* ]]
+}
+
 @test "aws bad input: throttled ECS and Logs calls during a run are retried; status and journal arrive whole" {
 	ctl_write "$MNT/ctl" "new l1 provider=aws"
 	# three refusals of a call fit in http.attempts (4): DescribeTaskDefinition's,

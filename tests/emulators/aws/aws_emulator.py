@@ -568,6 +568,8 @@ class Handler(s3.Handler):
             with LOCK:
                 for k, v in req.items():
                     (EMU.faults if k in sfs_emu.DEFAULT_FAULTS else FAULTS)[k] = v
+                # S3's fail_methods are targeted by the same fail_paths
+                FAULTS["fail_paths"] = EMU.faults["fail_paths"]
                 out = dict(FAULTS, **EMU.faults)
             return self.send(200, out)
         if parts[1:] == ["stats"]:
