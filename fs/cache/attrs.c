@@ -69,6 +69,32 @@ void rc_set_attr_locked(struct rc_node *n, const struct sfs_rstat *st, double no
 	}
 }
 
+/* Attributes a change made here set (chmod, a write-back): what a listing
+ * or stat asked for before that change brings is older, and must not
+ * replace them (`chmod 600 f; ls -l` showed 644 from a listing fetched
+ * before the chmod, or in flight during it, until the TTL ran out).  A
+ * fresh listing of the parent is kept in step. */
+void rc_set_local_attr_locked(struct rc_node *n, const struct sfs_rstat *st)
+{
+	rc_set_attr_locked(n, st, rc_now());
+	n->attr_wctr = n->rs->wctr;
+	if (n->root)
+		return;
+	const char *slash = strrchr(n->path, '/');
+	char *dir = strndup(n->path, slash ? (size_t)(slash - n->path) : 0);
+	struct rc_node *d = dir ? rc_find_path_locked(n->serial, dir) : NULL;
+	if (d) /* (without memory for dir, the stamp alone keeps them) */
+		rc_dir_update_locked(d, slash ? slash + 1 : n->path, st);
+	free(dir);
+}
+
+/* Whether n holds attributes a change made here set after rs->wctr was
+ * `asked` (and no run started or ended since) */
+bool rc_local_newer_locked(const struct rc_node *n, uint64_t asked)
+{
+	return n->attr_ok && n->attr_gen == n->rs->gen && n->attr_wctr > asked;
+}
+
 void rc_drop_dir_locked(struct rc_node *n)
 {
 	rc_ents_free(n->ents, n->nents);
@@ -177,29 +203,36 @@ static void add_unborn_locked(struct rc_node *d)
 	}
 }
 
-/* Makes ents d's listing.  One fetched while something changed (not
- * cacheable) answers the caller that asked for it and is stale at once. */
+/* Makes ents d's listing, asked for when rs->wctr was `asked`.  One fetched
+ * while something changed (not cacheable) answers the caller that asked for
+ * it and is stale at once. */
 static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t n, bool cacheable,
-				   double now)
+				   double now, uint64_t asked)
 {
 	rc_drop_dir_locked(d);
 	d->ents = ents;
 	d->nents = n;
 	d->dir_ok = d->listed = true;
 	d->dir_gen = d->rs->gen;
+	d->dir_wctr = asked;
 	d->dir_until = cacheable ? now + R.opt.ttl : 0;
 	d->dir_at = cacheable ? now : -1;
-	if (!cacheable) {
-		add_unborn_locked(d);
-		return;
-	}
-	/* children we know get the listing's attributes too */
+	/* children we know get the listing's attributes too, but one a change
+	 * made here set after it was asked for keeps those, and so does the
+	 * listing (a chmod while the listing was in flight) */
 	for (size_t i = 0; i < n; i++) {
 		char *p = rc_join_path(d->path, ents[i].name);
 		struct rc_node *c = p ? rc_find_path_locked(d->serial, p) : NULL;
 		free(p);
-		if (c && c->nopen == 0 && !c->dirty)
+		if (c && rc_local_newer_locked(c, asked)) {
+			struct sfs_rstat st;
+			if (rc_rstat_copy(&st, &c->st) == 0) {
+				rc_rstat_free(&ents[i].st);
+				ents[i].st = st;
+			}
+		} else if (c && cacheable && c->nopen == 0 && !c->dirty) {
 			rc_set_attr_locked(c, &ents[i].st, now);
+		}
 	}
 	add_unborn_locked(d); /* after: it may move d->ents */
 }
@@ -236,7 +269,7 @@ static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
 		install_listing_locked(d, ents, n,
 				       d->rs->gen == gen &&
 					   !rc_dir_touched_since_locked(d->rs, wctr, d->path),
-				       rc_now());
+				       rc_now(), wctr);
 	d->listing = false;
 	pthread_cond_broadcast(&R.list_cv);
 	pthread_mutex_unlock(&R.mu);
@@ -292,8 +325,12 @@ int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st
 		if (!r) {
 			pthread_mutex_lock(&R.mu);
 			struct rent *e = rc_dir_find_locked(parent, name);
-			r = e ? rc_rstat_copy(st, &e->st) : -ENOENT;
-			if (!r && rc_dir_fresh_locked(parent, rc_now()))
+			if (e && rc_local_newer_locked(n, parent->dir_wctr))
+				r = rc_rstat_copy(st, &n->st); /* ours is newer */
+			else if (!e)
+				r = -ENOENT;
+			else if (!(r = rc_rstat_copy(st, &e->st)) &&
+				 rc_dir_fresh_locked(parent, rc_now()))
 				rc_set_attr_locked(n, st, parent->dir_at);
 			pthread_mutex_unlock(&R.mu);
 		}
@@ -330,7 +367,7 @@ void rc_present(struct rc_node *n, struct sfs_rstat *st)
 
 /* Finds or makes the node for path, counts one lookup, fills e. */
 int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
-		 struct rc_entry *e)
+		 uint64_t asked, struct rc_entry *e)
 {
 	memset(e, 0, sizeof(*e));
 	pthread_mutex_lock(&R.mu);
@@ -340,6 +377,10 @@ int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, d
 	if (!n) {
 		pthread_mutex_unlock(&R.mu);
 		return -ENOMEM;
+	}
+	if (asked != RC_ASKED_NOW && rc_local_newer_locked(n, asked)) {
+		st = &n->st; /* a change made here after st was asked for */
+		fetched = -1;
 	}
 	if (fetched >= 0 && n->nopen == 0 && !n->dirty)
 		rc_set_attr_locked(n, st, fetched);
@@ -432,7 +473,7 @@ int rc_lookup_root(uint32_t serial, struct rc_entry *e)
 	if (!r && !S_ISDIR(st.mode))
 		r = -ENOTDIR;
 	if (!r)
-		r = rc_entry_for(rs, "", &st, -1, e);
+		r = rc_entry_for(rs, "", &st, -1, RC_ASKED_NOW, e);
 	rc_rstat_free(&st);
 	rc_ref_put(&ref);
 	return r;
@@ -457,6 +498,7 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 	/* when what answers was fetched (-1: c has it already, or it is not
 	 * to be kept): a lookup answered from a cache does not make it newer */
 	double fetched = -1;
+	uint64_t asked = RC_ASKED_NOW; /* rs->wctr when what answers was asked for */
 	if (c && (rc_attr_fresh_locked(c, now) || (c->dirty && c->attr_ok))) {
 		have = rc_rstat_copy(&st, &c->st) == 0;
 	} else if (rc_dir_fresh_locked(d, now)) {
@@ -466,6 +508,7 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 		else
 			have = rc_rstat_copy(&st, &ent->st) == 0;
 		fetched = d->dir_at;
+		asked = d->dir_wctr;
 	}
 	/* A directory listed before is listed again; one never listed is
 	 * listed at its second lookup: a walk (git status, a build) looks up
@@ -492,17 +535,19 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 			struct rent *ent = rc_dir_find_locked(d, name);
 			r = !ent ? -ENOENT : rc_rstat_copy(&st, &ent->st);
 			fetched = d->dir_at;
+			asked = d->dir_wctr;
 			pthread_mutex_unlock(&R.mu);
 		}
 	} else if (!r && !have) {
 		r = rc_p_stat(d->rs, dir->sb, path, &st);
+		asked = wctr;
 		pthread_mutex_lock(&R.mu);
 		if (d->rs->gen == gen && d->rs->wctr == wctr)
 			fetched = rc_now();
 		pthread_mutex_unlock(&R.mu);
 	}
 	if (!r)
-		r = rc_entry_for(d->rs, path, &st, fetched, e);
+		r = rc_entry_for(d->rs, path, &st, fetched, asked, e);
 	rc_rstat_free(&st);
 	free(path);
 	return r;
@@ -515,6 +560,7 @@ struct rc_listing {
 	size_t n;
 	char *path;
 	double fetched; /* the directory's listing's, or -1 */
+	uint64_t asked; /* rs->wctr when the listing was asked for */
 };
 
 void rc_listing_free(struct rc_listing *l)
@@ -541,6 +587,7 @@ int rc_opendir(struct rc_ref *dir, struct rc_listing **out)
 	l->v = calloc(d->nents ? d->nents : 1, sizeof(*l->v));
 	l->path = strdup(d->path);
 	l->fetched = d->dir_at;
+	l->asked = d->dir_wctr;
 	if (!l->v || !l->path)
 		r = -ENOMEM;
 	for (size_t i = 0; !r && i < d->nents; i++) {
@@ -576,7 +623,8 @@ mode_t rc_listing_mode(const struct rc_listing *l, size_t i)
 int rc_listing_entry(struct rc_ref *dir, const struct rc_listing *l, size_t i, struct rc_entry *e)
 {
 	char *path = rc_join_path(l->path, l->v[i].name);
-	int r = path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, l->fetched, e) : -ENOMEM;
+	int r =
+	    path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, l->fetched, l->asked, e) : -ENOMEM;
 	free(path);
 	return r;
 }

@@ -105,21 +105,16 @@ void rc_set_unborn_locked(struct rc_node *n, bool unborn)
  * so an open while these attributes last keeps it; once a listing or stat
  * brings the remote's own mtime, the next open fetches the file again.
  * io held. */
-static void learn_saved(struct rc_node *n, char *path, off_t size)
+static void learn_saved(struct rc_node *n, off_t size)
 {
 	int64_t mtime = (int64_t)time(NULL);
 	n->cvalid = true;
 	n->csize = size;
 	n->cmtime = mtime;
-	char *slash = strrchr(path, '/');
-	if (slash)
-		*slash = '\0';
 	pthread_mutex_lock(&R.mu);
 	struct sfs_rstat st = {
 	    .mode = n->attr_ok ? n->st.mode : S_IFREG | 0644, .size = size, .mtime = mtime};
-	rc_set_attr_locked(n, &st, rc_now());
-	rc_dir_update_locked(rc_find_path_locked(n->serial, slash ? path : ""),
-			     slash ? slash + 1 : path, &st);
+	rc_set_local_attr_locked(n, &st);
 	pthread_mutex_unlock(&R.mu);
 }
 
@@ -175,7 +170,7 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	if (was_failed)
 		sfs_log(SFS_LOG_INFO, "%s: workspace: %s saved after a retry",
 			sfs_sb_copy_name(sb, nm), path);
-	learn_saved(n, path, size);
+	learn_saved(n, size);
 	free(path);
 	return 0;
 }
@@ -345,7 +340,7 @@ int rc_setattr(struct rc_ref *ref, const struct rc_setattr *sa, struct sfs_rstat
 			st->mode = (st->mode & S_IFMT) | (sa->mode & 07777);
 			pthread_mutex_lock(&R.mu);
 			rc_mutated_locked(n->rs, path);
-			rc_set_attr_locked(n, st, rc_now());
+			rc_set_local_attr_locked(n, st);
 			pthread_mutex_unlock(&R.mu);
 		}
 	}

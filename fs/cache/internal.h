@@ -57,6 +57,9 @@ struct rc_node {
 	double attr_until;
 	double attr_at; /* when they were fetched (-1: not to be kept) */
 	uint64_t attr_gen;
+	/* R.mu: rs->wctr once a change made here set them (chmod, write-back):
+	 * a listing or stat asked for before then does not replace them */
+	uint64_t attr_wctr;
 
 	struct rent *ents; /* R.mu: the listing, for directories */
 	size_t nents;
@@ -66,6 +69,7 @@ struct rc_node {
 	double dir_until;
 	double dir_at; /* when it was fetched (-1: not to be kept) */
 	uint64_t dir_gen;
+	uint64_t dir_wctr; /* R.mu: rs->wctr when it was asked for */
 
 	pthread_mutex_t io;
 	int cfd;     /* io to change (R.mu too), either to read: cache file or -1 */
@@ -148,12 +152,16 @@ bool rc_attr_fresh_locked(struct rc_node *n, double now);
 bool rc_dir_fresh_locked(struct rc_node *n, double now);
 double rc_ttl_of(const struct rc_node *n);
 void rc_set_attr_locked(struct rc_node *n, const struct sfs_rstat *st, double now);
+void rc_set_local_attr_locked(struct rc_node *n, const struct sfs_rstat *st);
+bool rc_local_newer_locked(const struct rc_node *n, uint64_t asked);
 void rc_drop_dir_locked(struct rc_node *n);
 struct rent *rc_dir_find_locked(struct rc_node *d, const char *name);
 void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_rstat *st);
 int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st);
+/* asked: rs->wctr when st was asked for (RC_ASKED_NOW: st is as of now) */
+#define RC_ASKED_NOW UINT64_MAX
 int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
-		 struct rc_entry *e);
+		 uint64_t asked, struct rc_entry *e);
 void rc_present(struct rc_node *n, struct sfs_rstat *st);
 bool rc_unborn_below_locked(struct rsb *rs, const char *dir);
 

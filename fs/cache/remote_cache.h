@@ -8,7 +8,9 @@
  * serial, path) and numbered from a 48-bit counter.  Attributes and listings
  * are cached for opt.ttl seconds, and only if the sandbox's generation
  * (bumped when one of its runs starts or ends) and write counter (bumped by
- * every mutation through us) did not move while they were fetched.  File
+ * every mutation through us) did not move while they were fetched; the
+ * attributes a chmod or write-back through us set are not replaced by a
+ * listing or stat asked for before it (attrs.c: attr_wctr).  File
  * contents live in a cache file, SANDBOX_STATEDIR/rcache/ID, fetched on open
  * unless the remote size and mtime still match, and written back whole on
  * flush/fsync/close when dirty.  A failed write-back returns -EIO, keeps the

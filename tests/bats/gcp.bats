@@ -317,6 +317,23 @@ teardown() {
 	[ "$(gcs_obj w1/run.sh meta.goog-reserved-posix-mode)" = 700 ]
 }
 
+@test "gcp: a chmod shows in ls -l at once, over a listing fetched before it" {
+	gcp_start
+	gcp_mount
+	ctl_write "$MNT/ctl" "new w1 provider=gcp"
+	W="$MNT/w1/workspace"
+	for i in 1 2 3; do
+		ls -l "$W" >/dev/null # a listing, cached for the TTL
+		echo q >"$W/f$i"
+		chmod 600 "$W/f$i"
+		[ "$(ls -l "$W" | awk -v f="f$i" '$NF == f { print $1 }')" = -rw------- ]
+		[ "$(stat -c %a "$W/f$i")" = 600 ]
+		chmod 640 "$W/f$i"
+		[ "$(ls -l "$W" | awk -v f="f$i" '$NF == f { print $1 }')" = -rw-r----- ]
+	done
+	[ "$(gcs_obj w1/f3 meta.goog-reserved-posix-mode)" = 640 ]
+}
+
 @test "gcp: a file over 8 MiB goes up as a resumable upload in chunks and reads back whole" {
 	gcp_start
 	gcp_mount

@@ -40,6 +40,9 @@ static struct {
 	off_t root_size;   /* the root directory's size as a stat gives it */
 	bool fail_writes;
 	int64_t clock; /* mtimes: every change moves it */
+	/* called once a listing has been taken, before it is returned (a change
+	 * made while the listing is in flight), then cleared */
+	void (*during_list)(void);
 } FP = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct ffile *fp_find(const char *path)
@@ -133,7 +136,11 @@ static int fake_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdiren
 		    .mode = FP.f[i].mode, .size = (off_t)FP.f[i].len, .mtime = FP.f[i].mtime};
 		(*n)++;
 	}
+	void (*during)(void) = FP.during_list;
+	FP.during_list = NULL;
 	pthread_mutex_unlock(&FP.mu);
+	if (during)
+		during();
 	return *ents ? 0 : -ENOMEM;
 }
 
@@ -179,6 +186,16 @@ static int fake_rename(struct sfs_sandbox *sb, const char *from, const char *to,
 	return f ? 0 : -ENOENT;
 }
 
+static int fake_chmod(struct sfs_sandbox *sb, const char *path, mode_t mode, struct sfs_err *err)
+{
+	pthread_mutex_lock(&FP.mu);
+	struct ffile *f = fp_find(path);
+	if (f)
+		f->mode = (f->mode & S_IFMT) | mode;
+	pthread_mutex_unlock(&FP.mu);
+	return f ? 0 : -ENOENT;
+}
+
 static int fake_remove(struct sfs_sandbox *sb, const char *path, bool dir, struct sfs_err *err)
 {
 	pthread_mutex_lock(&FP.mu);
@@ -195,6 +212,7 @@ static const struct sfs_provider_ops fake_ops = {.fs_stat = fake_stat,
 						 .fs_read = fake_read,
 						 .fs_write = fake_write,
 						 .fs_rename = fake_rename,
+						 .fs_chmod = fake_chmod,
 						 .fs_remove = fake_remove};
 static const struct sfs_provider fake_provider = {.name = "fake", .ops = &fake_ops};
 
@@ -232,6 +250,7 @@ static void fresh_busy(double ttl, double busy_ttl)
 	FP.renames = FP.removes = 0;
 	FP.root_size = 0;
 	FP.fail_writes = false;
+	FP.during_list = NULL;
 	pthread_mutex_unlock(&FP.mu);
 	stale_calls = 0;
 	snprintf(statedir, sizeof(statedir), "/tmp/sfs-rcache-XXXXXX");
@@ -444,6 +463,103 @@ static void test_changes_touch_their_path_below_and_parent(void)
 	CHECK(rc_file_touched_since_locked(&rs, 1, "unrelated"));
 	CHECK(!rc_file_touched_since_locked(&rs, rs.wctr - 3, "unrelated"));
 	rc_mlog_free_locked(&rs);
+}
+
+static struct rc_ref chmod_ref;
+
+static void chmod_to(mode_t mode)
+{
+	struct rc_setattr sa = {.set_mode = true, .mode = mode};
+	struct sfs_rstat st;
+	CHECK_INT(rc_setattr(&chmod_ref, &sa, &st), 0);
+	CHECK_INT(st.mode & 07777, mode);
+	rc_rstat_free(&st);
+}
+
+static void chmod_600(void)
+{
+	chmod_to(0600);
+}
+
+/* The mode of name as entry i of a walk of dir shows it (readdirplus). */
+static int walked_mode(struct rc_ref *dir, const char *name)
+{
+	struct rc_listing *l;
+	CHECK_INT(rc_opendir(dir, &l), 0);
+	int mode = -ENOENT;
+	for (size_t i = 0; i < rc_listing_count(l); i++) {
+		if (strcmp(rc_listing_name(l, i), name))
+			continue;
+		struct rc_entry e;
+		CHECK_INT(rc_listing_entry(dir, l, i, &e), 0);
+		mode = (int)(e.st.mode & 07777);
+		rc_forget(e.id, 1);
+		rc_entry_free(&e);
+	}
+	rc_listing_free(l);
+	return mode;
+}
+
+/* A chmod through the mount is what ls -l shows at once: a listing asked
+ * for before it (cached, or in flight while it ran, or a walk opened
+ * before it) does not bring the old mode back until the TTL runs out. */
+static void test_chmod_not_undone_by_an_older_listing(void)
+{
+	fresh(30);
+	fp_put("f", "q");
+	fp_put("g", "other");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_entry e;
+	CHECK_INT(rc_lookup(&root, "f", &e), 0); /* lists the root: it is small */
+	CHECK_INT(rc_ref_get(e.id, &chmod_ref), 0);
+	rc_entry_free(&e);
+	CHECK_INT(fp_calls(&FP.lists), 1);
+	/* a walk opened before the chmod, the listing cached before it */
+	struct rc_listing *l;
+	CHECK_INT(rc_opendir(&root, &l), 0);
+	chmod_to(0600);
+	size_t fi = strcmp(rc_listing_name(l, 0), "f") ? 1 : 0;
+	CHECK_INT(rc_listing_entry(&root, l, fi, &e), 0);
+	CHECK_INT(e.st.mode & 07777, 0600);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	rc_listing_free(l);
+	CHECK_INT(walked_mode(&root, "f"), 0600);
+	struct sfs_rstat st;
+	CHECK_INT(rc_getattr(&chmod_ref, &st), 0);
+	CHECK_INT(st.mode & 07777, 0600);
+	CHECK_INT(fp_calls(&FP.lists), 1);
+	/* a listing in flight while the chmod ran: it was taken before */
+	pthread_mutex_lock(&R.mu);
+	root.n->dir_until = 0; /* the listing is stale: the walk lists again */
+	pthread_mutex_unlock(&R.mu);
+	chmod_to(0644);
+	pthread_mutex_lock(&FP.mu);
+	FP.during_list = chmod_600;
+	pthread_mutex_unlock(&FP.mu);
+	CHECK_INT(walked_mode(&root, "f"), 0600);
+	CHECK_INT(fp_calls(&FP.lists), 2);
+	CHECK_INT(rc_getattr(&chmod_ref, &st), 0);
+	CHECK_INT(st.mode & 07777, 0600);
+	CHECK_INT(lookup_size(&root, "f"), 1);
+	CHECK_INT(walked_mode(&root, "f"), 0600);
+	/* a listing asked for after the chmod is believed: a change made by
+	 * something else shows once the TTL runs out */
+	pthread_mutex_lock(&FP.mu);
+	fp_find("f")->mode = S_IFREG | 0640;
+	pthread_mutex_unlock(&FP.mu);
+	pthread_mutex_lock(&R.mu);
+	root.n->dir_until = 0;
+	chmod_ref.n->attr_until = 0;
+	pthread_mutex_unlock(&R.mu);
+	CHECK_INT(walked_mode(&root, "f"), 0640);
+	CHECK_INT(rc_getattr(&chmod_ref, &st), 0);
+	CHECK_INT(st.mode & 07777, 0640);
+	CHECK_INT(walked_mode(&root, "g"), 0644);
+	rc_ref_put(&chmod_ref);
+	rc_ref_put(&root);
+	done();
 }
 
 static void test_ttl_expiry(void)
@@ -795,7 +911,8 @@ static void test_unsaved_data_survives_a_restart(void)
 	done();
 }
 
-CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_listing_at_second_lookup_shared),
+CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_chmod_not_undone_by_an_older_listing),
+	   CHECK_CASE(test_listing_at_second_lookup_shared),
 	   CHECK_CASE(test_small_directory_listed_at_first_lookup),
 	   CHECK_CASE(test_changes_touch_their_path_below_and_parent),
 	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends), CHECK_CASE(test_close_to_open),
