@@ -92,6 +92,18 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n)
 	free(ents);
 }
 
+int sfs_store_entry(const char *rest, bool prefix, size_t *len)
+{
+	const char *slash = strchr(rest, '/');
+	size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+	*len = n;
+	if (prefix ? !slash || slash[1] : slash || !n)
+		return 0;
+	if (!n || (rest[0] == '.' && (n == 1 || (n == 2 && rest[1] == '.'))))
+		return -1;
+	return 1;
+}
+
 int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
 			   struct sfs_rdirent **ents, size_t *n)
 {

@@ -85,6 +85,13 @@ struct sfs_rdirent {
 };
 
 void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n);
+/* What a listing of an object store's prefix P (GCS, S3) shows for the object
+ * P+rest (prefix false) or the common prefix P+rest (prefix true, rest ends
+ * in '/'): 1 with *len the length of the entry's name; 0 for no entry (the
+ * directory's own marker, a sub-directory's marker among the objects);
+ * -1 for a name that cannot be a file name here, left out of the listing:
+ * ".", "..", "./", "../" or "/" (the empty name of a key holding "//"). */
+int sfs_store_entry(const char *rest, bool prefix, size_t *len);
 /* A provider's JSON array of entries as a listing: each element's "name"
  * (empty, ".", ".." and names holding '/' are left out) with conv's
  * attributes of it.  0, or -ENOMEM (nothing allocated is left). */

@@ -138,9 +138,12 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		if (!*ents)
 			rc = oom(err);
 	}
+	size_t odd = 0, len; /* names left out: not file names */
 	for (size_t i = 0; !rc && i < l.nobjs; i++) {
 		const char *name = l.objs[i].name + pl;
-		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		int k = sfs_store_entry(name, false, &len);
+		odd += k < 0;
+		if (k <= 0)
 			continue; /* the directory's own marker, a sub-directory's */
 		if (!((*ents)[*n].name = strdup(name)) ||
 		    fill_stat(&(*ents)[*n].st, false, &l.objs[i])) {
@@ -152,10 +155,11 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	}
 	for (size_t i = 0; !rc && i < l.nprefixes; i++) {
 		const char *p = l.prefixes[i] + pl;
-		size_t len = strlen(p);
-		if (len < 2 || p[len - 1] != '/' || memchr(p, '/', len - 1))
+		int k = sfs_store_entry(p, true, &len);
+		odd += k < 0;
+		if (k <= 0)
 			continue;
-		if (!((*ents)[*n].name = strndup(p, len - 1))) {
+		if (!((*ents)[*n].name = strndup(p, len))) {
 			rc = oom(err);
 			break;
 		}
@@ -168,6 +172,14 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		fill_stat(&(*ents)[*n].st, true, marker);
 		(*n)++;
 	}
+	/* a key such as ROOT/../x or ROOT//x, made by something else (never
+	 * by us): "." and ".." are the kernel's, and the cache never looks
+	 * such names up (rc_name_ok), so nothing reaches outside ROOT */
+	if (odd)
+		sfs_log(SFS_LOG_DEBUG,
+			"gcp: %s: the listing of gs://%s/%s leaves out %zu name(s) that "
+			"cannot be file names (., .., empty)",
+			sb->name, w.bucket, prefix, odd);
 	if (rc) {
 		sfs_rdirents_free(*ents, *n);
 		*ents = NULL;

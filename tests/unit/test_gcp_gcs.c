@@ -6,6 +6,7 @@
 #include "check.h"
 
 #include "providers/gcp/gcp.h"
+#include "providers/provider.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -110,5 +111,28 @@ static void test_int64_and_time(void)
 	CHECK(gcp_time(NULL) == 0);
 }
 
+/* What a listing of prefix P shows for P+rest (GCS and S3 alike): names,
+ * nothing, or a name that is no file name, left out (providers/provider.c) */
+static void test_store_entry_names(void)
+{
+	size_t len = 99;
+	CHECK_INT(sfs_store_entry("a.txt", false, &len), 1);
+	CHECK_INT(len, 5);
+	CHECK_INT(sfs_store_entry("...", false, &len), 1);
+	CHECK_INT(sfs_store_entry(".x", false, &len), 1);
+	CHECK_INT(sfs_store_entry("sub/", true, &len), 1);
+	CHECK_INT(len, 3);
+	CHECK_INT(sfs_store_entry("..a/", true, &len), 1);
+	CHECK_INT(sfs_store_entry("", false, &len), 0);	    /* the directory's marker */
+	CHECK_INT(sfs_store_entry("sub/", false, &len), 0); /* a sub-directory's */
+	CHECK_INT(sfs_store_entry("a/b/", true, &len), 0);  /* not one level down */
+	CHECK_INT(sfs_store_entry("sub", true, &len), 0);
+	CHECK_INT(sfs_store_entry(".", false, &len), -1);
+	CHECK_INT(sfs_store_entry("..", false, &len), -1);
+	CHECK_INT(sfs_store_entry("./", true, &len), -1);
+	CHECK_INT(sfs_store_entry("../", true, &len), -1);
+	CHECK_INT(sfs_store_entry("/", true, &len), -1); /* a key holding "//" */
+}
+
 CHECK_MAIN(CHECK_CASE(test_list_page), CHECK_CASE(test_list_malformed),
-	   CHECK_CASE(test_int64_and_time))
+	   CHECK_CASE(test_int64_and_time), CHECK_CASE(test_store_entry_names))
