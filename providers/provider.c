@@ -104,6 +104,16 @@ int sfs_store_entry(const char *rest, bool prefix, size_t *len)
 	return 1;
 }
 
+void sfs_store_left_out(const char *provider, const char *sandbox, const char *scheme,
+			const char *bucket, const char *prefix, size_t n)
+{
+	if (n)
+		sfs_log(SFS_LOG_DEBUG,
+			"%s: %s: the listing of %s://%s/%s leaves out %zu name(s) that cannot be "
+			"file names (., .., empty)",
+			provider, sandbox, scheme, bucket, prefix, n);
+}
+
 int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
 			   struct sfs_rdirent **ents, size_t *n)
 {

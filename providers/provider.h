@@ -92,6 +92,12 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n);
  * -1 for a name that cannot be a file name here, left out of the listing:
  * ".", "..", "./", "../" or "/" (the empty name of a key holding "//"). */
 int sfs_store_entry(const char *rest, bool prefix, size_t *len);
+/* One debug line for a listing of scheme://bucket/prefix that left out n
+ * such names (none for n 0).  Keys like ROOT/../x or ROOT//x are made by
+ * something else, never by us: "." and ".." are the kernel's, and the cache
+ * never looks such names up (rc_name_ok), so nothing reaches outside ROOT. */
+void sfs_store_left_out(const char *provider, const char *sandbox, const char *scheme,
+			const char *bucket, const char *prefix, size_t n);
 /* A provider's JSON array of entries as a listing: each element's "name"
  * (empty, ".", ".." and names holding '/' are left out) with conv's
  * attributes of it.  0, or -ENOMEM (nothing allocated is left). */

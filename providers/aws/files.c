@@ -159,9 +159,12 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		if (!*ents)
 			rc = oom(err);
 	}
+	size_t odd = 0, len; /* names left out: not file names */
 	for (size_t i = 0; !rc && i < l.nobjs; i++) {
 		const char *name = l.objs[i].key + pl;
-		if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		int k = sfs_store_entry(name, false, &len);
+		odd += k < 0;
+		if (k <= 0)
 			continue; /* the directory's own marker */
 		(*ents)[*n].name = strdup(name);
 		if (!(*ents)[*n].name) {
@@ -173,10 +176,11 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	}
 	for (size_t i = 0; !rc && i < l.nprefixes; i++) {
 		const char *p = l.prefixes[i] + pl;
-		size_t len = strlen(p);
-		if (len < 2 || p[len - 1] != '/')
+		int k = sfs_store_entry(p, true, &len);
+		odd += k < 0;
+		if (k <= 0)
 			continue;
-		(*ents)[*n].name = strndup(p, len - 1);
+		(*ents)[*n].name = strndup(p, len);
 		if (!(*ents)[*n].name) {
 			rc = oom(err);
 			break;
@@ -184,6 +188,7 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		fill_list_stat(&(*ents)[*n].st, true, 0, 0);
 		(*n)++;
 	}
+	sfs_store_left_out("aws", sb->name, "s3", w.bucket, prefix, odd);
 	if (rc) {
 		sfs_rdirents_free(*ents, *n);
 		*ents = NULL;

@@ -172,14 +172,7 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		fill_stat(&(*ents)[*n].st, true, marker);
 		(*n)++;
 	}
-	/* a key such as ROOT/../x or ROOT//x, made by something else (never
-	 * by us): "." and ".." are the kernel's, and the cache never looks
-	 * such names up (rc_name_ok), so nothing reaches outside ROOT */
-	if (odd)
-		sfs_log(SFS_LOG_DEBUG,
-			"gcp: %s: the listing of gs://%s/%s leaves out %zu name(s) that "
-			"cannot be file names (., .., empty)",
-			sb->name, w.bucket, prefix, odd);
+	sfs_store_left_out("gcp", sb->name, "gs", w.bucket, prefix, odd);
 	if (rc) {
 		sfs_rdirents_free(*ents, *n);
 		*ents = NULL;

@@ -106,6 +106,23 @@ teardown() {
 	[ "$(cat "$MNT/w1/workspace/g/in")" = in ]
 }
 
+@test "aws: keys named ./, ../, . or .. or holding // are left out of listings, once each . and .." {
+	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
+	W="$MNT/x1/workspace"
+	echo ok >"$W/ok.txt"
+	mkdir "$W/d"
+	# made by something else, signed as the SDKs do (the path as it is)
+	local k sum
+	sum=$(printf x | sha256sum | cut -d' ' -f1)
+	for k in $ODD_KEYS; do
+		curl -sf -m 5 --path-as-is --aws-sigv4 aws:amz:us-east-1:s3 -u "AKIDSFSTEST:$AWS_SECRET" \
+			-H "x-amz-content-sha256: $sum" -X PUT --data-binary x "$EMU/bkt/x1/$k" >/dev/null
+	done
+	[ "$(s3_obj x1/../b size)" = 1 ]
+	[ "$(s3_obj x1//c size)" = 1 ]
+	odd_keys_left_out "$W" "$MNT/x1"
+}
+
 @test "aws: an empty directory (only its marker object) is listed by a second daemon" {
 	ctl_write "$MNT/ctl" "new x1 provider=aws bucket=bkt"
 	mkdir "$MNT/x1/workspace/empty"

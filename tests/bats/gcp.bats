@@ -342,31 +342,20 @@ teardown() {
 	echo ok >"$W/ok.txt"
 	mkdir "$W/d"
 	# made by something else, straight into the emulator's store
+	# shellcheck disable=SC2086 # the keys are words
 	python3 -c '
 import json, sys, time, urllib.parse
 d = sys.argv[1]
 for name in sys.argv[2:]:
-    q = urllib.parse.quote(name, safe="")
+    q = urllib.parse.quote("w1/" + name, safe="")
     open(d + "/" + q + ".data", "w").write("x\n")
     t = time.time()
-    json.dump({"name": name, "generation": 1, "metageneration": 1, "created": t, "updated": t,
-               "metadata": {}}, open(d + "/" + q + ".json", "w"))' "$EMU_DIR/root/gcs/bkt" \
-		w1/./a w1/../b w1//c w1/. w1/.. w1/d/./e w1/d/.. w1/d//f w1/x/../g
-	[ "$(gcs_names | tr ' ' '\n' | grep -c '^w1/')" -ge 11 ]
-	sleep 1.2 # past the listings' TTL
-	run ls -la "$W"
-	[ "$status" -eq 0 ]
-	[ "$(echo "$output" | awk 'NR > 1 { print $NF }' | sort | tr '\n' ' ')" = ". .. d ok.txt x " ]
-	run ls -a "$W/d"
-	[ "$(echo "$output" | tr '\n' ' ')" = ". .. " ]
-	run ls -a "$W/x"
-	[ "$(echo "$output" | tr '\n' ' ')" = ". .. " ]
-	[ "$(cat "$W/ok.txt")" = ok ]
-	# . and .. are the kernel's: nothing under the odd names is reached
-	[ "$(stat -c %i "$W/.")" = "$(stat -c %i "$W")" ]
-	[ "$(stat -c %i "$W/..")" = "$(stat -c %i "$MNT/w1")" ]
-	[ ! -e "$W/../b" ] && [ ! -e "$W/a" ] && [ ! -e "$W/c" ]
-	grep -q "leaves out 5 name(s) that cannot be file names" "$BATS_TEST_TMPDIR/daemon.log"
+    json.dump({"name": "w1/" + name, "generation": 1, "metageneration": 1, "created": t,
+               "updated": t, "metadata": {}}, open(d + "/" + q + ".json", "w"))' \
+		"$EMU_DIR/root/gcs/bkt" $ODD_KEYS
+	[ "$(gcs_obj w1/../b size)" = 2 ]
+	[ "$(gcs_obj w1//c size)" = 2 ]
+	odd_keys_left_out "$W" "$MNT/w1"
 }
 
 @test "gcp: a file over 8 MiB goes up as a resumable upload in chunks and reads back whole" {

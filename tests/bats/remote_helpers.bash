@@ -148,3 +148,29 @@ except OSError as e:
     sys.exit(e.errno)
 PY
 }
+
+# ODD_KEYS: keys under a sandbox's prefix that no file name can be, made by
+# something else than sandboxfs (object stores allow them), beside ok.txt and d/
+ODD_KEYS="./a ../b /c . .. d/./e d/.. d//f x/../g" # /c: PREFIX//c
+
+# odd_keys_left_out W SANDBOX_DIR: W lists each of . and .. once, and the
+# odd keys' names nowhere; nothing under those names is reached.
+odd_keys_left_out() {
+	local W=$1
+	sleep 1.2 # past the listings' TTL
+	run ls -la "$W"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | awk 'NR > 1 { print $NF }' | sort | tr '\n' ' ')" = ". .. d ok.txt x " ]
+	run ls -a "$W/d"
+	[ "$(echo "$output" | tr '\n' ' ')" = ". .. " ]
+	run ls -a "$W/x"
+	[ "$(echo "$output" | tr '\n' ' ')" = ". .. " ]
+	[ "$(cat "$W/ok.txt")" = ok ]
+	# . and .. are the kernel's
+	[ "$(stat -c %i "$W/..")" = "$(stat -c %i "$2")" ]
+	[ ! -e "$W/../b" ]
+	[ ! -e "$W/a" ]
+	[ ! -e "$W/c" ]
+	# the root's listing left out 2 objects (. ..) and 3 prefixes (./ ../ /)
+	grep -q "leaves out 5 name(s) that cannot be file names" "$BATS_TEST_TMPDIR/daemon.log"
+}
