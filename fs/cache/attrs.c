@@ -225,11 +225,8 @@ static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t 
 		struct rc_node *c = p ? rc_find_path_locked(d->serial, p) : NULL;
 		free(p);
 		if (c && rc_local_newer_locked(c, asked)) {
-			struct sfs_rstat st;
-			if (rc_rstat_copy(&st, &c->st) == 0) {
-				rc_rstat_free(&ents[i].st);
-				ents[i].st = st;
-			}
+			/* (without memory, rc_entry_for still prefers c's) */
+			(void)rc_rstat_copy(&ents[i].st, &c->st);
 		} else if (c && cacheable && c->nopen == 0 && !c->dirty) {
 			rc_set_attr_locked(c, &ents[i].st, now);
 		}
