@@ -15,8 +15,8 @@
 #include "state.h"
 #include "../strbuf.h"
 
-static const char create_keys[] =
-    "provider bucket prefix image cpu memory cluster task_definition subnets security_groups";
+static const char create_keys[] = "provider bucket prefix image cpu memory cluster task_definition "
+				  "subnets security_groups runner project";
 
 static bool known_option(const char *k)
 {
@@ -104,6 +104,9 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 			prefix = v;
 		else if (!strcmp(k, "image"))
 			image = v;
+		else if (!strcmp(k, "runner") && strcmp(v, "ecs") && strcmp(v, "codebuild"))
+			return sfs_errf(err, -EINVAL, "aws: runner=%s: expected ecs or codebuild",
+					v);
 		else if ((!strcmp(k, "cpu") || !strcmp(k, "memory")) && !positive_int(v))
 			return sfs_errf(err, -EINVAL,
 					"aws: %s=%s: expected a positive number (cpu units, "
@@ -234,8 +237,20 @@ static bool aws_configured(char *why, size_t len)
 	const char *miss = aws_config_missing(&c);
 	const char *bucket = sfs_opt_get("aws.bucket");
 	bool ok = !*miss;
+	const char *runner = sfs_opt_get("aws.runner"),
+		   *project = sfs_opt_get("aws.codebuild_project");
+	bool cb = runner && !strcmp(runner, "codebuild");
 	if (!ok)
 		snprintf(why, len, "no %s", miss);
+	else if (cb)
+		snprintf(
+		    why, len,
+		    "ready: S3 at %s (%s-style, region %s, keys from %s)%s; runs: CodeBuild at "
+		    "%s%s",
+		    c.s3_endpoint, c.s3_path_style ? "path" : "virtual-host", c.region,
+		    c.creds_source, bucket && *bucket ? "" : "; no aws.bucket: new needs bucket=",
+		    c.codebuild_endpoint,
+		    project && *project ? "" : " (no aws.codebuild_project: exec needs project=)");
 	else
 		snprintf(
 		    why, len,

@@ -31,7 +31,7 @@ struct aws_config {
 	char *creds_source;
 	/* endpoint bases without a trailing '/' (default AWS hosts when not
 	 * overridden) and whether S3 is path-style */
-	char *s3_endpoint, *ecs_endpoint, *logs_endpoint;
+	char *s3_endpoint, *ecs_endpoint, *logs_endpoint, *codebuild_endpoint;
 	bool s3_path_style;
 };
 

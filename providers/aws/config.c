@@ -237,10 +237,13 @@ int aws_config_load(struct aws_config *c, const char *region_opt, const char *ad
 	snprintf(host, sizeof(host), "https://logs.%s.amazonaws.com", c->region);
 	c->logs_endpoint =
 	    endpoint("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", cfg_text, cfg_section, host);
+	snprintf(host, sizeof(host), "https://codebuild.%s.amazonaws.com", c->region);
+	c->codebuild_endpoint = endpoint("AWS_ENDPOINT_URL_CODEBUILD", cfg_text, cfg_section, host);
 	c->creds_source = sfs_buf_take(&src);
 
 	if (!rc && (!c->profile || !c->region || !c->s3_endpoint || !c->ecs_endpoint ||
-		    !c->logs_endpoint || !c->creds_source || (c->access_key && !c->secret_key)))
+		    !c->logs_endpoint || !c->codebuild_endpoint || !c->creds_source ||
+		    (c->access_key && !c->secret_key)))
 		rc = sfs_errf(err, -ENOMEM, "aws: out of memory reading the configuration");
 	free(cred_text);
 	free(cfg_text);
@@ -264,6 +267,7 @@ void aws_config_free(struct aws_config *c)
 	free(c->s3_endpoint);
 	free(c->ecs_endpoint);
 	free(c->logs_endpoint);
+	free(c->codebuild_endpoint);
 	memset(c, 0, sizeof(*c));
 }
 

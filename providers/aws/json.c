@@ -68,9 +68,11 @@ static const char *type_hint(const char *type)
 int aws_json(const struct aws_config *c, const char *service, const char *target, json_t *body,
 	     json_t **out, struct sfs_err *err)
 {
-	const char *ep = !strcmp(service, "logs") ? c->logs_endpoint : c->ecs_endpoint;
-	const char *prefix =
-	    !strcmp(service, "logs") ? "Logs_20140328" : "AmazonEC2ContainerServiceV20141113";
+	bool logs = !strcmp(service, "logs"), cb = !strcmp(service, "codebuild");
+	const char *ep = logs ? c->logs_endpoint : cb ? c->codebuild_endpoint : c->ecs_endpoint;
+	const char *prefix = logs ? "Logs_20140328"
+			     : cb ? "CodeBuild_20161006"
+				  : "AmazonEC2ContainerServiceV20141113";
 	const char *op = target;
 	char url[1024], th[160];
 	if (out)

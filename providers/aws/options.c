@@ -33,6 +33,17 @@ const struct sfs_opt sfs_aws_options[] = {
      .arg = "FAMILY[:REV]",
      .help = "task definition of the runs (its first container, with an awslogs log "
 	     "configuration) when `new` gives no task_definition="},
+    {.key = "aws.runner",
+     .type = SFS_OPT_ENUM,
+     .def = "ecs",
+     .choices = "ecs|codebuild",
+     .help = "what runs a run's script when `new` gives no runner=: an ECS Fargate task, or "
+	     "a CodeBuild build of aws.codebuild_project (docs/aws.md \"CodeBuild\")"},
+    {.key = "aws.codebuild_project",
+     .type = SFS_OPT_STRING,
+     .arg = "PROJECT",
+     .help = "CodeBuild project of the runs when runner=codebuild and `new` gives no "
+	     "project="},
     {.key = "aws.subnets",
      .type = SFS_OPT_STRING,
      .arg = "SUBNET[,SUBNET]",

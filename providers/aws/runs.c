@@ -39,7 +39,7 @@ int aws_meta_prefix(const char *root, char *out, size_t len)
 }
 
 /* A job setting: the sandbox's own (from new), else the option's. */
-static char *setting(struct sfs_sandbox *sb, const char *key)
+char *aws_setting(struct sfs_sandbox *sb, const char *key)
 {
 	char *v = aws_state_job_dup(sb, key);
 	if (v)
@@ -189,8 +189,8 @@ static int manifest(struct aws_ws *w, long expires, time_t now, struct sfs_buf *
 }
 
 /* The task's script: built, put beside the prefix, its presigned URL. */
-static int put_job(struct sfs_sandbox *sb, struct sfs_run *run, struct aws_ws *w,
-		   const char *workdir, char **job_key, char **job_url, struct sfs_err *err)
+int aws_put_job(struct sfs_sandbox *sb, struct sfs_run *run, struct aws_ws *w, const char *workdir,
+		char **job_key, char **job_url, struct sfs_err *err)
 {
 	long expires = (long)sfs_opt_get_double("aws.url_expiry");
 	time_t now = time(NULL);
@@ -246,7 +246,7 @@ static int put_job(struct sfs_sandbox *sb, struct sfs_run *run, struct aws_ws *w
 	return rc;
 }
 
-static int delete_job(struct sfs_sandbox *sb, const char *key)
+int aws_delete_job(struct sfs_sandbox *sb, const char *key)
 {
 	struct aws_ws w;
 	struct sfs_err e = {0};
@@ -259,6 +259,49 @@ static int delete_job(struct sfs_sandbox *sb, const char *key)
 	return rc;
 }
 
+int aws_run_keep(struct sfs_sandbox *sb, struct sfs_run *run, const char *cluster,
+		 const char *project, const char *task, const char *group, const char *stream,
+		 char **job_key, struct sfs_err *err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&aws_state_mu);
+	struct aws_runst *r = aws_runst_locked(aws_state_get_locked(sb), run->n, true);
+	if (r) {
+		aws_runst_clear(r);
+		r->cluster = cluster ? strdup(cluster) : NULL;
+		r->project = project ? strdup(project) : NULL;
+		r->task = strdup(task);
+		r->group = strdup(group);
+		r->stream = strdup(stream);
+		r->job_key = *job_key;
+		*job_key = NULL;
+		if (!(r->cluster || r->project) || !r->task || !r->group || !r->stream)
+			rc = -ENOMEM;
+	} else {
+		rc = -ENOMEM;
+	}
+	/* the task in the run's own directory: a restarted daemon finds it there */
+	json_t *rec = !rc ? json_pack("{s:s?, s:s?, s:s, s:s, s:s, s:s?}", "cluster", r->cluster,
+				      "project", r->project, "task", r->task, "group", r->group,
+				      "stream", r->stream, "job", r->job_key)
+			  : NULL;
+	pthread_mutex_unlock(&aws_state_mu);
+	if (rc)
+		return sfs_errf(err, rc, "out of memory");
+	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
+	json_decref(rec);
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/aws", run->dir);
+	if (!text || sfs_write_file_atomic(path, text, strlen(text), NULL))
+		sfs_log(SFS_LOG_WARN,
+			"%s: run %d: cannot record %s in %s: a restarted daemon "
+			"will not find it",
+			sb->name, run->n, task, path);
+	free(text);
+	run->state = SFS_RUN_RUNNING;
+	return 0;
+}
+
 /* RunTask's command: fetch the script, run it. */
 static const char task_cmd[] =
     "curl -fsS -o /tmp/sandboxfs-job.sh \"$1\" || { echo 'sandboxfs: cannot fetch the run "
@@ -266,8 +309,13 @@ static const char task_cmd[] =
 
 int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	char *cluster = setting(sb, "cluster"), *td = setting(sb, "task_definition");
-	char *subnets = setting(sb, "subnets"), *sgs = setting(sb, "security_groups");
+	char *runner = aws_setting(sb, "runner");
+	bool cb = runner && !strcmp(runner, "codebuild");
+	free(runner);
+	if (cb)
+		return aws_cb_start(sb, run, err);
+	char *cluster = aws_setting(sb, "cluster"), *td = aws_setting(sb, "task_definition");
+	char *subnets = aws_setting(sb, "subnets"), *sgs = aws_setting(sb, "security_groups");
 	char *cpu = aws_state_job_dup(sb, "cpu"), *mem = aws_state_job_dup(sb, "memory");
 	const char *workdir = aws_workdir(sb);
 	struct sfs_buf miss = {0};
@@ -296,7 +344,7 @@ int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 	image = sb->image ? strdup(sb->image) : NULL;
 	rc = describe_taskdef(&w.cfg, td, image, &t, err);
 	if (!rc)
-		rc = put_job(sb, run, &w, workdir, &job_key, &job_url, err);
+		rc = aws_put_job(sb, run, &w, workdir, &job_key, &job_url, err);
 	if (rc)
 		goto out;
 	char token[65];
@@ -340,50 +388,11 @@ int aws_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 		rc = sfs_errf(err, -ENOMEM, "out of memory");
 		goto out;
 	}
-	pthread_mutex_lock(&aws_state_mu);
-	struct aws_runst *r = aws_runst_locked(aws_state_get_locked(sb), run->n, true);
-	if (r) {
-		free(r->cluster);
-		free(r->task);
-		free(r->group);
-		free(r->stream);
-		free(r->job_key);
-		r->cluster = strdup(cluster);
-		r->task = strdup(arn);
-		r->group = strdup(t.group);
-		r->stream = sfs_buf_take(&stream);
-		r->job_key = job_key;
-		job_key = NULL;
-		if (!r->cluster || !r->task || !r->group || !r->stream)
-			rc = -ENOMEM;
-	} else {
-		rc = -ENOMEM;
-	}
-	/* the task in the run's own directory: a restarted daemon finds it there */
-	json_t *rec =
-	    !rc ? json_pack("{s:s, s:s, s:s, s:s, s:s?}", "cluster", r->cluster, "task", r->task,
-			    "group", r->group, "stream", r->stream, "job", r->job_key)
-		: NULL;
-	pthread_mutex_unlock(&aws_state_mu);
+	rc = aws_run_keep(sb, run, cluster, NULL, arn, t.group, stream.buf, &job_key, err);
 	sfs_buf_free(&stream);
-	if (rc) {
-		rc = sfs_errf(err, rc, "out of memory");
-		goto out;
-	}
-	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
-	json_decref(rec);
-	char path[4200];
-	snprintf(path, sizeof(path), "%s/aws", run->dir);
-	if (!text || sfs_write_file_atomic(path, text, strlen(text), NULL))
-		sfs_log(SFS_LOG_WARN,
-			"%s: run %d: cannot record task %s in %s: a restarted daemon "
-			"will not find it",
-			sb->name, run->n, arn, path);
-	free(text);
-	run->state = SFS_RUN_RUNNING;
 out:
 	if (rc && job_key)
-		delete_job(sb, job_key); /* no task will read it: its URLs go too */
+		aws_delete_job(sb, job_key); /* no task will read it: its URLs go too */
 	aws_ws_close(&w);
 out_nows:
 	json_decref(body);
@@ -404,7 +413,7 @@ out_nows:
 
 /* Run n's state, from RUNDIR/aws when this daemon did not start it; NULL
  * when there is none.  With aws_state_mu held. */
-static struct aws_runst *run_locked(struct sfs_sandbox *sb, const struct sfs_run *run)
+struct aws_runst *aws_run_locked(struct sfs_sandbox *sb, const struct sfs_run *run)
 {
 	struct aws_runst *r = aws_runst_locked(sb->priv, run->n, false);
 	if (r || !run->dir)
@@ -421,9 +430,11 @@ static struct aws_runst *run_locked(struct sfs_sandbox *sb, const struct sfs_run
 	const char *g = json_string_value(json_object_get(o, "group"));
 	const char *s = json_string_value(json_object_get(o, "stream"));
 	const char *j = json_string_value(json_object_get(o, "job"));
-	struct aws_state *st = c && t && g && s ? aws_state_get_locked(sb) : NULL;
+	const char *p = json_string_value(json_object_get(o, "project"));
+	struct aws_state *st = (c || p) && t && g && s ? aws_state_get_locked(sb) : NULL;
 	if (st && (r = aws_runst_locked(st, run->n, true))) {
-		r->cluster = strdup(c);
+		r->cluster = c ? strdup(c) : NULL;
+		r->project = p ? strdup(p) : NULL;
 		r->task = strdup(t);
 		r->group = strdup(g);
 		r->stream = strdup(s);
@@ -438,7 +449,7 @@ static bool run_copy(struct sfs_sandbox *sb, const struct sfs_run *run, char **c
 		     char **job)
 {
 	pthread_mutex_lock(&aws_state_mu);
-	struct aws_runst *r = run_locked(sb, run);
+	struct aws_runst *r = aws_run_locked(sb, run);
 	*cluster = r && r->cluster ? strdup(r->cluster) : NULL;
 	*task = r && r->task ? strdup(r->task) : NULL;
 	if (job)
@@ -447,10 +458,22 @@ static bool run_copy(struct sfs_sandbox *sb, const struct sfs_run *run, char **c
 	return *cluster && *task;
 }
 
+/* Whether run is a CodeBuild build (codebuild.c). */
+static bool is_build(struct sfs_sandbox *sb, const struct sfs_run *run)
+{
+	pthread_mutex_lock(&aws_state_mu);
+	struct aws_runst *r = aws_run_locked(sb, run);
+	bool b = r && r->project;
+	pthread_mutex_unlock(&aws_state_mu);
+	return b;
+}
+
 int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	if (run->state != SFS_RUN_RUNNING)
 		return 0;
+	if (is_build(sb, run))
+		return aws_cb_refresh(sb, run, err);
 	char *cluster, *task, *job;
 	struct aws_ws w;
 	if (!run_copy(sb, run, &cluster, &task, &job)) {
@@ -497,7 +520,7 @@ int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 			sfs_sb_set_error(sb, msg);
 			run->state = SFS_RUN_LOST;
 		}
-		if (job && !delete_job(sb, job)) {
+		if (job && !aws_delete_job(sb, job)) {
 			pthread_mutex_lock(&aws_state_mu);
 			struct aws_runst *r = aws_runst_locked(sb->priv, run->n, false);
 			if (r) {
@@ -563,7 +586,7 @@ ssize_t aws_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off,
 	struct sfs_buf got = {0};
 	ssize_t n = 0;
 	pthread_mutex_lock(&aws_state_mu);
-	struct aws_runst *r = run_locked(sb, run);
+	struct aws_runst *r = aws_run_locked(sb, run);
 	if (r && r->off != off) {
 		/* another position (a restart): read the stream again from its head */
 		free(r->token);
@@ -644,6 +667,8 @@ int aws_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool esca
 		 struct sfs_err *err)
 {
 	(void)escalate; /* ECS sends KILL itself after the stop timeout */
+	if (is_build(sb, run))
+		return aws_cb_kill(sb, run, sig, err);
 	if (sig != 15 && sig != 9)
 		return sfs_errf(err, -EOPNOTSUPP,
 				"aws: ECS StopTask sends TERM (then KILL after the stop timeout); "

@@ -37,15 +37,19 @@ struct aws_runst *aws_runst_locked(struct aws_state *st, int n, bool add)
 	return &v[st->nruns++];
 }
 
-static void runst_free(struct aws_runst *r)
+void aws_runst_clear(struct aws_runst *r)
 {
+	int n = r->n;
 	free(r->cluster);
+	free(r->project);
 	free(r->task);
 	free(r->group);
 	free(r->stream);
 	free(r->job_key);
 	free(r->token);
 	sfs_buf_free(&r->pending);
+	memset(r, 0, sizeof(*r));
+	r->n = n;
 }
 
 int aws_state_set_job(struct sfs_sandbox *sb, const char *key, const char *value)
@@ -111,7 +115,7 @@ void aws_state_free(struct sfs_sandbox *sb)
 	if (!st)
 		return;
 	for (size_t i = 0; i < st->nruns; i++)
-		runst_free(&st->runs[i]);
+		aws_runst_clear(&st->runs[i]);
 	free(st->runs);
 	sfs_kv_free(&st->job);
 	free(st);

@@ -51,3 +51,13 @@ o = json.load(sys.stdin).get(sys.argv[1])
 f = sys.argv[2]
 print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
 }
+
+# aws_task N FIELD: a field of the Nth task (or CodeBuild build) the emulator
+# ran (1-based); exitCode and image are its container's.
+aws_task() {
+	curl -s -m 5 "$EMU/_emu/tasks" | python3 -c '
+import json, sys
+t = json.load(sys.stdin)[int(sys.argv[1]) - 1]
+f = sys.argv[2]
+print(t["containers"][0].get(f, "") if f in ("exitCode", "image") else t.get(f, ""))' "$1" "$2"
+}

@@ -17,14 +17,7 @@ AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"
 faults() { aws_faults "$@"; }
 obj() { aws_obj "$@"; }
 
-# task N FIELD: a field of the Nth task the emulator ran (1-based).
-task() {
-	curl -s -m 5 "$EMU/_emu/tasks" | python3 -c '
-import json, sys
-t = json.load(sys.stdin)[int(sys.argv[1]) - 1]
-f = sys.argv[2]
-print(t["containers"][0].get("exitCode", "") if f == "exitCode" else t.get(f, ""))' "$1" "$2"
-}
+task() { aws_task "$@"; }
 
 job_mount() {
 	sfs_mount --log-level 3 -o aws.bucket=bkt -o aws.cluster=c1 -o aws.task_definition=fam \

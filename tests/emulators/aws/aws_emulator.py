@@ -10,6 +10,13 @@ Standard library only.  Listens on 127.0.0.1 only.  One port serves:
   - ECS (awsJson1.1, X-Amz-Target AmazonEC2ContainerServiceV20141113.*):
     DescribeTaskDefinition, RegisterTaskDefinition, RunTask, DescribeTasks,
     StopTask, ListTasks;
+  - CodeBuild (X-Amz-Target CodeBuild_20161006.*): StartBuild, BatchGetBuilds,
+    StopBuild of the --codebuild-project projects: a build runs the commands
+    of its buildspecOverride's build phase (JSON-shaped YAML only) with sh -c,
+    exactly as a task runs (same runner, environmentVariablesOverride, its
+    output in logsConfigOverride's group, stream STREAMNAME/BUILD-UUID, else
+    /aws/codebuild/PROJECT and BUILD-UUID); StopBuild is StopTask's TERM then
+    KILL; buildStatus SUCCEEDED (exit 0), FAILED, STOPPED;
   - CloudWatch Logs (X-Amz-Target Logs_20140328.*): GetLogEvents with forward
     tokens (the same token back at the end; ResourceNotFoundException before
     the stream's first line), FilterLogEvents.
@@ -38,6 +45,7 @@ this machine's tools (the S3 sync of sandboxfs's task script needs curl).
     aws_emulator.py [s3_emulator flags: --bucket --key --session-token
                     --region --port --port-file --log] [--cluster C]...
                     [--task-def FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE]]...
+                    [--codebuild-project NAME[:IMAGE]]...
                     [--runner bwrap|process] [--stop-timeout S]
 
 Fault switches (POST /_emu/faults; they apply to every service): the shared
@@ -87,6 +95,9 @@ TASKS = {}      # task id -> task dict (the API's shape) + "_proc", "_stop"
 LOGS = {}       # (group, stream) -> [events]
 ECS_PREFIX = "AmazonEC2ContainerServiceV20141113."
 LOGS_PREFIX = "Logs_20140328."
+CB_PREFIX = "CodeBuild_20161006."
+PROJECTS = {}   # CodeBuild project name -> its image
+BUILDS = {}     # build id -> task id (TASKS holds the build as a task)
 
 
 class JsonError(Exception):
@@ -309,7 +320,7 @@ def docker_argv(t, argv, env, image):
 
 
 def container_name(t):
-    return "sfs-aws-emu-" + t["taskArn"].rsplit("/", 1)[-1]
+    return "sfs-aws-emu-" + t["taskArn"].rsplit("/", 1)[-1].replace(":", "-")
 
 
 def main_pid(t):
@@ -505,6 +516,74 @@ def ecs(op, req):
     raise JsonError(400, "UnknownOperationException", "unknown operation %s" % op)
 
 
+def build_of(t):
+    """A task standing for a build, in BatchGetBuilds' shape."""
+    st = t["lastStatus"]
+    code = t["containers"][0].get("exitCode")
+    status = ("IN_PROGRESS" if st != "STOPPED" else
+              "STOPPED" if t.get("stopCode") == "UserInitiated" else
+              "SUCCEEDED" if code == 0 else "FAILED")
+    return {"id": t["_build"], "arn": "arn:aws:codebuild:%s:%s:build/%s" % (
+                CFG["region"], ACCOUNT, t["_build"]),
+            "projectName": t["_build"].split(":")[0], "buildStatus": status,
+            "buildComplete": st == "STOPPED", "currentPhase":
+                "COMPLETED" if st == "STOPPED" else "BUILD",
+            "environment": {"image": t["containers"][0]["image"]},
+            "logs": {"groupName": t["_group"], "streamName": t["_stream"]}}
+
+
+def codebuild(op, req):
+    if op == "StartBuild":
+        name = req.get("projectName") or ""
+        if name not in PROJECTS:
+            raise JsonError(400, "ResourceNotFoundException", "Project cannot be found: "
+                            "arn:aws:codebuild:%s:%s:project/%s" % (CFG["region"], ACCOUNT, name))
+        try:
+            spec = json.loads(req.get("buildspecOverride") or "")
+            cmds = spec["phases"]["build"]["commands"]
+        except (ValueError, KeyError, TypeError):
+            raise JsonError(400, "InvalidInputException",
+                            "the emulator reads only a JSON buildspecOverride with phases.build.commands")
+        uid = str(uuid.uuid4())
+        bid = "%s:%s" % (name, uid)
+        cw = (req.get("logsConfigOverride") or {}).get("cloudWatchLogs") or {}
+        group = cw.get("groupName") or "/aws/codebuild/" + name
+        stream = "%s/%s" % (cw["streamName"], uid) if cw.get("streamName") else uid
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOME": "/root", "CODEBUILD_BUILD_ID": bid,
+               "AWS_EMU_TASK_DIR": os.path.join(CFG["root"], "tasks", uid)}
+        for e in req.get("environmentVariablesOverride") or []:
+            env[e["name"]] = e["value"]
+        t = {"taskArn": "arn:aws:codebuild:%s:%s:build/%s" % (CFG["region"], ACCOUNT, bid),
+             "clusterArn": "", "lastStatus": "PROVISIONING", "desiredStatus": "RUNNING",
+             "createdAt": time.time(), "overrides": {}, "startedBy": "codebuild",
+             "containers": [{"name": "build", "lastStatus": "PENDING",
+                             "image": req.get("imageOverride") or PROJECTS[name]}],
+             "_build": bid, "_group": group, "_stream": stream}
+        with LOCK:
+            TASKS[uid] = t
+            BUILDS[bid] = uid
+        threading.Thread(target=run_task, daemon=True,
+                         args=(t, ["sh", "-c", "\n".join(cmds)], env, group, stream)).start()
+        with LOCK:
+            return {"build": build_of(t)}
+    if op == "BatchGetBuilds":
+        builds, missing = [], []
+        with LOCK:
+            for i in req.get("ids") or []:
+                t = TASKS.get(BUILDS.get(i, ""))
+                (missing.append(i) if t is None else builds.append(build_of(t)))
+        return {"builds": builds, "buildsNotFound": missing}
+    if op == "StopBuild":
+        t = TASKS.get(BUILDS.get(req.get("id") or "", ""))
+        if t is None:
+            raise JsonError(400, "ResourceNotFoundException", "Build not found")
+        stop_task(t, "StopBuild")
+        with LOCK:
+            return {"build": build_of(t)}
+    raise JsonError(400, "UnknownOperationException", "unknown operation %s" % op)
+
+
 def logs(op, req):
     if op == "GetLogEvents":
         key = (req.get("logGroupName"), req.get("logStreamName"))
@@ -655,7 +734,8 @@ class Handler(s3.Handler):
         self.status_sent = 0
         body = self.read_body()
         service, op = ("ecs", target[len(ECS_PREFIX):]) if target.startswith(ECS_PREFIX) else \
-            ("logs", target[len(LOGS_PREFIX):]) if target.startswith(LOGS_PREFIX) else (None, target)
+            ("logs", target[len(LOGS_PREFIX):]) if target.startswith(LOGS_PREFIX) else \
+            ("codebuild", target[len(CB_PREFIX):]) if target.startswith(CB_PREFIX) else (None, target)
         try:
             if service is None:
                 raise JsonError(400, "UnknownOperationException", "unknown target %s" % target)
@@ -679,7 +759,8 @@ class Handler(s3.Handler):
                 req = json.loads(body or b"{}")
             except ValueError:
                 raise JsonError(400, "SerializationException", "the body is not JSON")
-            self._json(200, ecs(op, req) if service == "ecs" else logs(op, req))
+            self._json(200, ecs(op, req) if service == "ecs" else
+                       codebuild(op, req) if service == "codebuild" else logs(op, req))
         except JsonError as e:
             self._json(e.status, {"__type": e.typ, "message": e.message}, e.headers)
         finally:
@@ -711,6 +792,8 @@ def main():
     ap.add_argument("--cluster", action="append", help="a cluster that exists (repeatable)")
     ap.add_argument("--task-def", action="append",
                     help="FAMILY:CONTAINER:GROUP:PREFIX[:IMAGE], registered as revision 1")
+    ap.add_argument("--codebuild-project", action="append",
+                    help="NAME[:IMAGE], a CodeBuild project that exists (repeatable)")
     ap.add_argument("--runner", choices=("bwrap", "process", "docker"),
                     default=env("AWS_EMU_RUNNER") or ("bwrap" if shutil.which("bwrap") else "process"))
     ap.add_argument("--prefix-depth", type=int, default=0,
@@ -729,6 +812,9 @@ def main():
         s3.BUCKETS[b] = {}
     for c in a.cluster or ["default"]:
         CLUSTERS.add(c)
+    for spec in a.codebuild_project or []:
+        n, _, img = spec.partition(":")
+        PROJECTS[n] = img or "sandboxfs-test:latest"
     for spec in a.task_def or []:
         f = spec.split(":", 4)
         if len(f) < 4:
