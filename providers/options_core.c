@@ -111,6 +111,15 @@ const struct sfs_opt sfs_core_options[] = {
      .max = 1e12,
      .help = "bytes at which a sandbox's audit file becomes audit.1 (the older audit.1 is "
 	     "dropped) and a new one starts"},
+    {.key = "journal.max_size",
+     .type = SFS_OPT_DOUBLE,
+     .arg = "BYTES",
+     .def = "1073741824",
+     .min = 0,
+     .max = 1e15,
+     .help = "bytes of a local run's journal: past them one marker line is written and the "
+	     "run's further output is dropped (the run goes on), so a chatty run cannot fill the "
+	     "state disk"},
     {.key = "journal.poll_interval",
      .type = SFS_OPT_DOUBLE,
      .def = "0.25",

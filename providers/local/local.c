@@ -417,15 +417,13 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 		free_env(envp);
 		return sfs_errf(err, -errno, "pipe: %s", strerror(errno));
 	}
-	char fdarg[16];
+	char fdarg[16], maxarg[32];
 	snprintf(fdarg, sizeof(fdarg), "%d", SFS_LOCAL_READY_FD);
-	char *argv[] = {"sandboxfs",
-			SFS_LOCAL_WRAP_ARG,
-			run->dir,
-			iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
-			fdarg,
-			run->cmd,
-			iso.bwrap ? holder : NULL,
+	snprintf(maxarg, sizeof(maxarg), "%.0f", sfs_opt_get_double("journal.max_size"));
+	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG,
+			run->dir,    iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
+			fdarg,	     maxarg,
+			run->cmd,    iso.bwrap ? holder : NULL,
 			NULL};
 	pid_t pid;
 	int sr = sfs_local_spawn_wrapper(argv, envp, pipefd[1], &pid);

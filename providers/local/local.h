@@ -23,9 +23,25 @@
  * /dev/null on 0-2 and ready_fd as SFS_LOCAL_READY_FD; -errno. */
 int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd, pid_t *pid);
 
-/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD CMD.  Single-threaded
+/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD JOURNAL_MAX CMD
+ * [HOLDER].  Single-threaded
  * after exec; returns the process exit status. */
 int sfs_local_wrapper_main(int argc, char **argv);
+
+/* relay.c: the run's output, from the pipe `in` (O_NONBLOCK) to the
+ * journal `out`, at most max bytes, then one marker line and nothing. */
+struct sfs_relay {
+	int in, out;
+	unsigned long long written, max;
+	char last;   /* the last byte kept (the marker starts a line of its own) */
+	bool capped; /* the marker is written; the rest is read and dropped */
+};
+/* Reads what the pipe has (at most limit bytes, 0: no limit) into the
+ * journal: 1 at EOF, 0 when it would block or limit is reached, -1. */
+int sfs_relay_pump(struct sfs_relay *r, size_t limit);
+/* Relays what is in the pipe at this moment and no more (the command has
+ * ended: its output is in the journal before its status); as pump. */
+int sfs_relay_drain(struct sfs_relay *r);
 
 /* descendants.c: a run's processes that left its process group.  The
  * wrapper is their subreaper, so all of them descend from it. */

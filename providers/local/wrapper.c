@@ -5,11 +5,14 @@
  *
  * RUNDIR holds:
  *   lock     flock'ed by the wrapper for its whole life (free + no status = lost)
- *   journal  the command's stdout and stderr, merged, appended
+ *   journal  the command's stdout and stderr, merged, relayed through a pipe
+ *            (relay.c) and cut at JOURNAL_MAX bytes with a marker line
  *   stdin    a FIFO; the wrapper keeps a writer open until SIGUSR1 (EOF)
  *   pid      the command's pid, which is also its process group
  *   wpid     the wrapper's pid (for SIGUSR1)
  *   status   "exit N" or "signal N", written atomically when the command ends
+ *            (its temp file is reserved at the start: a full disk at the end
+ *            cannot make the run `lost`)
  *
  * With isolation=bwrap a seventh argument names the sandbox's namespace
  * holder: the wrapper's child joins it (join.c) and starts the command in
@@ -19,6 +22,7 @@
 #include "local.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -29,9 +33,16 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t stdin_keeper = -1;
+
+/* only there to make ppoll return when a child changes state */
+static void on_chld(int sig)
+{
+	(void)sig;
+}
 
 static void on_usr1(int sig)
 {
@@ -79,6 +90,72 @@ static int write_small_file(const char *dir, const char *name, const char *text,
 	return r;
 }
 
+/*
+ * The status file's temp file, made at the start with room for any status
+ * text: rewriting bytes a file already has needs no new block, so a state
+ * disk filled meanwhile (by any sandbox's run) cannot fail the final write
+ * and leave the run `lost`.  -1 if it could not be made (then
+ * write_status retries until space comes back).
+ */
+#define STATUS_ROOM 64
+static int reserve_status(const char *dir, char *tmp, size_t len)
+{
+	const char *slash = strrchr(dir, '/');
+	if (!slash)
+		return -1;
+	snprintf(tmp, len, "%.*s/.%s.status.tmp", (int)(slash - dir), dir, slash + 1);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	char room[STATUS_ROOM];
+	memset(room, '\n', sizeof(room));
+	/* no fsync (a run's start must stay quick): a delayed-allocation file
+	 * system (ext4, xfs) reserves the blocks at write, tmpfs has them */
+	if (write(fd, room, sizeof(room)) != (ssize_t)sizeof(room)) {
+		close(fd);
+		unlink(tmp);
+		return -1;
+	}
+	return fd;
+}
+
+/* Writes the final status: into the reserved file when there is one,
+ * else as write_small_file; while the disk is full it retries (backing off
+ * to 5 s) and the wrapper keeps its lock, so the run reads `running`, not
+ * `lost`, until space comes back. */
+static void write_status(const char *dir, int res_fd, const char *tmp, const char *text)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/status", dir);
+	size_t len = strlen(text);
+	long delay_ms = 10;
+	for (;;) {
+		if (res_fd >= 0) {
+			int r = pwrite(res_fd, text, len, 0) == (ssize_t)len &&
+					ftruncate(res_fd, (off_t)len) == 0 && rename(tmp, path) == 0
+				    ? 0
+				    : -1;
+			fsync(res_fd);
+			close(res_fd);
+			if (r == 0)
+				return;
+			/* the reserved file is gone (removed by hand): the
+			 * plain way, which retries while the disk is full */
+			res_fd = -1;
+			continue;
+		} else {
+			if (write_small_file(dir, "status", text, true, true) == 0)
+				return;
+		}
+		if (errno != ENOSPC && errno != EDQUOT)
+			return;
+		struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		if (delay_ms < 5000)
+			delay_ms *= 2;
+	}
+}
+
 static void report(int ready_fd, const char *what)
 {
 	if (ready_fd >= 0) {
@@ -92,14 +169,16 @@ static void report(int ready_fd, const char *what)
 
 int sfs_local_wrapper_main(int argc, char **argv)
 {
-	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: sandboxfs %s RUNDIR CWD READY_FD CMD [HOLDER]\n",
+	if (argc != 7 && argc != 8) {
+		fprintf(stderr,
+			"usage: sandboxfs %s RUNDIR CWD READY_FD JOURNAL_MAX CMD [HOLDER]\n",
 			SFS_LOCAL_WRAP_ARG);
 		return 2;
 	}
-	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[5];
-	const char *holder = argc == 7 ? argv[6] : NULL;
+	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[6];
+	const char *holder = argc == 8 ? argv[7] : NULL;
 	int ready_fd = atoi(argv[4]);
+	unsigned long long journal_max = strtoull(argv[5], NULL, 10);
 	char path[4200];
 	/* the command must not inherit it, or the daemon would wait for the
 	 * command's end to see the pipe close */
@@ -117,6 +196,19 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		report(ready_fd, "journal");
 		return 1;
 	}
+	struct stat jst;
+	int out[2];
+	if (fstat(journal_fd, &jst) < 0 || pipe2(out, O_CLOEXEC) < 0) {
+		report(ready_fd, "journal pipe");
+		return 1;
+	}
+	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+	struct sfs_relay relay = {.in = out[0], .out = journal_fd, .max = journal_max};
+	/* a journal already there (none is, today) counts against the cap */
+	relay.written = (unsigned long long)jst.st_size;
+	relay.last = '\n';
+	char status_tmp[4200];
+	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 	snprintf(path, sizeof(path), "%s/stdin", dir);
 	if (mkfifo(path, 0600) < 0 && errno != EEXIST) {
 		report(ready_fd, "stdin fifo");
@@ -138,6 +230,16 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	/* SIGCHLD is blocked but while in ppoll: a child's end between a
+	 * waitpid and the ppoll is not missed */
+	struct sigaction sc = {.sa_handler = on_chld};
+	sigemptyset(&sc.sa_mask);
+	sigaction(SIGCHLD, &sc, NULL);
+	sigset_t chld, poll_mask;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &poll_mask);
+	sigdelset(&poll_mask, SIGCHLD);
 	/* Orphaned grandchildren come to us, not to a PID 1 that may never
 	 * reap them: a killed process group then really disappears. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -156,7 +258,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		sigset_t none;
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (dup2(in_fd, 0) < 0 || dup2(journal_fd, 1) < 0 || dup2(journal_fd, 2) < 0)
+		if (dup2(in_fd, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0)
 			_exit(126);
 		if (holder && sfs_join_holder(holder) < 0)
 			_exit(126);
@@ -171,7 +273,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	}
 	setpgid(pid, pid); /* also here, so the group exists before anyone signals it */
 	close(in_fd);
-	close(journal_fd);
+	close(out[1]);
 
 	char num[32];
 	snprintf(num, sizeof(num), "%d\n", (int)pid);
@@ -183,27 +285,54 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	}
 	close(ready_fd);
 
-	int status = 0;
-	for (;;) {
-		pid_t r = waitpid(-1, &status, 0);
-		if (r == pid)
+	/* Relay the output and reap children until the pipe is closed by all
+	 * (a background process of an isolated run is not our child and may
+	 * still write) and the last child is gone: we hold the lock until
+	 * then so nothing outlives its reaper. */
+	bool pipe_open = true, children = true, ended = false;
+	while (pipe_open || children) {
+		int status;
+		pid_t r;
+		while (children && (r = waitpid(-1, &status, WNOHANG)) != 0) {
+			if (r < 0) {
+				if (errno != EINTR)
+					children = false;
+				continue;
+			}
+			if (r != pid || ended)
+				continue;
+			ended = true;
+			/* its output before its status (a `wait` reader then
+			 * reads the journal) */
+			if (pipe_open && sfs_relay_drain(&relay) != 0) {
+				close(out[0]);
+				pipe_open = false;
+			}
+			char text[64];
+			if (WIFSIGNALED(status))
+				snprintf(text, sizeof(text), "signal %d\n", WTERMSIG(status));
+			else
+				snprintf(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
+			write_status(dir, status_fd, status_tmp, text);
+			status_fd = -1;
+			if (stdin_keeper >= 0)
+				close(keeper);
+			stdin_keeper = -1;
+		}
+		if (!pipe_open && !children)
 			break;
-		if (r < 0 && errno != EINTR)
-			break;
+		struct pollfd pfd = {.fd = out[0], .events = POLLIN};
+		int n = ppoll(&pfd, pipe_open ? 1 : 0, NULL, &poll_mask);
+		if (n > 0 && pipe_open && sfs_relay_pump(&relay, 0) != 0) {
+			close(out[0]);
+			pipe_open = false;
+		}
 	}
-	char text[64];
-	if (WIFSIGNALED(status))
-		snprintf(text, sizeof(text), "signal %d\n", WTERMSIG(status));
-	else
-		snprintf(text, sizeof(text), "exit %d\n", WEXITSTATUS(status));
-	write_small_file(dir, "status", text, true, true);
-
-	/* Reap whatever the command left behind; we hold the lock until the
-	 * last descendant is gone so nothing outlives its reaper. */
-	if (stdin_keeper >= 0)
-		close(keeper);
-	stdin_keeper = -1;
-	while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-		;
+	close(journal_fd);
+	if (status_fd >= 0) {
+		/* the command's end was never seen (waitpid failed) */
+		close(status_fd);
+		unlink(status_tmp);
+	}
 	return 0;
 }

@@ -59,7 +59,7 @@ kill_daemon() {
 	mkdir "$r2"
 	orphan='echo orphan-out; while [ ! -e go ]; do sleep 0.1; done; exit 42'
 	printf '%s' "$orphan" >"$r2/.cmd"
-	SANDBOXFS_RUN_DIR="$r2" setsid "$SFS_BIN" __local-run-wrapper "$r2" "$ws" 9 "$orphan" \
+	SANDBOXFS_RUN_DIR="$r2" setsid "$SFS_BIN" __local-run-wrapper "$r2" "$ws" 9 1073741824 "$orphan" \
 		9>/dev/null </dev/null >/dev/null 2>&1 3>&- &
 	wait_for grep -qs orphan-out "$r2/journal"
 	mkdir "$d/runs/3"
@@ -95,7 +95,7 @@ kill_daemon() {
 	r1="$d/runs/1"
 	mkdir -p "$r1"
 	printf '%s' 'echo up; sleep 300' >"$r1/.cmd"
-	SANDBOXFS_RUN_DIR="$r1" setsid "$SFS_BIN" __local-run-wrapper "$r1" "$ws" 9 "$(cat "$r1/.cmd")" \
+	SANDBOXFS_RUN_DIR="$r1" setsid "$SFS_BIN" __local-run-wrapper "$r1" "$ws" 9 1073741824 "$(cat "$r1/.cmd")" \
 		9>/dev/null </dev/null >/dev/null 2>&1 3>&- &
 	wait_for grep -qs up "$r1/journal"
 	sfs_mount
@@ -558,4 +558,48 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	prlimit --pid "$SFS_PID" --nofile="$hard:$hard"
 	[ "$(cat "$MNT/fd/runs/$n/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/fd/runs/$n/journal")" = done-ok ]
+}
+
+# ---- ATTACK3 #10: a run's output and a full state disk ------------------------
+
+# bats test_tags=core
+@test "a run printing past journal.max_size goes on to its own end; its journal is cut there with one marker line" {
+	sfs_unmount
+	sfs_mount -o journal.max_size=1000
+	mkdir "$MNT/demo"
+	# after the cap: more output, then a file and an exit status of its own
+	run_cmd demo 'head -c 5000 /dev/zero | tr "\0" a; echo after; touch went-on; exit 3'
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 3" ]
+	[ -e "$MNT/demo/workspace/went-on" ]
+	j="$MNT/demo/runs/1/journal"
+	[ "$(head -c 1000 "$j")" = "$(head -c 1000 /dev/zero | tr '\0' a)" ]
+	[ "$(tail -c +1001 "$j")" = "
+sandboxfs: journal truncated at 1000 bytes (journal.max_size); the run's further output is dropped" ]
+	[ "$(stat -L -c %s "$j")" = $((1000 + 1 + 99)) ]
+}
+
+# bats test_tags=core
+@test "a run ending while the state disk is full gets its own status, never lost" {
+	sfs_unmount
+	SMALL_FS="$BATS_TEST_TMPDIR/small"
+	mkdir -p "$SMALL_FS"
+	mount -t tmpfs -o size=4m tmpfs "$SMALL_FS"
+	STATE="$SMALL_FS/state"
+	sfs_mount
+	mkdir "$MNT/demo"
+	# the fifos through the host path: a fifo opened through FUSE is a
+	# pipe of the mount's own, not the one the run reads
+	ws=$(awk '$1=="workspace"{print $2}' "$MNT/demo/status")
+	mkfifo "$ws/go1" "$ws/go2"
+	run_cmd demo 'read x <go1; exit 7'
+	run_cmd demo 'read x <go2; exit 8'
+	fill "$SMALL_FS"
+	# the status file reserved at the run's start takes the status
+	echo go >"$ws/go1"
+	[ "$(timeout 10 cat "$MNT/demo/runs/1/wait")" = "exited 7" ]
+	# and once room is back, the next one as well
+	rm -f "$SMALL_FS/filler1" "$SMALL_FS/filler2"
+	echo go >"$ws/go2"
+	[ "$(timeout 10 cat "$MNT/demo/runs/2/wait")" = "exited 8" ]
+	[ "$(cat "$MNT/demo/runs/1/status")" = "exited 7" ]
 }
