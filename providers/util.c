@@ -219,3 +219,14 @@ void sfs_flush_defer_end(void)
 		flush_now(flush_fds[i]);
 	flush_n = -1;
 }
+
+bool sfs_word_in(const char *list, const char *w)
+{
+	size_t n = strlen(w);
+	if (!n)
+		return false;
+	for (const char *p = list; (p = strstr(p, w)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return true;
+	return false;
+}

@@ -2,10 +2,14 @@
 #ifndef SFS_UTIL_H
 #define SFS_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
+
+/* Whether w is one of the blank-separated words of list ("a b c"). */
+bool sfs_word_in(const char *list, const char *w);
 
 /* Writes data to path via a temp file, fsync and rename: readers see the old
  * or the new contents, never a mix. */

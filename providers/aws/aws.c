@@ -14,17 +14,14 @@
 #include "../provider.h"
 #include "state.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 static const char create_keys[] = "provider bucket prefix image cpu memory cluster task_definition "
 				  "subnets security_groups runner project";
 
 static bool known_option(const char *k)
 {
-	size_t kl = strlen(k);
-	for (const char *p = create_keys; (p = strstr(p, k)); p += kl)
-		if ((p == create_keys || p[-1] == ' ') && (p[kl] == ' ' || !p[kl]))
-			return true;
-	return false;
+	return sfs_word_in(create_keys, k);
 }
 
 /* A bucket name as S3 allows it (3-63 of a-z 0-9 . -); refusing others

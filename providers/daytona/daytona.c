@@ -19,16 +19,7 @@ static bool known_option(const char *k)
 {
 	if (!strncmp(k, "env.", 4) || !strncmp(k, "label.", 6))
 		return true;
-	const char *p = create_keys;
-	size_t kl = strlen(k);
-	while ((p = strstr(p, k))) {
-		bool start = p == create_keys || p[-1] == ' ';
-		bool end = p[kl] == ' ' || p[kl] == '\0';
-		if (start && end)
-			return true;
-		p += kl;
-	}
-	return false;
+	return sfs_word_in(create_keys, k);
 }
 
 static int parse_int_opt(const char *k, const char *v, long lo, long hi, json_t *body,

@@ -15,6 +15,7 @@
 
 #include "../provider.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 static const char create_keys[] = "provider bucket prefix image cpu memory project region";
 
@@ -30,11 +31,7 @@ static pthread_mutex_t settings_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static bool known_option(const char *k)
 {
-	size_t kl = strlen(k);
-	for (const char *p = create_keys; (p = strstr(p, k)); p += kl)
-		if ((p == create_keys || p[-1] == ' ') && (p[kl] == ' ' || !p[kl]))
-			return true;
-	return false;
+	return sfs_word_in(create_keys, k);
 }
 
 /* A bucket name as Cloud Storage allows it (3-222 of a-z 0-9 . - _,

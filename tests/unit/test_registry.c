@@ -355,7 +355,22 @@ static void test_owner_functions(void)
 	sfs_rm_rf(statedir);
 }
 
-CHECK_MAIN(CHECK_CASE(test_round_trip), CHECK_CASE(test_first_start), CHECK_CASE(test_corrupt),
-	   CHECK_CASE(test_unknown_entries_kept), CHECK_CASE(test_many_secrets_never_truncated),
-	   CHECK_CASE(test_redact_reports), CHECK_CASE(test_snapshot_serials_stable),
-	   CHECK_CASE(test_owner_functions))
+/* providers' option-name lists */
+static void test_word_in(void)
+{
+	const char *keys = "provider bucket prefix image";
+	CHECK(sfs_word_in(keys, "provider"));
+	CHECK(sfs_word_in(keys, "prefix"));
+	CHECK(sfs_word_in(keys, "image"));
+	CHECK(!sfs_word_in(keys, "pre"));     /* a word's start only */
+	CHECK(!sfs_word_in(keys, "fix"));     /* a word's end only */
+	CHECK(!sfs_word_in(keys, "ket pre")); /* across words */
+	CHECK(!sfs_word_in(keys, ""));
+	CHECK(!sfs_word_in("", "a"));
+	CHECK(sfs_word_in("xa a", "a")); /* a later whole match after a partial one */
+}
+
+CHECK_MAIN(CHECK_CASE(test_word_in), CHECK_CASE(test_round_trip), CHECK_CASE(test_first_start),
+	   CHECK_CASE(test_corrupt), CHECK_CASE(test_unknown_entries_kept),
+	   CHECK_CASE(test_many_secrets_never_truncated), CHECK_CASE(test_redact_reports),
+	   CHECK_CASE(test_snapshot_serials_stable), CHECK_CASE(test_owner_functions))
