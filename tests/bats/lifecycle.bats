@@ -141,6 +141,18 @@ kill_daemon() {
 
 # ---- item 5: rmdir on a full state disk ---------------------------------------
 
+# small_state_mount TMPFS_OPTIONS [sandboxfs options...]: the daemon
+# remounted with its state on a tmpfs of its own ($SMALL_FS).
+small_state_mount() {
+	sfs_unmount
+	SMALL_FS="$BATS_TEST_TMPDIR/small"
+	mkdir -p "$SMALL_FS"
+	mount -t tmpfs -o "$1" tmpfs "$SMALL_FS"
+	shift
+	STATE="$SMALL_FS/state"
+	sfs_mount "$@"
+}
+
 # fill DIR: writes into DIR until its filesystem has no byte left.
 fill() {
 	dd if=/dev/zero of="$1/filler1" bs=64k 2>/dev/null || true
@@ -150,12 +162,7 @@ fill() {
 
 # bats test_tags=core
 @test "rmdir on a full state disk succeeds and leaves nothing half done" {
-	sfs_unmount
-	SMALL_FS="$BATS_TEST_TMPDIR/small"
-	mkdir -p "$SMALL_FS"
-	mount -t tmpfs -o size=8m tmpfs "$SMALL_FS"
-	STATE="$SMALL_FS/state"
-	sfs_mount
+	small_state_mount size=8m
 	mkdir "$MNT/demo" "$MNT/empty" "$MNT/keep"
 	head -c 2M /dev/urandom >"$MNT/demo/workspace/big"
 	run_cmd demo 'echo hello'
@@ -183,12 +190,7 @@ fill() {
 
 # bats test_tags=core
 @test "an rmdir the full disk stops before the registry says so, and is finished by a retry or a restart" {
-	sfs_unmount
-	SMALL_FS="$BATS_TEST_TMPDIR/small"
-	mkdir -p "$SMALL_FS"
-	mount -t tmpfs -o size=4m tmpfs "$SMALL_FS"
-	STATE="$SMALL_FS/state"
-	sfs_mount
+	small_state_mount size=4m
 	mkdir "$MNT/a" "$MNT/b" "$MNT/keep"
 	da=$(sb_dir a)
 	db=$(sb_dir b)
@@ -306,13 +308,8 @@ fill() {
 
 # bats test_tags=core
 @test "an rmdir with runs going on a full state disk is still decided before it returns" {
-	sfs_unmount
-	SMALL_FS="$BATS_TEST_TMPDIR/small"
-	mkdir -p "$SMALL_FS"
 	# out of inodes: even the empty marker needs the one STATE/.reserve frees
-	mount -t tmpfs -o size=8m,nr_inodes=200 tmpfs "$SMALL_FS"
-	STATE="$SMALL_FS/state"
-	sfs_mount -o local.kill_grace=60
+	small_state_mount size=8m,nr_inodes=200 -o local.kill_grace=60
 	mkdir "$MNT/s" "$MNT/keep"
 	d=$(sb_dir s)
 	run_cmd s 'trap "" TERM; echo up; while :; do sleep 0.1; done' >/dev/null
@@ -580,12 +577,7 @@ sandboxfs: journal truncated at 1000 bytes (journal.max_size); the run's further
 
 # bats test_tags=core
 @test "a run ending while the state disk is full gets its own status, never lost" {
-	sfs_unmount
-	SMALL_FS="$BATS_TEST_TMPDIR/small"
-	mkdir -p "$SMALL_FS"
-	mount -t tmpfs -o size=4m tmpfs "$SMALL_FS"
-	STATE="$SMALL_FS/state"
-	sfs_mount
+	small_state_mount size=4m
 	mkdir "$MNT/demo"
 	# the fifos through the host path: a fifo opened through FUSE is a
 	# pipe of the mount's own, not the one the run reads
