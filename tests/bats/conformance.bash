@@ -257,8 +257,10 @@ conf_test_git_in_workspace() {
 	[ -z "$(git status --porcelain)" ]
 	cd /
 	# the sandbox's own view of the repository agrees
-	[ "$(conf_run gw 'cd clone && git log --oneline | wc -l && cat new.txt')" = "2
-new" ]
+	local seen
+	seen=$(conf_run gw 'cd clone && git log --oneline | wc -l && cat new.txt' 2>&1)
+	[ "$seen" = "2
+new" ] || { echo "the sandbox saw: $seen"; false; }
 }
 
 conf_test_symlinks() {
