@@ -23,18 +23,7 @@ teardown() {
 	fi
 	sfs_teardown
 	docker_cleanup
-	cow_unmount_all
 	if [ -n "${STATE_OVERLAY:-}" ]; then umount -l "$STATE_OVERLAY" 2>/dev/null || true; fi
-}
-
-# cow_unmount_all: overlays a failed test left mounted below its state dir
-# (a daemon leaves them mounted on purpose: runs outlive it).
-cow_unmount_all() {
-	[ -n "${STATE:-}" ] || return 0
-	local m
-	for m in $(awk -v s="$STATE/" 'index($5, s) == 1 { print $5 }' /proc/self/mountinfo); do
-		umount -l "$m" 2>/dev/null || true
-	done
 }
 
 # make_base DIR: a small project with files to hide.

@@ -78,6 +78,19 @@ sfs_teardown() {
 	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT" 2>/dev/null; then
 		umount -l "$MNT" 2>/dev/null || true
 	fi
+	sfs_unmount_below_state
+}
+
+# sfs_unmount_below_state: the overlays (base=) a test left mounted below
+# its state dir: a daemon leaves them on purpose, since runs outlive it,
+# and a mount left there makes bats's removal of its temp dir fail.
+# Lazy, so a container still holding one does not keep it.
+sfs_unmount_below_state() {
+	[ -n "${STATE:-}" ] || return 0
+	local m
+	for m in $(awk -v s="$STATE/" 'index($5, s) == 1 { print $5 }' /proc/self/mountinfo); do
+		umount -l "$m" 2>/dev/null || true
+	done
 }
 
 # no_tsan_reports: fails, showing them, when the daemon wrote any
