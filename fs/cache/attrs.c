@@ -207,13 +207,13 @@ static void add_unborn_locked(struct rc_node *d)
  * while something changed (not cacheable) answers the caller that asked for
  * it and is stale at once. */
 static void install_listing_locked(struct rc_node *d, struct rent *ents, size_t n, bool cacheable,
-				   double now, uint64_t asked)
+				   double now, uint64_t asked, uint64_t gen)
 {
 	rc_drop_dir_locked(d);
 	d->ents = ents;
 	d->nents = n;
 	d->dir_ok = d->listed = true;
-	d->dir_gen = d->rs->gen;
+	d->dir_gen = gen; /* the generation it was asked in: older if a run came between */
 	d->dir_wctr = asked;
 	d->dir_until = cacheable ? now + R.opt.ttl : 0;
 	d->dir_at = cacheable ? now : -1;
@@ -266,7 +266,7 @@ static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
 		install_listing_locked(d, ents, n,
 				       d->rs->gen == gen &&
 					   !rc_dir_touched_since_locked(d->rs, wctr, d->path),
-				       rc_now(), wctr);
+				       rc_now(), wctr, gen);
 	d->listing = false;
 	pthread_cond_broadcast(&R.list_cv);
 	pthread_mutex_unlock(&R.mu);
@@ -364,7 +364,7 @@ void rc_present(struct rc_node *n, struct sfs_rstat *st)
 
 /* Finds or makes the node for path, counts one lookup, fills e. */
 int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
-		 uint64_t asked, struct rc_entry *e)
+		 uint64_t asked, uint64_t gen, struct rc_entry *e)
 {
 	memset(e, 0, sizeof(*e));
 	pthread_mutex_lock(&R.mu);
@@ -375,11 +375,19 @@ int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, d
 		pthread_mutex_unlock(&R.mu);
 		return -ENOMEM;
 	}
+	/* fetched before a run started or ended (a walk's listing, or a lookup
+	 * the invalidation overtook): not what the node is now */
+	bool old = gen != RC_GEN_NOW && gen != rs->gen;
 	if (asked != RC_ASKED_NOW && rc_local_newer_locked(n, asked)) {
 		st = &n->st; /* a change made here after st was asked for */
 		fetched = -1;
+		old = false;
+	} else if (old && rc_attr_fresh_locked(n, rc_now())) {
+		st = &n->st; /* asked for again since: newer */
+		fetched = -1;
+		old = false;
 	}
-	if (fetched >= 0 && n->nopen == 0 && !n->dirty)
+	if (fetched >= 0 && !old && n->nopen == 0 && !n->dirty)
 		rc_set_attr_locked(n, st, fetched);
 	n->pins++;
 	int r = rc_rstat_copy(&e->st, st);
@@ -390,7 +398,7 @@ int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, d
 	pthread_mutex_unlock(&R.mu);
 	if (!r) {
 		e->id = n->id;
-		e->ttl = rc_ttl_of(n);
+		e->ttl = old ? 0 : rc_ttl_of(n);
 		rc_present(n, &e->st);
 	}
 	rc_node_put(n);
@@ -470,7 +478,7 @@ int rc_lookup_root(uint32_t serial, struct rc_entry *e)
 	if (!r && !S_ISDIR(st.mode))
 		r = -ENOTDIR;
 	if (!r)
-		r = rc_entry_for(rs, "", &st, -1, RC_ASKED_NOW, e);
+		r = rc_entry_for(rs, "", &st, -1, RC_ASKED_NOW, RC_GEN_NOW, e);
 	rc_rstat_free(&st);
 	rc_ref_put(&ref);
 	return r;
@@ -496,8 +504,10 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 	 * to be kept): a lookup answered from a cache does not make it newer */
 	double fetched = -1;
 	uint64_t asked = RC_ASKED_NOW; /* rs->wctr when what answers was asked for */
+	uint64_t fgen = RC_GEN_NOW;    /* rs->gen it was fetched in */
 	if (c && (rc_attr_fresh_locked(c, now) || (c->dirty && c->attr_ok))) {
 		have = rc_rstat_copy(&st, &c->st) == 0;
+		fgen = c->dirty ? RC_GEN_NOW : c->attr_gen; /* unsaved: ours, of no generation */
 	} else if (rc_dir_fresh_locked(d, now)) {
 		struct rent *ent = rc_dir_find_locked(d, name);
 		if (!ent)
@@ -506,6 +516,7 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 			have = rc_rstat_copy(&st, &ent->st) == 0;
 		fetched = d->dir_at;
 		asked = d->dir_wctr;
+		fgen = d->dir_gen;
 	}
 	/* A directory listed before is listed again; one never listed is
 	 * listed at its second lookup: a walk (git status, a build) looks up
@@ -533,18 +544,20 @@ int rc_lookup(struct rc_ref *dir, const char *name, struct rc_entry *e)
 			r = !ent ? -ENOENT : rc_rstat_copy(&st, &ent->st);
 			fetched = d->dir_at;
 			asked = d->dir_wctr;
+			fgen = d->dir_gen;
 			pthread_mutex_unlock(&R.mu);
 		}
 	} else if (!r && !have) {
 		r = rc_p_stat(d->rs, dir->sb, path, &st);
 		asked = wctr;
+		fgen = gen;
 		pthread_mutex_lock(&R.mu);
 		if (d->rs->gen == gen && d->rs->wctr == wctr)
 			fetched = rc_now();
 		pthread_mutex_unlock(&R.mu);
 	}
 	if (!r)
-		r = rc_entry_for(d->rs, path, &st, fetched, asked, e);
+		r = rc_entry_for(d->rs, path, &st, fetched, asked, fgen, e);
 	rc_rstat_free(&st);
 	free(path);
 	return r;
@@ -558,6 +571,7 @@ struct rc_listing {
 	char *path;
 	double fetched; /* the directory's listing's, or -1 */
 	uint64_t asked; /* rs->wctr when the listing was asked for */
+	uint64_t gen;	/* rs->gen it was asked in */
 };
 
 void rc_listing_free(struct rc_listing *l)
@@ -585,6 +599,7 @@ int rc_opendir(struct rc_ref *dir, struct rc_listing **out)
 	l->path = strdup(d->path);
 	l->fetched = d->dir_at;
 	l->asked = d->dir_wctr;
+	l->gen = d->dir_gen;
 	if (!l->v || !l->path)
 		r = -ENOMEM;
 	for (size_t i = 0; !r && i < d->nents; i++) {
@@ -620,8 +635,8 @@ mode_t rc_listing_mode(const struct rc_listing *l, size_t i)
 int rc_listing_entry(struct rc_ref *dir, const struct rc_listing *l, size_t i, struct rc_entry *e)
 {
 	char *path = rc_join_path(l->path, l->v[i].name);
-	int r =
-	    path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, l->fetched, l->asked, e) : -ENOMEM;
+	int r = path ? rc_entry_for(dir->n->rs, path, &l->v[i].st, l->fetched, l->asked, l->gen, e)
+		     : -ENOMEM;
 	free(path);
 	return r;
 }

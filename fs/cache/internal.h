@@ -158,10 +158,14 @@ void rc_drop_dir_locked(struct rc_node *n);
 struct rent *rc_dir_find_locked(struct rc_node *d, const char *name);
 void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_rstat *st);
 int rc_node_attr(struct rc_node *n, struct sfs_sandbox *sb, struct sfs_rstat *st);
-/* asked: rs->wctr when st was asked for (RC_ASKED_NOW: st is as of now) */
+/* asked: rs->wctr when st was asked for (RC_ASKED_NOW: st is as of now);
+ * gen: rs->gen it was fetched in (RC_GEN_NOW: as of now).  What an older
+ * generation fetched (a run started or ended since) is shown once, with a
+ * TTL of 0, and never made the node's attributes. */
 #define RC_ASKED_NOW UINT64_MAX
+#define RC_GEN_NOW UINT64_MAX
 int rc_entry_for(struct rsb *rs, const char *path, const struct sfs_rstat *st, double fetched,
-		 uint64_t asked, struct rc_entry *e);
+		 uint64_t asked, uint64_t gen, struct rc_entry *e);
 void rc_present(struct rc_node *n, struct sfs_rstat *st);
 bool rc_unborn_below_locked(struct rsb *rs, const char *dir);
 

@@ -37,7 +37,7 @@ static int created(struct rc_ref *dir, const char *path, const char *name,
 	rc_mutated_locked(dir->n->rs, path);
 	rc_dir_update_locked(dir->n, name, st);
 	pthread_mutex_unlock(&R.mu);
-	return rc_entry_for(dir->n->rs, path, st, rc_now(), RC_ASKED_NOW, e);
+	return rc_entry_for(dir->n->rs, path, st, rc_now(), RC_ASKED_NOW, RC_GEN_NOW, e);
 }
 
 /* Gives the new node e->id the cache file cfd (made as tmpl) and a handle. */

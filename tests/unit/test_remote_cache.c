@@ -616,6 +616,39 @@ static void test_invalidated_when_a_run_starts_or_ends(void)
 	done();
 }
 
+/* A walk or lookup answered from what was fetched before a run ended does
+ * not make those attributes current again: the run's invalidation holds,
+ * and the node's next getattr asks the remote (a readdirplus of a listing
+ * read before the run made the file's old size look fresh for the TTL). */
+static void test_older_generation_not_made_current(void)
+{
+	fresh(100);
+	fp_put("a.txt", "hello");
+	struct rc_ref root;
+	take_root(&root);
+	struct rc_listing *l;
+	CHECK_INT(rc_opendir(&root, &l), 0);
+	CHECK_INT(rc_listing_count(l), 1);
+	/* a run rewrites the file and ends */
+	fp_put("a.txt", "changed by a run");
+	rc_invalidate_sandbox(1);
+	struct rc_entry e;
+	CHECK_INT(rc_listing_entry(&root, l, 0, &e), 0);
+	CHECK_INT(e.st.size, 5); /* the walk's own snapshot */
+	CHECK(e.ttl == 0);	 /* which the caller must not keep */
+	rc_listing_free(l);
+	struct rc_ref file;
+	CHECK_INT(rc_ref_get(e.id, &file), 0);
+	struct sfs_rstat st;
+	CHECK_INT(rc_getattr(&file, &st), 0);
+	CHECK_INT(st.size, 16);
+	rc_ref_put(&file);
+	rc_forget(e.id, 1);
+	rc_entry_free(&e);
+	rc_ref_put(&root);
+	done();
+}
+
 static void test_close_to_open(void)
 {
 	fresh(0.2);
@@ -915,7 +948,8 @@ CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_chmod_not_undone_by_an_o
 	   CHECK_CASE(test_listing_at_second_lookup_shared),
 	   CHECK_CASE(test_small_directory_listed_at_first_lookup),
 	   CHECK_CASE(test_changes_touch_their_path_below_and_parent),
-	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends), CHECK_CASE(test_close_to_open),
+	   CHECK_CASE(test_invalidated_when_a_run_starts_or_ends),
+	   CHECK_CASE(test_older_generation_not_made_current), CHECK_CASE(test_close_to_open),
 	   CHECK_CASE(test_write_back_on_flush_fsync_and_close),
 	   CHECK_CASE(test_new_file_made_at_close_in_one_call), CHECK_CASE(test_kept_while_busy),
 	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
