@@ -260,7 +260,17 @@ conf_test_git_in_workspace() {
 	local seen
 	seen=$(conf_run gw 'cd clone && git log --oneline | wc -l && cat new.txt' 2>&1)
 	[ "$seen" = "2
-new" ] || { echo "the sandbox saw: $seen"; false; }
+new" ] || {
+		# which side is behind: the host's own view, the sandbox's refs, and
+		# what the daemon warned about (a write-back that failed and waits)
+		echo "the sandbox saw: $seen"
+		echo "the host sees $(git -C "$W/clone" log --oneline | wc -l) commits;" \
+			"HEAD: $(cat "$W/clone/.git/HEAD"); main: $(cat "$W/clone/.git/refs/heads/main" 2>&1)"
+		conf_run gw 'cd clone && cat .git/HEAD .git/refs/heads/main; ls -a .git/refs/heads; git fsck 2>&1 | head -5' 2>&1 |
+			sed 's/^/in the sandbox: /'
+		grep -E 'warning|error' "$BATS_TEST_TMPDIR/daemon.log" | tail -n 20
+		false
+	}
 }
 
 conf_test_symlinks() {
