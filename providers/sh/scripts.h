@@ -101,15 +101,18 @@
 	"else tail -c +\"$2\" \"$d\" 2>/dev/null | head -c \"$3\"; fi\n"
 
 /* $1 run dir.  The wrapper makes the directory and its wpid at once, so a
- * directory without wpid is a wrapper just starting. */
+ * directory without wpid is a wrapper just starting.  wpid is looked at
+ * once: it only ever appears, and one that appeared between two looks made
+ * a starting wrapper "lost" (its journal then ended before any output). */
 #define SH_STATUS                                                                                  \
 	SH_RUNDIR                                                                                  \
 	"if [ -f \"$d/status\" ]; then cat \"$d/status\"\n"                                        \
-	"elif [ -f \"$d/wpid\" ] && kill -0 \"$(cat \"$d/wpid\")\" 2>/dev/null; "                  \
-	"then echo running\n"                                                                      \
+	"elif [ -f \"$d/wpid\" ]; then\n"                                                          \
+	"  if kill -0 \"$(cat \"$d/wpid\")\" 2>/dev/null; then echo running\n"                     \
+	"  elif [ -f \"$d/status\" ]; then cat \"$d/status\"\n"                                    \
+	"  else echo lost; fi\n"                                                                   \
 	"elif [ -f \"$d/status\" ]; then cat \"$d/status\"\n"                                      \
-	"elif [ -d \"$d\" ] && [ ! -f \"$d/wpid\" ]; then echo running\n"                          \
-	"elif [ -d \"$d\" ]; then echo lost\n"                                                     \
+	"elif [ -d \"$d\" ]; then echo running\n"                                                  \
 	"else echo none; fi\n"
 
 /* $1 run dir. */

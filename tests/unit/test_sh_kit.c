@@ -589,6 +589,68 @@ static void test_status_lost_and_none(void)
 	rm_rf("runs");
 }
 
+/* A wrapper just starting (its directory made, its wpid not yet) is
+ * "running" whenever the status script looks, never "lost": a wpid that
+ * appeared between the script's two looks at it made it say lost, and the
+ * run's journal ended empty before the command had printed anything
+ * (daytona's git-in-workspace conformance body, once in CI).  The run
+ * directory is named through a long chain of "./" so that each of the
+ * script's looks takes a while and the wpid lands between two of them. */
+static void test_status_while_the_wrapper_starts(void)
+{
+	static char slow[4096];
+	size_t len = (size_t)snprintf(slow, sizeof(slow), "%s", tmp);
+	while (len < 3800)
+		len += (size_t)snprintf(slow + len, sizeof(slow) - len, "/.");
+	char mk[600];
+	snprintf(mk, sizeof(mk), "mkdir -p '%s/runs'", tmp);
+	CHECK_INT(system(mk), 0);
+	int lost = 0, looks = 0;
+	for (int i = 0; i < 40 && !lost; i++) {
+		char real[600], dir[4200], out[256];
+		snprintf(real, sizeof(real), "%s/runs/w%d", tmp, i);
+		snprintf(dir, sizeof(dir), "%s/runs/w%d", slow, i);
+		CHECK_INT(mkdir(real, 0755), 0);
+		/* the wrapper: its directory now, its wpid (itself, alive) soon */
+		pid_t w = fork();
+		if (w == 0) {
+			char tmpw[700], wpid[700], text[32];
+			snprintf(tmpw, sizeof(tmpw), "%s/.wpid.tmp", real);
+			snprintf(wpid, sizeof(wpid), "%s/wpid", real);
+			usleep((useconds_t)(500 + (i * 337) % 2500));
+			int fd = open(tmpw, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+			int n = snprintf(text, sizeof(text), "%d\n", (int)getpid());
+			if (fd < 0 || write(fd, text, (size_t)n) != n || close(fd) < 0 ||
+			    rename(tmpw, wpid) < 0)
+				_exit(1);
+			pause();
+			_exit(0);
+		}
+		CHECK(w > 0);
+		char rel[64];
+		snprintf(rel, sizeof(rel), "runs/w%d/wpid", i);
+		for (int k = 0; k < 400; k++) {
+			bool had = exists(rel);
+			struct sfs_sh_cmd c;
+			CHECK_INT(sfs_sh_status(&c, dir, NULL), 0);
+			CHECK_INT(run(&c, out, sizeof(out)), 0);
+			sfs_sh_cmd_free(&c);
+			looks++;
+			if (strcmp(out, "running\n") != 0) {
+				printf("wrapper %d starting: status said %s", i, out);
+				lost++;
+			}
+			if (had)
+				break; /* looked once more after the wpid came */
+		}
+		kill(w, SIGKILL);
+		waitpid(w, NULL, 0);
+	}
+	printf("%d looks at starting wrappers, %d not \"running\"\n", looks, lost);
+	CHECK_INT(lost, 0);
+	rm_rf("runs");
+}
+
 static void all_cases(void)
 {
 	test_exit_code_recorded();
@@ -602,6 +664,7 @@ static void all_cases(void)
 	test_stdin();
 	test_follow();
 	test_status_lost_and_none();
+	test_status_while_the_wrapper_starts();
 }
 
 static void with_host_sh(void)
