@@ -42,5 +42,7 @@ void notify_ws_sandbox(uint32_t serial);
  * (forget, destroy) returns only then, so the name is gone when it returns.
  * Call it holding no lock: the kernel takes the parent's lock to send. */
 void notify_wait_entries(int timeout_ms);
+/* The same for every invalidation queued before the call. */
+void notify_wait_all(int timeout_ms);
 
 #endif

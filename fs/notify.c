@@ -26,6 +26,8 @@ static struct {
 	/* entry jobs queued and sent so far: notify_wait_entries waits for the
 	 * second to reach what the first was when it was called */
 	uint64_t entries_queued, entries_sent;
+	/* the same for every job */
+	uint64_t queued, sent;
 	pthread_cond_t sent_cv;
 } nq = {.mu = PTHREAD_MUTEX_INITIALIZER,
 	.cv = PTHREAD_COND_INITIALIZER,
@@ -61,13 +63,14 @@ static void *notify_main(void *arg)
 		bool entry = j->kind == JOB_ENTRY;
 		free(j);
 		pthread_mutex_lock(&nq.mu);
-		if (entry) {
+		if (entry)
 			nq.entries_sent++;
-			pthread_cond_broadcast(&nq.sent_cv);
-		}
+		nq.sent++;
+		pthread_cond_broadcast(&nq.sent_cv);
 	}
 	/* nothing more will be sent: release any waiter */
 	nq.entries_sent = nq.entries_queued;
+	nq.sent = nq.queued;
 	pthread_cond_broadcast(&nq.sent_cv);
 	pthread_mutex_unlock(&nq.mu);
 	return NULL;
@@ -117,11 +120,13 @@ static void push(struct job *j)
 	nq.tail = j;
 	if (j->kind == JOB_ENTRY)
 		nq.entries_queued++;
+	nq.queued++;
 	pthread_cond_signal(&nq.cv);
 	pthread_mutex_unlock(&nq.mu);
 }
 
-void notify_wait_entries(int timeout_ms)
+/* Waits (at most timeout_ms) until *sent reaches what *queued is now. */
+static void wait_sent(const uint64_t *queued, const uint64_t *sent, int timeout_ms)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
@@ -132,11 +137,21 @@ void notify_wait_entries(int timeout_ms)
 		until.tv_nsec -= 1000000000;
 	}
 	pthread_mutex_lock(&nq.mu);
-	uint64_t target = nq.entries_queued;
-	while (nq.running && nq.entries_sent < target &&
+	uint64_t target = *queued;
+	while (nq.running && *sent < target &&
 	       pthread_cond_timedwait(&nq.sent_cv, &nq.mu, &until) == 0)
 		;
 	pthread_mutex_unlock(&nq.mu);
+}
+
+void notify_wait_entries(int timeout_ms)
+{
+	wait_sent(&nq.entries_queued, &nq.entries_sent, timeout_ms);
+}
+
+void notify_wait_all(int timeout_ms)
+{
+	wait_sent(&nq.queued, &nq.sent, timeout_ms);
 }
 
 void notify_inval_entry(fuse_ino_t parent, const char *name)

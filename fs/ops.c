@@ -1091,6 +1091,12 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 static void run_ended(struct sfs_sandbox *sb, struct sfs_run *run)
 {
 	run_changed(sb, run);
+	/* The run's `wait` readers are answered after this (journal.c): what
+	 * the kernel holds of a remote workspace is dropped by then, so a read
+	 * right after `wait` sees what the run left.  (A local workspace has
+	 * the watcher for that; its drop here is a safety net and stays queued.) */
+	if (sb->provider->ops->fs_stat)
+		notify_wait_all(1000);
 	if (run->n < 1)
 		return; /* SANDBOX/audit's own plain journal */
 	char st[64], path[32];

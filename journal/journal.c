@@ -637,11 +637,13 @@ static void *engine_main(void *arg)
 			run_job(&jobs.v[i]);
 		jobs.n = 0;
 
-		deliver_all(&ready);
-		/* sandboxes are never freed while the daemon runs (graveyard),
-		 * so these pointers stay valid unlocked */
+		/* the end hooks first: a reader that `wait`ed for the run finds
+		 * the workspace caches the run made stale already dropped.
+		 * Sandboxes are never freed while the daemon runs (graveyard), so
+		 * these pointers stay valid unlocked. */
 		for (size_t i = 0; i < nended && eng.hooks.run_ended; i++)
 			eng.hooks.run_ended(ended[i].sb, ended[i].run);
+		deliver_all(&ready);
 	}
 	free(pfd);
 	free(jobs.v);

@@ -28,6 +28,7 @@ static struct {
 	pthread_cond_t cv;
 	void *req[MAX_DELIVERED];
 	int err[MAX_DELIVERED];
+	int ended_before[MAX_DELIVERED]; /* `ended` when it was delivered */
 	int n;
 	int ended; /* run_ended hook calls */
 } got = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -38,6 +39,7 @@ static void on_deliver(struct journal_waiter *w, int err)
 	if (got.n < MAX_DELIVERED) {
 		got.req[got.n] = w->req;
 		got.err[got.n] = err;
+		got.ended_before[got.n] = got.ended;
 		got.n++;
 	}
 	pthread_cond_broadcast(&got.cv);
@@ -293,6 +295,31 @@ static void test_offsets_and_eof(void)
 	journal_status_text(run, text, sizeof(text));
 	CHECK_STREQ(text, "exited 3");
 	CHECK(!journal_run_active(run));
+	journal_detach_sandbox(sb);
+	free_run(run);
+	free(sb);
+}
+
+/* A reader waiting for a run's end is answered after the run_ended hook
+ * (the fs layer's drop of the workspace caches the run made stale): a read
+ * right after `wait` must not see what was cached before the run ended. */
+static void test_end_hook_before_wait_readers(void)
+{
+	struct sfs_sandbox *sb = new_sandbox(&local_provider);
+	struct sfs_run *run = new_run(7);
+	set_run(7, SFS_RUN_RUNNING, 0);
+	CHECK_INT(journal_attach(sb, run, NULL), 0);
+	reset_got();
+	int w;
+	CHECK_INT(journal_park(sb, run, &w, 0, 0, JOURNAL_WAIT_END), 0);
+	journal_arm(&w);
+	set_run(7, SFS_RUN_EXITED, 0);
+	CHECK_INT(wait_delivered(1, 5000), 1);
+	CHECK_INT(delivered_err(&w), 0);
+	pthread_mutex_lock(&got.mu);
+	int hooks_before = got.ended_before[0];
+	pthread_mutex_unlock(&got.mu);
+	CHECK_INT(hooks_before, 1);
 	journal_detach_sandbox(sb);
 	free_run(run);
 	free(sb);
@@ -590,8 +617,8 @@ static void test_teardown(void)
 }
 
 CHECK_MAIN(CHECK_CASE(test_setup), CHECK_CASE(test_offsets_and_eof),
-	   CHECK_CASE(test_park_arm_and_wake), CHECK_CASE(test_interrupt),
-	   CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
+	   CHECK_CASE(test_park_arm_and_wake), CHECK_CASE(test_end_hook_before_wait_readers),
+	   CHECK_CASE(test_interrupt), CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
 	   CHECK_CASE(test_poll_lost_remainder_ends), CHECK_CASE(test_poll_failing_remainder_ends),
 	   CHECK_CASE(test_detach_releases_readers), CHECK_CASE(test_ended_runs_leave_the_passes),
 	   CHECK_CASE(test_teardown))
