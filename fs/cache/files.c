@@ -118,16 +118,30 @@ static void learn_saved(struct rc_node *n, off_t size)
 	pthread_mutex_unlock(&R.mu);
 }
 
+/* A write-back's call returned: a directory rename waiting for it may go. */
+static void wb_landed_locked(struct rsb *rs)
+{
+	if (--rs->wb_inflight == 0 && rs->moving)
+		pthread_cond_broadcast(&R.wb_cv);
+}
+
 /* Writes n's cache file back; io held.  0, or -EIO with the data kept and
  * a retry scheduled. */
 int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&R.mu);
+	while (n->rs->moving) /* a directory above may be moving: its new path */
+		pthread_cond_wait(&R.wb_cv, &R.mu);
 	bool dirty = n->dirty, unlinked = n->unlinked;
 	uint64_t seq = n->wseq;
 	char *path = strdup(n->path);
 	mode_t mode = n->attr_ok ? (n->st.mode & 07777) : 0644;
+	bool go = dirty && !unlinked && n->cfd >= 0 && path;
+	if (go)
+		n->rs->wb_inflight++;
 	pthread_mutex_unlock(&R.mu);
+	if (!go && dirty && !unlinked && n->cfd >= 0) /* strdup failed */
+		return -ENOMEM;
 	if (!dirty || unlinked || n->cfd < 0) {
 		if (unlinked && dirty) {
 			rc_set_dirty(n, false); /* the file is gone: nothing to save it to */
@@ -138,12 +152,11 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 		free(path);
 		return 0;
 	}
-	if (!path)
-		return -ENOMEM;
 	int r = RC_CALL(n->rs, sb, "write back", path, fs_write, path, n->cfd, mode ? mode : 0644);
 	if (r) {
 		rc_mark_pending(n, true, path);
 		pthread_mutex_lock(&R.mu);
+		wb_landed_locked(n->rs);
 		n->failed = true;
 		n->retry_at = rc_now() + R.opt.retry_interval;
 		pthread_mutex_unlock(&R.mu);
@@ -158,6 +171,7 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	struct stat cst;
 	off_t size = fstat(n->cfd, &cst) == 0 ? cst.st_size : 0;
 	pthread_mutex_lock(&R.mu);
+	wb_landed_locked(n->rs);
 	if (n->wseq == seq) /* else written to meanwhile: stays dirty */
 		n->dirty = false;
 	rc_set_unborn_locked(n, false);

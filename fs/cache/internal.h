@@ -34,6 +34,10 @@ struct rsb {
 	size_t unborn; /* R.mu: nodes with unborn set */
 	/* R.mu: the current busy spell (attrs.c: rc_touch_locked) */
 	double spell_start, last_op;
+	/* R.mu: write-backs in flight, and directory renames that wait for
+	 * them to land and hold new ones off (their paths are about to move:
+	 * files.c rc_write_back, names.c rc_rename) */
+	int wb_inflight, moving;
 };
 
 struct rent {
@@ -95,6 +99,7 @@ struct rc_state {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;	/* wakes the retry thread */
 	pthread_cond_t list_cv; /* a listing in flight ended */
+	pthread_cond_t wb_cv;	/* a write-back or a directory rename ended */
 	struct rc_node *by_id[RC_NBUCKETS], *by_path[RC_NBUCKETS];
 	struct rsb *sbs;
 	uint64_t next_id;

@@ -217,34 +217,38 @@ int rc_remove(struct rc_ref *dir, const char *name, bool is_dir)
 		if (!r && rc_unborn_below_locked(d->rs, path))
 			r = -ENOTEMPTY;
 		pthread_mutex_unlock(&R.mu);
-	} else if (!r) {
+	}
+	/* A file's io is held across its removal: a write-back of it in
+	 * flight (another process's close) lands first, and none starts after
+	 * (the node is unlinked by then), so the file never comes back. */
+	struct rc_node *c = NULL;
+	if (!r && !is_dir) {
+		pthread_mutex_lock(&R.mu);
+		c = rc_find_path_locked(d->serial, path);
+		if (c)
+			c->pins++;
+		pthread_mutex_unlock(&R.mu);
+		if (c)
+			pthread_mutex_lock(&c->io);
+	}
+	if (c) {
 		/* a file created here and not yet saved: nothing to remove
 		 * remotely (the unlink of an open temporary file) */
 		pthread_mutex_lock(&R.mu);
-		struct rc_node *c = rc_find_path_locked(d->serial, path);
-		if (c && c->unborn)
-			c->pins++;
-		else
-			c = NULL;
+		bool gone_here = c->unborn && !c->unlinked;
+		if (gone_here) {
+			c->dirty = false;
+			rc_set_unborn_locked(c, false);
+			rc_mutated_locked(d->rs, path);
+			rc_dir_update_locked(d, name, NULL);
+			detach_path_locked(d->serial, path);
+		}
 		pthread_mutex_unlock(&R.mu);
-		if (c) {
-			pthread_mutex_lock(&c->io);
-			pthread_mutex_lock(&R.mu);
-			bool gone_here = c->unborn && !c->unlinked;
-			if (gone_here) {
-				c->dirty = false;
-				rc_set_unborn_locked(c, false);
-				rc_mutated_locked(d->rs, path);
-				rc_dir_update_locked(d, name, NULL);
-				detach_path_locked(d->serial, path);
-			}
-			pthread_mutex_unlock(&R.mu);
+		if (gone_here) {
 			pthread_mutex_unlock(&c->io);
 			rc_node_put(c);
-			if (gone_here) {
-				free(path);
-				return 0;
-			}
+			free(path);
+			return 0;
 		}
 	}
 	if (!r)
@@ -256,6 +260,10 @@ int rc_remove(struct rc_ref *dir, const char *name, bool is_dir)
 		rc_dir_update_locked(d, name, NULL);
 		detach_path_locked(d->serial, path);
 		pthread_mutex_unlock(&R.mu);
+	}
+	if (c) {
+		pthread_mutex_unlock(&c->io);
+		rc_node_put(c);
 	}
 	free(path);
 	return r;
@@ -321,16 +329,46 @@ int rc_rename(struct rc_ref *dir, const char *name, struct rc_ref *newdir, const
 		if (exists)
 			r = -EEXIST;
 	}
-	/* hold the moving file's io so no write-back goes to the old path */
+	/* Hold the moving file's io so no write-back goes to the old path, and
+	 * the replaced file's so none of it lands over the moved one after
+	 * the rename (its write-back in flight lands first; later ones find it
+	 * unlinked).  Two of them are taken in id order: renames a->b and b->a
+	 * at once must not wait for each other. */
 	pthread_mutex_lock(&R.mu);
 	struct rc_node *src = r ? NULL : rc_find_path_locked(d->serial, from);
+	struct rc_node *dst = r ? NULL : rc_find_path_locked(d->serial, to);
+	if (dst == src)
+		dst = NULL;
 	if (src)
 		src->pins++;
+	if (dst)
+		dst->pins++;
 	pthread_mutex_unlock(&R.mu);
-	if (src)
-		pthread_mutex_lock(&src->io);
+	struct rc_node *first = src, *second = dst;
+	if (first && second && second->id < first->id) {
+		first = dst;
+		second = src;
+	} else if (!first) {
+		first = second;
+		second = NULL;
+	}
+	if (first)
+		pthread_mutex_lock(&first->io);
+	if (second)
+		pthread_mutex_lock(&second->io);
 	if (!r && src)
 		r = rc_make_born(src, dir->sb);
+	/* A directory (or what may be one): the write-backs of files below it
+	 * in flight land at their old paths first, and new ones wait for the
+	 * paths the move gives them. */
+	bool barrier = !r && src && (!src->attr_ok || S_ISDIR(src->st.mode));
+	if (barrier) {
+		pthread_mutex_lock(&R.mu);
+		d->rs->moving++;
+		while (d->rs->wb_inflight)
+			pthread_cond_wait(&R.wb_cv, &R.mu);
+		pthread_mutex_unlock(&R.mu);
+	}
 	if (!r)
 		r = RC_CALL(d->rs, dir->sb, "rename", from, fs_rename, from, to);
 	if (!r) {
@@ -349,10 +387,20 @@ int rc_rename(struct rc_ref *dir, const char *name, struct rc_ref *newdir, const
 		pthread_mutex_unlock(&R.mu);
 		rc_rstat_free(&st);
 	}
-	if (src) {
-		pthread_mutex_unlock(&src->io);
-		rc_node_put(src);
+	if (barrier) {
+		pthread_mutex_lock(&R.mu);
+		if (--d->rs->moving == 0)
+			pthread_cond_broadcast(&R.wb_cv);
+		pthread_mutex_unlock(&R.mu);
 	}
+	if (second)
+		pthread_mutex_unlock(&second->io);
+	if (first)
+		pthread_mutex_unlock(&first->io);
+	if (src)
+		rc_node_put(src);
+	if (dst)
+		rc_node_put(dst);
 	free(from);
 	free(to);
 	return r;

@@ -14,7 +14,8 @@
 
 struct rc_state R = {.mu = PTHREAD_MUTEX_INITIALIZER,
 		     .cv = PTHREAD_COND_INITIALIZER,
-		     .list_cv = PTHREAD_COND_INITIALIZER};
+		     .list_cv = PTHREAD_COND_INITIALIZER,
+		     .wb_cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- small helpers ------------------------------------------------------ */
 

@@ -43,7 +43,11 @@ static struct {
 	/* called once a listing has been taken, before it is returned (a change
 	 * made while the listing is in flight), then cleared */
 	void (*during_list)(void);
-} FP = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	/* gate: the next write waits, once it has read the file, until
+	 * released (a write-back in flight while another call comes in) */
+	bool gate, gate_entered, gate_open;
+	pthread_cond_t gate_cv;
+} FP = {.mu = PTHREAD_MUTEX_INITIALIZER, .gate_cv = PTHREAD_COND_INITIALIZER};
 
 static struct ffile *fp_find(const char *path)
 {
@@ -67,6 +71,15 @@ static void fp_put(const char *path, const char *text)
 	f->len = strlen(text);
 	memcpy(f->data, text, f->len);
 	f->mtime = ++FP.clock;
+	pthread_mutex_unlock(&FP.mu);
+}
+
+/* Puts a directory on the remote side. */
+static void fp_mkdir(const char *path)
+{
+	fp_put(path, "");
+	pthread_mutex_lock(&FP.mu);
+	fp_find(path)->mode = S_IFDIR | 0755;
 	pthread_mutex_unlock(&FP.mu);
 }
 
@@ -128,10 +141,16 @@ static int fake_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdiren
 	pthread_mutex_lock(&FP.mu);
 	*ents = calloc(NFILES, sizeof(**ents));
 	*n = 0;
+	size_t pl = strlen(path);
 	for (int i = 0; *ents && i < NFILES; i++) {
-		if (!FP.f[i].used || strchr(FP.f[i].path, '/'))
-			continue; /* the fake has one directory: the root */
-		(*ents)[*n].name = strdup(FP.f[i].path);
+		const char *p = FP.f[i].path;
+		/* the children of path: "" lists the names without a '/' */
+		if (!FP.f[i].used || (pl && (strncmp(p, path, pl) || p[pl] != '/')))
+			continue;
+		const char *name = pl ? p + pl + 1 : p;
+		if (strchr(name, '/'))
+			continue;
+		(*ents)[*n].name = strdup(name);
 		(*ents)[*n].st = (struct sfs_rstat){
 		    .mode = FP.f[i].mode, .size = (off_t)FP.f[i].len, .mtime = FP.f[i].mtime};
 		(*n)++;
@@ -164,6 +183,13 @@ static int fake_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t m
 	pthread_mutex_lock(&FP.mu);
 	FP.writes++;
 	bool fail = FP.fail_writes;
+	if (FP.gate) {
+		FP.gate = false;
+		FP.gate_entered = true;
+		pthread_cond_broadcast(&FP.gate_cv);
+		while (!FP.gate_open)
+			pthread_cond_wait(&FP.gate_cv, &FP.mu);
+	}
 	pthread_mutex_unlock(&FP.mu);
 	if (fail)
 		return sfs_errf(err, -EIO, "fake: the remote is away");
@@ -182,6 +208,16 @@ static int fake_rename(struct sfs_sandbox *sb, const char *from, const char *to,
 		old->used = false;
 	if (f)
 		snprintf(f->path, sizeof(f->path), "%s", to);
+	/* and what is below it, for a directory */
+	size_t fl = strlen(from);
+	for (int i = 0; f && S_ISDIR(f->mode) && i < NFILES; i++) {
+		char *p = FP.f[i].path;
+		if (FP.f[i].used && !strncmp(p, from, fl) && p[fl] == '/') {
+			char moved[256];
+			snprintf(moved, sizeof(moved), "%s%s", to, p + fl);
+			snprintf(p, sizeof(FP.f[i].path), "%s", moved);
+		}
+	}
 	pthread_mutex_unlock(&FP.mu);
 	return f ? 0 : -ENOENT;
 }
@@ -251,6 +287,7 @@ static void fresh_busy(double ttl, double busy_ttl)
 	FP.root_size = 0;
 	FP.fail_writes = false;
 	FP.during_list = NULL;
+	FP.gate = FP.gate_entered = FP.gate_open = false;
 	pthread_mutex_unlock(&FP.mu);
 	stale_calls = 0;
 	snprintf(statedir, sizeof(statedir), "/tmp/sfs-rcache-XXXXXX");
@@ -808,6 +845,146 @@ static void test_new_file_made_at_close_in_one_call(void)
 	done();
 }
 
+/* ---- a write-back in flight against an unlink or a rename -------------- */
+
+static struct rc_file *gated_file;
+
+static void *flush_gated(void *arg)
+{
+	(void)arg;
+	rc_flush(gated_file);
+	return NULL;
+}
+
+/* Opens name, writes text and starts its write-back in a thread; returns
+ * once the fake has the write in hand (and holds it). */
+static void start_gated_write_back(struct rc_ref *root, const char *name, const char *text,
+				   pthread_t *t)
+{
+	bool keep;
+	open_file(root, name, O_RDWR, &gated_file, &keep);
+	write_at(gated_file, text, 0);
+	CHECK_INT(ftruncate(rc_file_fd(gated_file), (off_t)strlen(text)), 0);
+	pthread_mutex_lock(&FP.mu);
+	FP.gate = true;
+	pthread_mutex_unlock(&FP.mu);
+	CHECK_INT(pthread_create(t, NULL, flush_gated, NULL), 0);
+	pthread_mutex_lock(&FP.mu);
+	while (!FP.gate_entered)
+		pthread_cond_wait(&FP.gate_cv, &FP.mu);
+	pthread_mutex_unlock(&FP.mu);
+}
+
+static void open_gate(void)
+{
+	pthread_mutex_lock(&FP.mu);
+	FP.gate_open = true;
+	pthread_cond_broadcast(&FP.gate_cv);
+	pthread_mutex_unlock(&FP.mu);
+}
+
+struct racing_call {
+	struct rc_ref *root;
+	const char *from, *to; /* to NULL: an unlink of from */
+	int r;
+	bool done;
+};
+
+static void *racing_call_main(void *arg)
+{
+	struct racing_call *c = arg;
+	c->r = c->to ? rc_rename(c->root, c->from, c->root, c->to, false)
+		     : rc_remove(c->root, c->from, false);
+	__atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The call c made while a write-back is held by the fake: it must wait
+ * for the write-back (its io), whose data then lands first. */
+static void race_with_write_back(struct racing_call *c)
+{
+	pthread_t call;
+	c->done = false;
+	CHECK_INT(pthread_create(&call, NULL, racing_call_main, c), 0);
+	sleep_s(0.15);
+	CHECK(!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE)); /* waiting for the io */
+	open_gate();
+	pthread_join(call, NULL);
+	CHECK_INT(c->r, 0);
+}
+
+static void test_unlink_waits_for_a_write_back_in_flight(void)
+{
+	fresh(30);
+	fp_put("a", "old");
+	struct rc_ref root;
+	take_root(&root);
+	pthread_t wb;
+	start_gated_write_back(&root, "a", "new", &wb);
+	struct racing_call c = {.root = &root, .from = "a"};
+	race_with_write_back(&c);
+	pthread_join(wb, NULL);
+	/* the write landed first and the unlink removed it: it never comes back */
+	CHECK(fp_find("a") == NULL);
+	rc_release(gated_file);
+	CHECK(fp_find("a") == NULL);
+	CHECK_INT(lookup_size(&root, "a"), -ENOENT);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_directory_rename_waits_for_write_backs_below(void)
+{
+	fresh(30);
+	fp_mkdir("d");
+	fp_put("d/f", "old");
+	struct rc_ref root, d;
+	take_root(&root);
+	struct rc_entry e;
+	CHECK_INT(rc_lookup(&root, "d", &e), 0);
+	CHECK_INT(rc_ref_get(e.id, &d), 0);
+	rc_entry_free(&e);
+	pthread_t wb;
+	start_gated_write_back(&d, "f", "new", &wb);
+	struct racing_call c = {.root = &root, .from = "d", .to = "e"};
+	race_with_write_back(&c);
+	pthread_join(wb, NULL);
+	/* written at d/f, then moved with d: nothing left at the old path */
+	CHECK_STREQ(fp_get("e/f"), "new");
+	CHECK(fp_find("d/f") == NULL);
+	/* and a write-back after the move goes to the new path */
+	write_at(gated_file, "newer", 0);
+	CHECK_INT(rc_flush(gated_file), 0);
+	CHECK_STREQ(fp_get("e/f"), "newer");
+	CHECK(fp_find("d/f") == NULL);
+	rc_release(gated_file);
+	rc_ref_put(&d);
+	rc_ref_put(&root);
+	done();
+}
+
+static void test_rename_over_a_file_waits_for_its_write_back(void)
+{
+	fresh(30);
+	fp_put("a", "old");
+	fp_put("b", "moved");
+	struct rc_ref root;
+	take_root(&root);
+	CHECK_INT(lookup_size(&root, "b"), 5);
+	pthread_t wb;
+	start_gated_write_back(&root, "a", "written", &wb);
+	struct racing_call c = {.root = &root, .from = "b", .to = "a"};
+	race_with_write_back(&c);
+	pthread_join(wb, NULL);
+	/* as on a local disk in either order: the moved file is at a */
+	CHECK_STREQ(fp_get("a"), "moved");
+	CHECK(fp_find("b") == NULL);
+	rc_release(gated_file);
+	CHECK_STREQ(fp_get("a"), "moved");
+	rc_ref_put(&root);
+	done();
+}
+
 /* Fetched during a busy spell (no pause of the TTL): kept while the spell
  * lasts, at most busy_ttl; after a pause, asked again. */
 static void test_kept_while_busy(void)
@@ -953,4 +1130,7 @@ CHECK_MAIN(CHECK_CASE(test_ttl_expiry), CHECK_CASE(test_chmod_not_undone_by_an_o
 	   CHECK_CASE(test_write_back_on_flush_fsync_and_close),
 	   CHECK_CASE(test_new_file_made_at_close_in_one_call), CHECK_CASE(test_kept_while_busy),
 	   CHECK_CASE(test_failed_write_back_keeps_the_data_and_retries),
-	   CHECK_CASE(test_unsaved_data_survives_a_restart))
+	   CHECK_CASE(test_unsaved_data_survives_a_restart),
+	   CHECK_CASE(test_unlink_waits_for_a_write_back_in_flight),
+	   CHECK_CASE(test_rename_over_a_file_waits_for_its_write_back),
+	   CHECK_CASE(test_directory_rename_waits_for_write_backs_below))
