@@ -1086,6 +1086,10 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 	/* a run changes files behind the kernel's back */
 	notify_ws_sandbox(sb->serial);
 	rws_invalidate_sandbox(sb->serial);
+	/* and may have moved directories: the audit's kept directory paths
+	 * go now, before the run's wait readers are answered, not when the
+	 * watcher reads the move (it may let a burst gather for up to 16 ms) */
+	ws_where_moved();
 }
 
 static void run_ended(struct sfs_sandbox *sb, struct sfs_run *run)
