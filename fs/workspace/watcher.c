@@ -4,7 +4,6 @@
 #endif
 
 #include "fs/workspace/internal.h"
-#include "fs/workspace/watch_batch.h"
 #include "fs/audit.h"
 #include "fs/ino.h"
 #include "providers/err.h"
@@ -18,7 +17,6 @@
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /*
@@ -61,6 +59,7 @@
  */
 
 #define WS_EXPECT_TTL_S 5
+#define WS_WATCH_BATCH_US 2000
 #define WS_EXPECT_BUCKETS 256
 
 struct ws_expect {
@@ -301,7 +300,7 @@ static void ws_send_inval_entry(fuse_ino_t parent, const char *name)
  * the next lookup reads the size from the host.  A file held open through
  * the mount keeps the kernel's size until it is closed (docs/architecture.md).
  */
-static bool ws_watch_data_event(struct ws_node *dir, const char *name)
+static void ws_watch_data_event(struct ws_node *dir, const char *name)
 {
 	struct ws_node *n;
 	struct stat st;
@@ -310,7 +309,7 @@ static bool ws_watch_data_event(struct ws_node *dir, const char *name)
 
 	if (fstatat(dir->fd, name ? name : "", &st,
 		    AT_SYMLINK_NOFOLLOW | (name ? 0 : AT_EMPTY_PATH)) == -1)
-		return false; /* gone again: its entry event follows */
+		return; /* gone again: its entry event follows */
 	pthread_mutex_lock(&ws.lock);
 	n = name ? ws_find_key_locked(dir->serial, st.st_dev, st.st_ino) : dir;
 	if (n && !n->gone && __atomic_load_n(&n->self_busy, __ATOMIC_ACQUIRE) == 0 &&
@@ -324,18 +323,14 @@ static bool ws_watch_data_event(struct ws_node *dir, const char *name)
 		ws_send_inval_inode(ino);
 	if (evict)
 		ws_send_inval_entry(SFS_INO_WS(dir->id), name);
-	return ino != 0;
 }
 
 static void ws_invalidate_matching(bool all, uint32_t serial);
 
 /* One inotify event.  *last_dir dedups the parent-inode invalidations of a
- * burst of name changes in one directory.  True when the event was a change
- * made behind the mount (something was invalidated), false when it was the
- * daemon's own or concerned nothing the kernel holds. */
-static bool ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
+ * burst of name changes in one directory. */
+static void ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 {
-	bool foreign = false;
 	const char *name = ev->len && ev->name[0] ? ev->name : NULL;
 	enum ws_event_class cls = 0;
 	struct ws_node *dir;
@@ -351,7 +346,7 @@ static bool ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 				      "cached workspace inode (fs.inotify.max_queued_events)");
 		ws_invalidate_matching(true, 0);
 		*last_dir = 0;
-		return true;
+		return;
 	}
 	pthread_mutex_lock(&ws.lock);
 	dir = ws_find_wd_locked(ev->wd);
@@ -363,7 +358,7 @@ static bool ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 	}
 	if (!dir || dir->gone) {
 		pthread_mutex_unlock(&ws.lock);
-		return false;
+		return;
 	}
 	dir->users++; /* its fd is the base for fstatat */
 	dir_id = dir->id;
@@ -381,7 +376,6 @@ static bool ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 		if (!ws_expect_consume(dir_id, name, cls)) {
 			fuse_ino_t parent = SFS_INO_WS(dir_id);
 
-			foreign = true;
 			ws_send_inval_entry(parent, name);
 			if (*last_dir != parent) {
 				ws_send_inval_inode(parent); /* attributes and cached listing */
@@ -389,10 +383,9 @@ static bool ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 			}
 		}
 	} else if (ev->mask & (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE)) {
-		foreign = ws_watch_data_event(dir, name);
+		ws_watch_data_event(dir, name);
 	}
 	ws_put(dir);
-	return foreign;
 }
 
 static void ws_watch_pending(void)
@@ -420,24 +413,14 @@ static void ws_watch_pending(void)
 	}
 }
 
-static uint64_t ws_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void *ws_watch_main(void *arg)
 {
 	char buf[64 * 1024] __attribute__((aligned(__alignof__(struct inotify_event))));
 	struct pollfd pfd[2] = {{.fd = ws.ifd, .events = POLLIN},
 				{.fd = ws.evfd, .events = POLLIN}};
 	time_t last_prune = time(NULL);
-	struct ws_batch batch;
 
 	(void)arg;
-	ws_batch_init(&batch);
 	while (!__atomic_load_n(&ws.stop, __ATOMIC_ACQUIRE)) {
 		int r = poll(pfd, 2, 1000);
 
@@ -452,22 +435,20 @@ static void *ws_watch_main(void *arg)
 			ws_watch_pending();
 		if (r > 0 && (pfd[0].revents & POLLIN)) {
 			ssize_t len;
-			bool foreign = false;
 
 			/* Let a burst gather: one wakeup per burst instead of one per
 			 * event keeps the watcher off a busy 2-CPU machine's back,
-			 * at a cost of a few ms of latency (watch_batch.c). */
-			usleep(ws_batch_wait(&batch, ws_now_ns()));
+			 * at a cost of WS_WATCH_BATCH_US of latency. */
+			usleep(WS_WATCH_BATCH_US);
 			len = read(ws.ifd, buf, sizeof(buf));
 			fuse_ino_t last_dir = 0;
 
 			for (char *p = buf; len > 0 && p < buf + len;) {
 				const struct inotify_event *ev = (const struct inotify_event *)p;
 
-				foreign |= ws_watch_event(ev, &last_dir);
+				ws_watch_event(ev, &last_dir);
 				p += sizeof(*ev) + ev->len;
 			}
-			ws_batch_done(&batch, foreign, ws_now_ns());
 		}
 		time_t now = time(NULL);
 		if (now - last_prune >= WS_EXPECT_TTL_S) {
