@@ -1088,7 +1088,7 @@ static void run_changed(struct sfs_sandbox *sb, struct sfs_run *run)
 	rws_invalidate_sandbox(sb->serial);
 	/* and may have moved directories: the audit's kept directory paths
 	 * go now, before the run's wait readers are answered, not when the
-	 * watcher reads the move (it may let a burst gather for up to 16 ms) */
+	 * watcher reads the move (after a burst has gathered, a few ms later) */
 	ws_where_moved();
 }
 
