@@ -136,13 +136,11 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 	uint64_t seq = n->wseq;
 	char *path = strdup(n->path);
 	mode_t mode = n->attr_ok ? (n->st.mode & 07777) : 0644;
-	bool go = dirty && !unlinked && n->cfd >= 0 && path;
-	if (go)
+	bool skip = !dirty || unlinked || n->cfd < 0;
+	if (!skip && path)
 		n->rs->wb_inflight++;
 	pthread_mutex_unlock(&R.mu);
-	if (!go && dirty && !unlinked && n->cfd >= 0) /* strdup failed */
-		return -ENOMEM;
-	if (!dirty || unlinked || n->cfd < 0) {
+	if (skip) {
 		if (unlinked && dirty) {
 			rc_set_dirty(n, false); /* the file is gone: nothing to save it to */
 			pthread_mutex_lock(&R.mu);
@@ -152,6 +150,8 @@ int rc_write_back(struct rc_node *n, struct sfs_sandbox *sb)
 		free(path);
 		return 0;
 	}
+	if (!path)
+		return -ENOMEM;
 	int r = RC_CALL(n->rs, sb, "write back", path, fs_write, path, n->cfd, mode ? mode : 0644);
 	if (r) {
 		rc_mark_pending(n, true, path);
