@@ -7,6 +7,7 @@
 # CloudWatch Logs stream.  Every test starts its own emulator and daemon.
 
 load helpers
+load remote_helpers # emu_obj
 load aws_helpers
 
 AWS_EMU="$SFS_ROOT/tests/emulators/aws/aws_emulator.py"

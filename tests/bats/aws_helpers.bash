@@ -1,7 +1,8 @@
 # Fixtures of the aws tests (aws.bats, aws_runs.bats): an emulator of the
 # test's own (tests/emulators/s3 or tests/emulators/aws) with bucket "bkt"
 # and a fresh secret, the AWS_* variables pointing sandboxfs at it, and a
-# look at the bucket from the outside.  Teardown stops it, even on failure.
+# look at the bucket from the outside (aws_obj: emu_obj of remote_helpers).
+# Teardown stops it, even on failure.
 
 # aws_emu_start EMULATOR [emulator flags...]: sets EMU_DIR, EMU_PORT, EMU (its
 # URL) and AWS_SECRET.
@@ -45,11 +46,7 @@ aws_faults() {
 
 # aws_obj KEY FIELD: size, sha256 or meta.NAME of an object in bucket bkt ("" if absent).
 aws_obj() {
-	curl -s -m 5 "$EMU/_emu/objects?bucket=bkt" | python3 -c '
-import json, sys
-o = json.load(sys.stdin).get(sys.argv[1])
-f = sys.argv[2]
-print("" if o is None else (o["meta"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
+	emu_obj "$EMU/_emu/objects?bucket=bkt" meta "$1" "$2"
 }
 
 # aws_task N FIELD: a field of the Nth task (or CodeBuild build) the emulator

@@ -125,11 +125,7 @@ gcp_faults() {
 
 # gcs_obj NAME FIELD: size, sha256 or meta.KEY of an object in bkt ("" if absent).
 gcs_obj() {
-	curl -s -m 5 "http://127.0.0.1:$GCP_PORT/_emu/objects?bucket=bkt" | python3 -c '
-import json, sys
-o = json.load(sys.stdin).get(sys.argv[1])
-f = sys.argv[2]
-print("" if o is None else (o["metadata"].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$1" "$2"
+	emu_obj "http://127.0.0.1:$GCP_PORT/_emu/objects?bucket=bkt" metadata "$1" "$2"
 }
 
 gcs_names() {

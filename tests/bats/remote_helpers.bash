@@ -149,6 +149,17 @@ except OSError as e:
 PY
 }
 
+# emu_obj URL META KEY FIELD: size, sha256 or meta.NAME (under the object's
+# META field) of object KEY in an emulator's /_emu/objects listing at URL
+# ("" if absent).
+emu_obj() {
+	curl -s -m 5 "$1" | python3 -c '
+import json, sys
+o = json.load(sys.stdin).get(sys.argv[2])
+f = sys.argv[3]
+print("" if o is None else (o[sys.argv[1]].get(f[5:], "") if f.startswith("meta.") else o[f]))' "$2" "$3" "$4"
+}
+
 # ODD_KEYS: keys under a sandbox's prefix that no file name can be, made by
 # something else than sandboxfs (object stores allow them), beside ok.txt and d/
 ODD_KEYS="./a ../b /c . .. d/./e d/.. d//f x/../g" # /c: PREFIX//c
