@@ -47,12 +47,14 @@ static struct sfs_sandbox *where(fuse_ino_t ino, char *path, size_t len, bool *p
 	return sb;
 }
 
-/* DIR/NAME (or DIR when name is NULL) into out, cut at len. */
+/* DIR/NAME (or DIR when name is NULL) into out, cut at len; dir is one of
+ * struct fs_audit's buffers, so no longer than it. */
 static const char *join(char *out, size_t len, const char *dir, const char *name)
 {
 	if (!name)
 		return dir;
-	size_t d = strnlen(dir, len - 1), n = strlen(name);
+	size_t dmax = sizeof(((struct fs_audit *)0)->dir) - 1;
+	size_t d = strnlen(dir, len - 1 < dmax ? len - 1 : dmax), n = strlen(name);
 	memcpy(out, dir, d);
 	if (d + 1 < len)
 		out[d++] = '/';

@@ -52,7 +52,7 @@ static int parse_ports(const char *v, json_t *arr, struct sfs_err *err)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	int r = 0, n = 0;
 	for (char *t = strtok_r(copy, ",", &save); t && !r; t = strtok_r(NULL, ",", &save)) {
-		long p;
+		long p = 0;
 		r = parse_long("ports", t, 1, 65535, &p, err);
 		if (!r && ++n > 4)
 			r = sfs_errf(err, -EINVAL, "vercel: ports=%s: at most 4 ports", v);
@@ -112,7 +112,7 @@ static int create_body(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, co
 		r = put(env, sb->env.v[i].key, json_string(sb->env.v[i].val), err);
 	for (size_t i = 0; opts && !r && i < opts->n; i++) {
 		const char *k = opts->v[i].key, *v = opts->v[i].val;
-		long n;
+		long n = 0; /* -O2 cannot see parse_long set it whenever it returns 0 */
 		if (!known_option(k)) {
 			r = sfs_errf(err, -EINVAL,
 				     "vercel: unknown option \"%s\" (known: %s env.K= tag.K=)", k,
