@@ -1,5 +1,6 @@
 /* sandboxfs: option parsing, the mount, and an orderly shutdown. */
 #include "fs.h"
+#include "kernel_io.h"
 #include "remote/remote.h"
 
 #include "../ctl/tree.h"
@@ -339,6 +340,11 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, c.mountpoint) != 0)
 		goto out_signals;
+	r = kio_install(se, sfs_opt_get_bool("killpriv_v2"));
+	if (r < 0) {
+		sfs_log(SFS_LOG_ERR, "fuse_session_custom_io: %s", strerror(-r));
+		goto out_unmount;
+	}
 	if (fuse_daemonize(c.foreground) != 0)
 		goto out_unmount;
 	if (!c.foreground) {

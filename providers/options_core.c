@@ -57,6 +57,12 @@ const struct sfs_opt sfs_core_options[] = {
 	     "mount reach the host later and can overwrite what a run wrote meanwhile; a "
 	     "hard-linked file a run changes keeps its old size through the mount while more "
 	     "than one of its names is cached"},
+    {.key = "killpriv_v2",
+     .type = SFS_OPT_BOOL,
+     .def = "true",
+     .help = "take over clearing set-user-ID and set-group-ID on write and truncate from the "
+	     "kernel (FUSE_HANDLE_KILLPRIV_V2), which then stops asking for "
+	     "security.capability before every write; false: the kernel asks each time"},
     {.key = "runs_mode",
      .type = SFS_OPT_MODE,
      .def = "0400",

@@ -8,6 +8,7 @@
 
 #include "../fs.h"
 #include "../ino.h"
+#include "../kernel_io.h"
 #include "../symlink_rewrite.h"
 
 #include "../../ctl/tree.h"
@@ -17,6 +18,7 @@
 #include "../cache/remote_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -202,6 +204,38 @@ static void rws_readlink(fuse_req_t req, fuse_ino_t ino)
 	rc_ref_put(&ref);
 }
 
+/* The mode without set-user-ID, and without set-group-ID when group execute
+ * is set: what a write or truncate by a caller without CAP_FSETID leaves,
+ * which the kernel asks of us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c).
+ * *mode unchanged when nothing is to clear; false then. */
+static bool killed_mode(mode_t *mode)
+{
+	mode_t kill = S_ISUID | ((*mode & S_IXGRP) ? S_ISGID : 0);
+	if (!S_ISREG(*mode) || !(*mode & kill))
+		return false;
+	*mode &= ~kill;
+	return true;
+}
+
+/* For a write or O_TRUNC open the kernel flagged: clears the bits from the
+ * file's attributes as the cache has them (a call only when it has none or
+ * the bits are there); 1 if it cleared them, 0, or a negative errno. */
+static int rws_kill_suidgid(struct rc_ref *ref)
+{
+	struct sfs_rstat st = {0};
+	int r = rc_getattr(ref, &st);
+	free(st.link);
+	if (r)
+		return r;
+	if (!killed_mode(&st.mode))
+		return 0;
+	struct rc_setattr sa = {.set_mode = true, .mode = st.mode & 07777};
+	struct sfs_rstat after = {0};
+	r = rc_setattr(ref, &sa, &after);
+	free(after.link);
+	return r ? r : 1;
+}
+
 static void rws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 			struct fuse_file_info *fi)
 {
@@ -224,7 +258,19 @@ static void rws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		(to_set & FUSE_SET_ATTR_MTIME_NOW) ? (int64_t)time(NULL) : (int64_t)attr->st_mtime,
 	};
 	struct sfs_rstat st = {0};
-	int r = rc_setattr(&ref, &sa, &st);
+	int r = 0;
+	/* a truncate by a caller without CAP_FSETID, unless it sets the mode */
+	if (!sa.set_mode && kio_kill_suidgid()) {
+		r = rc_getattr(&ref, &st);
+		free(st.link);
+		st = (struct sfs_rstat){.mode = st.mode};
+		if (!r && killed_mode(&st.mode)) {
+			sa.set_mode = true;
+			sa.mode = st.mode & 07777;
+		}
+	}
+	if (!r)
+		r = rc_setattr(&ref, &sa, &st);
 	reply_attr(req, &ref, &st, rc_ref_ttl(&ref), r);
 	free(st.link);
 	rc_ref_put(&ref);
@@ -245,6 +291,15 @@ static void rws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct rc_file *f;
 	bool keep = false;
 	int r = rc_open(&ref, fi->flags, &f, &keep);
+	if (!r && (fi->flags & O_TRUNC) && kio_kill_suidgid()) {
+		int k = rws_kill_suidgid(&ref);
+		if (k < 0) {
+			rc_release(f);
+			r = k;
+		} else if (k > 0) {
+			kio_inval_attr(ino);
+		}
+	}
 	rc_ref_put(&ref);
 	if (r) {
 		reply_err(req, r);
@@ -274,6 +329,19 @@ static void rws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in
 	out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 	out.buf[0].fd = rc_file_fd(f);
 	out.buf[0].pos = off;
+	if (kio_kill_suidgid()) {
+		struct rc_ref ref;
+		if (!rws_ref(req, ino, &ref))
+			return;
+		int k = rws_kill_suidgid(&ref);
+		rc_ref_put(&ref);
+		if (k < 0) {
+			reply_err(req, k);
+			return;
+		}
+		if (k > 0)
+			kio_inval_attr(ino);
+	}
 	ssize_t w = fuse_buf_copy(&out, in, 0);
 	if (w < 0) {
 		fuse_reply_err(req, (int)-w);

@@ -6,6 +6,7 @@
 
 #include "fs/workspace/internal.h"
 #include "fs/ino.h"
+#include "fs/kernel_io.h"
 #include "fs/symlink_rewrite.h"
 
 #include <errno.h>
@@ -155,6 +156,11 @@ void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 		if (res == -1)
 			goto fail;
 	}
+	/* a truncate (or chown) by a caller without CAP_FSETID, unless the
+	 * same request sets the mode */
+	if (!(valid & FUSE_SET_ATTR_MODE) && kio_kill_suidgid() &&
+	    ws_kill_suidgid(h ? h->fd : n->fd, !h) == -1)
+		goto fail;
 	if ((valid & FUSE_SET_ATTR_SIZE) && ws_setattr_size(n, attr->st_size, h) == -1)
 		goto fail;
 	/* Times last, so that a truncate in the same request does not overwrite them. */

@@ -6,6 +6,7 @@
 
 #include "fs/workspace/internal.h"
 #include "fs/ino.h"
+#include "fs/kernel_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,10 +65,20 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fd = open(path, flags);
 	if (fd == -1 && errno == EACCES && (fi->flags & O_ACCMODE) == O_WRONLY)
 		fd = open(path, (flags & ~O_ACCMODE) | O_WRONLY); /* unprivileged daemon */
+	if (fd != -1 && (flags & O_TRUNC) && kio_kill_suidgid()) {
+		int killed = ws_kill_suidgid(fd, false);
+		if (killed == -1) {
+			err = errno;
+			close(fd);
+			fd = -1;
+		} else if (killed == 1) {
+			kio_inval_attr(ino);
+		}
+	}
 	if (flags & O_TRUNC)
 		ws_self_end(n, n->fd, NULL);
 	if (fd == -1) {
-		err = errno;
+		err = err ? err : errno;
 		goto out;
 	}
 	h->fd = fd;
@@ -179,12 +190,36 @@ void ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 	fuse_reply_data(req, &buf, 0); /* no SPLICE_F_MOVE: see ws_conn_init */
 }
 
+/*
+ * What the host would do for a caller without CAP_FSETID, which the daemon's
+ * own write and truncate do not (it has CAP_FSETID), and which the kernel
+ * leaves to us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c).  Before the
+ * write, as the VFS does.
+ */
+int ws_kill_suidgid(int fd, bool opath)
+{
+	char path[WS_PROC_PATH_MAX];
+	struct stat st;
+
+	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
+		return -1;
+	mode_t kill = S_ISUID | ((st.st_mode & S_IXGRP) ? S_ISGID : 0);
+	if (!S_ISREG(st.st_mode) || !(st.st_mode & kill))
+		return 0;
+	mode_t mode = st.st_mode & 07777 & ~kill;
+	if (!opath)
+		return fchmod(fd, mode) == -1 ? -1 : 1;
+	ws_proc_path(path, fd);
+	return chmod(path, mode) == -1 ? -1 : 1;
+}
+
 void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
 		  struct fuse_file_info *fi)
 {
 	struct ws_file *h = ws_file(fi);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
 	ssize_t res;
+	int killed = 0;
 
 	if (ws_is_gone(h->node)) {
 		ws_reply_err(req, ENOENT);
@@ -194,8 +229,12 @@ void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 	out.buf[0].fd = h->fd;
 	out.buf[0].pos = off;
 	ws_self_begin(h->node);
-	res = fuse_buf_copy(&out, in, 0);
+	if (kio_kill_suidgid())
+		killed = ws_kill_suidgid(h->fd, false);
+	res = killed == -1 ? -errno : fuse_buf_copy(&out, in, 0);
 	ws_self_end(h->node, h->fd, NULL);
+	if (killed == 1)
+		kio_inval_attr(ino);
 	if (res < 0) {
 		ws_reply_err(req, (int)-res);
 		return;
@@ -253,19 +292,42 @@ void ws_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
 	ws_reply_err(req, flock(h->fd, op) == -1 ? errno : 0);
 }
 
+/*
+ * fallocate and copy_file_range change a file as a write does, but the
+ * kernel flags neither under FUSE_HANDLE_KILLPRIV_V2 (nor clears the bits
+ * itself then): the caller's capabilities decide, looked up only when the
+ * file has a bit to clear.  As ws_kill_suidgid; without v2 the kernel
+ * does it.
+ */
+static int ws_kill_for_caller(fuse_req_t req, int fd)
+{
+	struct stat st;
+
+	if (!kio_killpriv_v2())
+		return 0;
+	if (fstat(fd, &st) == -1)
+		return -1;
+	if (!(st.st_mode & (S_ISUID | S_ISGID)) || kio_caller_has_fsetid(req))
+		return 0;
+	return ws_kill_suidgid(fd, false);
+}
+
 void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 		  struct fuse_file_info *fi)
 {
 	struct ws_file *h = ws_file(fi);
-	int err;
+	int err, killed;
 
 	if (ws_is_gone(h->node)) {
 		ws_reply_err(req, ENOENT);
 		return;
 	}
 	ws_self_begin(h->node);
-	err = fallocate(h->fd, mode, off, len) == -1 ? errno : 0;
+	killed = ws_kill_for_caller(req, h->fd);
+	err = killed == -1 ? errno : fallocate(h->fd, mode, off, len) == -1 ? errno : 0;
 	ws_self_end(h->node, h->fd, NULL);
+	if (killed == 1)
+		kio_inval_attr(ino);
 	ws_reply_err(req, err);
 }
 
@@ -288,8 +350,13 @@ void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		return;
 	}
 	ws_self_begin(out->node);
-	res = copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+	int killed = ws_kill_for_caller(req, out->fd);
+	res = killed == -1
+		  ? -1
+		  : copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
 	ws_self_end(out->node, out->fd, NULL);
+	if (killed == 1)
+		kio_inval_attr(ino_out);
 	if (res == -1) {
 		ws_reply_err(req, errno);
 		return;

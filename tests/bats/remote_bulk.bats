@@ -1,7 +1,9 @@
 #!/usr/bin/env bats
 # Remote workspaces walked cold (issue 15): directories listed once for
 # many lookups, small files fetched in bulk beside the one opened, and a
-# prefetched copy never served once a run or the mount changed the file.
+# prefetched copy never served once a run or the mount changed the file;
+# and another user's write (FUSE_HANDLE_KILLPRIV_V2, fs/kernel_io.c)
+# clearing set-user-ID on a remote file as the host would.
 # Against the daytona emulator (its bulk-download route); no time asserted.
 
 load helpers
@@ -12,6 +14,13 @@ setup() {
 	# loaded machine, so its call counts do not depend on timing
 	case "$BATS_TEST_DESCRIPTION" in
 	*"(TTL 60 s)"*) dt_setup -o remote.attr_timeout=60 ;;
+	*"(allow_other)"*)
+		# a mount point other users can reach (the bats tmpdir is private)
+		AO_DIR=$(mktemp -d /tmp/sfs-rb-ao.XXXXXX)
+		chmod 755 "$AO_DIR"
+		MNT="$AO_DIR/mnt"
+		dt_setup -o allow_other
+		;;
 	*) dt_setup ;;
 	esac
 	dt_new b1 >/dev/null
@@ -19,7 +28,12 @@ setup() {
 }
 
 teardown() {
+	cd "$BATS_TEST_TMPDIR"
 	dt_teardown
+	if [ -n "${AO_DIR:-}" ]; then
+		rmdir "$AO_DIR/mnt" 2>/dev/null || true
+		rmdir "$AO_DIR" 2>/dev/null || true
+	fi
 }
 
 # mkfiles DIR N: N small files DIR/f1..fN holding "v1 DIR I", made by a run
@@ -166,4 +180,23 @@ os.close(fd)
 PY
 	[ "$(cat "$W/d2/new")" = kept ]
 	[ "$(dt_run b1 'cat d2/new')" = kept ]
+}
+
+@test "remote: another user's write, truncate or O_TRUNC open clears set-user-ID, as on the host (allow_other)" {
+	modes() { echo "$(stat -c %a "$W/f") $(dt_run b1 'stat -c %a f')"; }
+	echo x >"$W/f"
+	chmod 6777 "$W/f"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- sh -c "echo y >> '$W/f'"
+	[ "$(modes)" = "777 777" ]
+	chmod 6777 "$W/f"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- truncate -s 1 "$W/f"
+	[ "$(modes)" = "777 777" ]
+	chmod 6777 "$W/f"
+	setpriv --reuid=nobody --regid=nogroup --clear-groups -- sh -c ": > '$W/f'"
+	[ "$(modes)" = "777 777" ]
+	# root (CAP_FSETID) keeps them
+	chmod 6777 "$W/f"
+	echo z >>"$W/f"
+	[ "$(modes)" = "6777 6777" ]
+	[ "$(dt_run b1 'cat f')" = z ]
 }

@@ -1,0 +1,45 @@
+/* The session's own reads and writes of /dev/fuse: FUSE_HANDLE_KILLPRIV_V2
+ * and the kill flags of the request being handled (fs/kernel_io.c). */
+#ifndef SFS_KERNEL_IO_H
+#define SFS_KERNEL_IO_H
+
+#include "workspace.h" /* fuse_lowlevel.h at the project's FUSE_USE_VERSION */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/uio.h>
+
+/* Takes over the mounted session's fd; killpriv_v2 asks the kernel for it
+ * when it offers it.  0 or a negative errno. */
+int kio_install(struct fuse_session *se, bool killpriv_v2);
+/* Whether the kernel agreed to FUSE_HANDLE_KILLPRIV_V2. */
+bool kio_killpriv_v2(void);
+/* Whether the request this thread handles asks the daemon to clear
+ * set-user-ID and set-group-ID (a write, truncate or O_TRUNC open by a
+ * caller without CAP_FSETID). */
+bool kio_kill_suidgid(void);
+
+/* Whether the caller of req holds CAP_FSETID (effective), read from
+ * /proc/PID/status: for fallocate and copy_file_range, which the kernel
+ * does not flag.  A caller gone meanwhile counts by its uid (root: yes). */
+bool kio_caller_has_fsetid(fuse_req_t req);
+
+/* Drops the kernel's cached attributes of ino, not its pages, at once: for
+ * a mode a handler changed that its reply does not carry (a write's).  Safe
+ * inside a handler: without pages to drop the kernel takes no lock the
+ * request it waits for holds. */
+void kio_inval_attr(fuse_ino_t ino);
+
+/* Pure parts, for the unit test.  Whether a raw request (len bytes) carries
+ * a kill flag; for INIT, *offers_v2 says whether the kernel offers v2. */
+bool kio_request_kills(const void *buf, size_t len, bool *offers_v2);
+/* Sets FUSE_HANDLE_KILLPRIV_V2 in a successful INIT reply to unique when
+ * want; true when it did. */
+bool kio_patch_init_reply(struct iovec *iov, int count, uint64_t unique, bool want);
+/* From the text of a /proc/PID/status: 1 if CapEff holds CAP_FSETID, 0 if
+ * not, -1 without a CapEff line. */
+int kio_status_has_fsetid(FILE *status);
+
+#endif

@@ -1,0 +1,114 @@
+/* fs/kernel_io.c: which raw requests carry a kill flag, and the INIT reply
+ * that asks for FUSE_HANDLE_KILLPRIV_V2. */
+#include "fs/kernel_io.h"
+#include "check.h"
+
+#include <linux/fuse.h>
+#include <errno.h>
+#include <string.h>
+
+/* A request of opcode with its argument struct after the header. */
+static size_t request(void *buf, uint32_t opcode, const void *arg, size_t alen)
+{
+	struct fuse_in_header in = {
+	    .len = (uint32_t)(sizeof(in) + alen), .opcode = opcode, .unique = 7};
+	memcpy(buf, &in, sizeof(in));
+	memcpy((char *)buf + sizeof(in), arg, alen);
+	return sizeof(in) + alen;
+}
+
+static void test_write_flag(void)
+{
+	char buf[256];
+	struct fuse_write_in w = {.size = 4096, .write_flags = FUSE_WRITE_KILL_SUIDGID};
+	size_t n = request(buf, FUSE_WRITE, &w, sizeof(w));
+	CHECK(kio_request_kills(buf, n, NULL));
+	/* cut short: never read past what the kernel sent */
+	CHECK(!kio_request_kills(buf, n - 1, NULL));
+	CHECK(!kio_request_kills(buf, sizeof(struct fuse_in_header) - 1, NULL));
+	w.write_flags = FUSE_WRITE_CACHE | FUSE_WRITE_LOCKOWNER;
+	n = request(buf, FUSE_WRITE, &w, sizeof(w));
+	CHECK(!kio_request_kills(buf, n, NULL));
+}
+
+static void test_setattr_open_create_flags(void)
+{
+	char buf[256];
+	struct fuse_setattr_in sa = {.valid = FATTR_SIZE | FATTR_KILL_SUIDGID};
+	CHECK(kio_request_kills(buf, request(buf, FUSE_SETATTR, &sa, sizeof(sa)), NULL));
+	sa.valid = FATTR_SIZE;
+	CHECK(!kio_request_kills(buf, request(buf, FUSE_SETATTR, &sa, sizeof(sa)), NULL));
+	struct fuse_open_in o = {.flags = 01001, .open_flags = FUSE_OPEN_KILL_SUIDGID};
+	CHECK(kio_request_kills(buf, request(buf, FUSE_OPEN, &o, sizeof(o)), NULL));
+	o.open_flags = 0;
+	CHECK(!kio_request_kills(buf, request(buf, FUSE_OPEN, &o, sizeof(o)), NULL));
+	struct fuse_create_in c = {.flags = 01101, .open_flags = FUSE_OPEN_KILL_SUIDGID};
+	CHECK(kio_request_kills(buf, request(buf, FUSE_CREATE, &c, sizeof(c)), NULL));
+	/* the same bit in another request means nothing */
+	struct fuse_read_in r = {.flags = FUSE_OPEN_KILL_SUIDGID, .read_flags = ~0u};
+	CHECK(!kio_request_kills(buf, request(buf, FUSE_READ, &r, sizeof(r)), NULL));
+}
+
+static void test_init_offer(void)
+{
+	char buf[256];
+	bool offers = false;
+	struct fuse_init_in i = {.major = 7, .minor = 38, .flags = FUSE_HANDLE_KILLPRIV_V2};
+	CHECK(!kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers));
+	CHECK(offers);
+	i.flags = FUSE_ASYNC_READ | FUSE_HANDLE_KILLPRIV;
+	kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers);
+	CHECK(!offers);
+	/* an old kernel's short INIT: no flags word, no offer */
+	offers = true;
+	kio_request_kills(buf, request(buf, FUSE_INIT, &i, 8), &offers);
+	CHECK(offers); /* left as it was: nothing read */
+}
+
+static void test_init_reply(void)
+{
+	struct fuse_out_header out = {.len = sizeof(out) + sizeof(struct fuse_init_out),
+				      .unique = 9};
+	struct fuse_init_out o = {.major = 7, .minor = 38, .flags = FUSE_ASYNC_READ};
+	struct iovec iov[2] = {{&out, sizeof(out)}, {&o, sizeof(o)}};
+
+	/* another request's reply is left alone */
+	CHECK(!kio_patch_init_reply(iov, 2, 8, true));
+	CHECK_INT(o.flags, FUSE_ASYNC_READ);
+	/* not wanted: untouched */
+	CHECK(!kio_patch_init_reply(iov, 2, 9, false));
+	CHECK_INT(o.flags, FUSE_ASYNC_READ);
+	/* an error reply has no body to patch */
+	out.error = -EPROTO;
+	CHECK(!kio_patch_init_reply(iov, 1, 9, true));
+	CHECK(!kio_patch_init_reply(iov, 2, 9, true));
+	out.error = 0;
+	CHECK(kio_patch_init_reply(iov, 2, 9, true));
+	CHECK_INT(o.flags, FUSE_ASYNC_READ | FUSE_HANDLE_KILLPRIV_V2);
+}
+
+static int has_fsetid(const char *text)
+{
+	FILE *f = fmemopen((void *)text, strlen(text), "r");
+	int r = kio_status_has_fsetid(f);
+	fclose(f);
+	return r;
+}
+
+static void test_status_capeff(void)
+{
+	/* root's full set, CAP_FSETID (bit 4) alone, everything but it, none */
+	CHECK_INT(has_fsetid("Name:\tsh\nCapInh:\t0000000000000000\nCapPrm:\t000001ffffffffff\n"
+			     "CapEff:\t000001ffffffffff\n"),
+		  1);
+	CHECK_INT(has_fsetid("CapPrm:\t0000000000000010\nCapEff:\t0000000000000010\n"), 1);
+	CHECK_INT(has_fsetid("CapPrm:\t000001ffffffffef\nCapEff:\t000001ffffffffef\n"), 0);
+	CHECK_INT(has_fsetid("Uid:\t65534\nCapEff:\t0000000000000000\n"), 0);
+	/* permitted but not effective does not count */
+	CHECK_INT(has_fsetid("CapPrm:\t0000000000000010\nCapEff:\t0000000000000000\n"), 0);
+	CHECK_INT(has_fsetid("Name:\tgone\n"), -1);
+}
+
+CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_status_capeff),
+	   CHECK_CASE(test_setattr_open_create_flags), CHECK_CASE(test_init_offer),
+	   CHECK_CASE(test_init_reply))
