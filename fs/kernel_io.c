@@ -99,8 +99,8 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 		const struct fuse_in_header *in = buf;
 		req_kill = kio_request_kills(buf, (size_t)r, &offers);
 		if ((size_t)r >= sizeof(*in) && in->opcode == FUSE_INIT) {
-			offered_v2 = offers;
-			init_unique = in->unique;
+			__atomic_store_n(&offered_v2, offers, __ATOMIC_RELAXED);
+			__atomic_store_n(&init_unique, in->unique, __ATOMIC_RELEASE);
 		}
 	}
 	return r;
@@ -109,9 +109,14 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
-	/* INIT is answered once, before any other request is read */
-	if (init_unique && !v2_on)
-		v2_on = kio_patch_init_reply(iov, count, init_unique, want_v2 && offered_v2);
+	/* INIT is answered once, before any other request is read; the other
+	 * workers read v2_on later (atomics: the kernel's ordering is not one
+	 * a race detector sees) */
+	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
+	if (unique && !__atomic_load_n(&v2_on, __ATOMIC_ACQUIRE) &&
+	    kio_patch_init_reply(iov, count, unique,
+				 want_v2 && __atomic_load_n(&offered_v2, __ATOMIC_RELAXED)))
+		__atomic_store_n(&v2_on, true, __ATOMIC_RELEASE);
 	return writev(fd, iov, count);
 }
 
@@ -170,7 +175,7 @@ void kio_inval_attr(fuse_ino_t ino)
 
 bool kio_killpriv_v2(void)
 {
-	return v2_on;
+	return __atomic_load_n(&v2_on, __ATOMIC_ACQUIRE);
 }
 
 bool kio_kill_suidgid(void)

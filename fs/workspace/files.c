@@ -207,10 +207,18 @@ int ws_kill_suidgid(int fd, bool opath)
 	if (!S_ISREG(st.st_mode) || !(st.st_mode & kill))
 		return 0;
 	mode_t mode = st.st_mode & 07777 & ~kill;
-	if (!opath)
-		return fchmod(fd, mode) == -1 ? -1 : 1;
-	ws_proc_path(path, fd);
-	return chmod(path, mode) == -1 ? -1 : 1;
+	int r;
+	if (!opath) {
+		r = fchmod(fd, mode);
+	} else {
+		ws_proc_path(path, fd);
+		r = chmod(path, mode);
+	}
+	/* EPERM: an unprivileged daemon, whose own write, truncate or
+	 * fallocate the host clears the bits for */
+	if (r == -1)
+		return errno == EPERM ? 0 : -1;
+	return 1;
 }
 
 void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,

@@ -160,7 +160,8 @@ void ws_expect_withdraw(uint64_t seq, const struct ws_node *parent, const char *
 void ws_inval_range_later(const struct ws_node *n, off_t off, off_t len);
 /* Clears set-user-ID, and set-group-ID when group execute is set (fd open on
  * the file, or its O_PATH fd when opath): 1 if the mode changed, 0 if there
- * was nothing to clear, -1 with errno (files.c). */
+ * was nothing to clear (or the daemon may not: then the host clears them on
+ * its own write), -1 with errno (files.c). */
 int ws_kill_suidgid(int fd, bool opath);
 void ws_self_begin(struct ws_node *n);
 void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
