@@ -26,6 +26,11 @@
 # local rows are printed.  Extra daemon options: SFS_BENCH_OPTS="-o ...".
 # SFS_BASE_BIN=OTHER_BINARY mounts a second daemon (a baseline build) and
 # interleaves its rows ("base ...") with this one's, plus the ratios.
+# SFS_BENCH_DIR=DIR puts the state (runs, journals) there instead of /tmp:
+# ext4 skips inodes freed in the last minutes when it allocates one, and a
+# run makes 8 (its directory and files), so right after an invocation that
+# removed a few thousand, the next one's runs start slower (docs/performance.md,
+# round 6); a fresh file system (a loop-mounted ext4 image) has no such past.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,7 +50,7 @@ if ! timeout 15 docker info >/dev/null 2>&1 || ! docker image inspect "$IMAGE" >
 	DOCKER=0
 fi
 
-TMP=$(mktemp -d /tmp/sfs-bench-runs.XXXXXX)
+TMP=$(mktemp -d "${SFS_BENCH_DIR:-/tmp}/sfs-bench-runs.XXXXXX")
 PIDS=() MNTS=()
 cleanup() {
 	local m ids
