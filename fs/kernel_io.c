@@ -140,6 +140,13 @@ int kio_install(struct fuse_session *se, bool killpriv_v2)
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
+mode_t kio_suidgid_to_clear(mode_t mode)
+{
+	if (!S_ISREG(mode))
+		return 0;
+	return mode & (S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0));
+}
+
 int kio_status_has_fsetid(FILE *status)
 {
 	char line[256];

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 /* Takes over the mounted session's fd; killpriv_v2 asks the kernel for it
@@ -20,6 +21,12 @@ bool kio_killpriv_v2(void);
  * set-user-ID and set-group-ID (a write, truncate or O_TRUNC open by a
  * caller without CAP_FSETID). */
 bool kio_kill_suidgid(void);
+
+/* The bits a write or truncate by a caller without CAP_FSETID clears from a
+ * file of this mode: set-user-ID, and set-group-ID when group execute is set
+ * (without it, set-group-ID marks mandatory locking, not a privilege); 0
+ * for anything but a regular file. */
+mode_t kio_suidgid_to_clear(mode_t mode);
 
 /* Whether the caller of req holds CAP_FSETID (effective), read from
  * /proc/PID/status: for fallocate and copy_file_range, which the kernel

@@ -204,17 +204,14 @@ static void rws_readlink(fuse_req_t req, fuse_ino_t ino)
 	rc_ref_put(&ref);
 }
 
-/* The mode without set-user-ID, and without set-group-ID when group execute
- * is set: what a write or truncate by a caller without CAP_FSETID leaves,
- * which the kernel asks of us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c).
- * *mode unchanged when nothing is to clear; false then. */
+/* The mode a write or truncate by a caller without CAP_FSETID leaves, which
+ * the kernel asks of us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c);
+ * false (and *mode unchanged) when there is nothing to clear. */
 static bool killed_mode(mode_t *mode)
 {
-	mode_t kill = S_ISUID | ((*mode & S_IXGRP) ? S_ISGID : 0);
-	if (!S_ISREG(*mode) || !(*mode & kill))
-		return false;
+	mode_t kill = kio_suidgid_to_clear(*mode);
 	*mode &= ~kill;
-	return true;
+	return kill != 0;
 }
 
 /* For a write or O_TRUNC open the kernel flagged: clears the bits from the

@@ -203,8 +203,8 @@ int ws_kill_suidgid(int fd, bool opath)
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		return -1;
-	mode_t kill = S_ISUID | ((st.st_mode & S_IXGRP) ? S_ISGID : 0);
-	if (!S_ISREG(st.st_mode) || !(st.st_mode & kill))
+	mode_t kill = kio_suidgid_to_clear(st.st_mode);
+	if (!kill)
 		return 0;
 	mode_t mode = st.st_mode & 07777 & ~kill;
 	int r;

@@ -109,6 +109,18 @@ static void test_status_capeff(void)
 	CHECK_INT(has_fsetid("Name:\tgone\n"), -1);
 }
 
-CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_status_capeff),
-	   CHECK_CASE(test_setattr_open_create_flags), CHECK_CASE(test_init_offer),
-	   CHECK_CASE(test_init_reply))
+static void test_bits_to_clear(void)
+{
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06777), 06000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 04755), 04000);
+	/* set-group-ID without group execute stays (a locking mark) */
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06767), 04000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 02767), 0);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 0777), 0);
+	/* a directory's set-group-ID is inheritance, never cleared here */
+	CHECK_INT(kio_suidgid_to_clear(S_IFDIR | 02775), 0);
+}
+
+CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_bits_to_clear),
+	   CHECK_CASE(test_status_capeff), CHECK_CASE(test_setattr_open_create_flags),
+	   CHECK_CASE(test_init_offer), CHECK_CASE(test_init_reply))
