@@ -285,6 +285,12 @@ static int run_mount(struct ctl_cmd *c, void *ctx, struct sfs_buf *o, struct sfs
 	int r = run_mount_cmd(c, o, err);
 	struct sfs_sandbox *sb = before ? before : tree_get(c->args[0]);
 	audit_line(sb, "ctl", "/ctl", r, c->line);
+	/* A forgotten record's audit ends with that line, written now: its
+	 * writer would otherwise flush later, into a state dir that a resumed
+	 * record owns by then and may be removing (an rmdir's rm -rf that
+	 * finds a new audit file leaves the directory behind). */
+	if (!r && c->verb->id == V_FORGET && sb)
+		audit_close(sb);
 	tree_put(sb);
 	return r;
 }
