@@ -219,15 +219,29 @@ static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	return 0;
 }
 
-static int read_pid(struct sfs_run *run, const char *name)
+/* The run's pids from its pid file, "PID WPID" (-1 where unknown); a run
+ * an earlier wrapper started keeps WPID in a file of its own. */
+static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid)
 {
 	char path[4200], *text = NULL;
-	snprintf(path, sizeof(path), "%s/%s", run->dir, name);
+	*pgid = *wpid = -1;
+	snprintf(path, sizeof(path), "%s/pid", run->dir);
 	if (sfs_read_file(path, &text, NULL) < 0)
-		return -1;
-	int pid = atoi(text);
+		return;
+	int a = 0, b = 0;
+	int got = sscanf(text, "%d %d", &a, &b);
 	free(text);
-	return pid > 1 ? pid : -1;
+	*pgid = got >= 1 && a > 1 ? a : -1;
+	if (got == 2) {
+		*wpid = b > 1 ? b : -1;
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/wpid", run->dir);
+	if (sfs_read_file(path, &text, NULL) < 0)
+		return;
+	b = atoi(text);
+	free(text);
+	*wpid = b > 1 ? b : -1;
 }
 
 static bool group_alive(pid_t pgid)
@@ -253,9 +267,12 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 		free(text);
 		return 0;
 	}
-	/* No status yet: the wrapper holds the lock while it lives. */
+	/* No status yet: the wrapper holds a lock on the run's directory while
+	 * it lives (an earlier wrapper's on RUNDIR/lock, when that is there). */
 	snprintf(path, sizeof(path), "%s/lock", run->dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		fd = open(run->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 && errno != ENOENT)
 		/* EMFILE, ENOMEM...: the daemon's trouble, not the run's; the
 		 * state stays as it was and the next look decides */
@@ -473,8 +490,10 @@ struct run_procs {
 
 static struct run_procs run_procs_of(struct sfs_run *run)
 {
-	struct run_procs p = {read_pid(run, "pid"), -1};
-	p.wrapper = sfs_local_wrapper_pid(run->dir, read_pid(run, "wpid"));
+	struct run_procs p;
+	pid_t wpid;
+	read_pids(run, &p.pgid, &wpid);
+	p.wrapper = sfs_local_wrapper_pid(run->dir, wpid);
 	return p;
 }
 
@@ -571,7 +590,8 @@ static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const 
 
 static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
-	int wpid = read_pid(run, "wpid");
+	pid_t pgid, wpid;
+	read_pids(run, &pgid, &wpid);
 	if (wpid < 0 || kill(wpid, SIGUSR1) < 0)
 		return sfs_errf(err, -ESRCH, "run %d: the run wrapper is gone", run->n);
 	return 0;

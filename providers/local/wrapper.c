@@ -3,13 +3,13 @@
  * exec it is single-threaded and owes nothing to the daemon: the daemon can
  * die, restart or unmount and the run goes on.
  *
- * RUNDIR holds:
- *   lock     flock'ed by the wrapper for its whole life (free + no status = lost)
+ * RUNDIR holds (RUNDIR itself is flock'ed by the wrapper for its whole life:
+ * free and no status means lost):
  *   journal  the command's stdout and stderr, merged, relayed through a pipe
  *            (relay.c) and cut at JOURNAL_MAX bytes with a marker line
  *   stdin    a FIFO; the wrapper keeps a writer open until SIGUSR1 (EOF)
- *   pid      the command's pid, which is also its process group
- *   wpid     the wrapper's pid (for SIGUSR1)
+ *   pid      "PID WPID": the command's pid, which is also its process group,
+ *            then the wrapper's (for SIGUSR1)
  *   status   "exit N" or "signal N", written atomically when the command ends
  *            (its temp file is reserved at the start: a full disk at the end
  *            cannot make the run `lost`)
@@ -17,6 +17,12 @@
  * With isolation=bwrap a seventh argument names the sandbox's namespace
  * holder: the wrapper's child joins it (join.c) and starts the command in
  * it, so `pid` is that child's pid and the group holds both.
+ *
+ * Six files per run with the daemon's two (the directory, cmd): ext4 without
+ * a journal searches past every inode freed in the last minutes for each new
+ * one, so each file a run makes costs more after a big cleanup.  A daemon
+ * of this version still reads runs an earlier wrapper left (a `lock` file, a
+ * separate `wpid`).
  */
 #include "isolation.h"
 #include "local.h"
@@ -55,8 +61,8 @@ static void on_usr1(int sig)
 
 /*
  * Writes RUNDIR/name atomically (temp + rename).  Nothing waits for the disk
- * before the rename: pid and wpid name processes that die with the machine,
- * so they only have to survive the daemon, which the page cache does; and
+ * before the rename: pid names processes that die with the machine,
+ * so it only has to survive the daemon, which the page cache does; and
  * the status rename is what wakes `wait` readers (inotify), so it must not
  * wait for a flush.  With durable, the file is fsync'd after the rename: a
  * crash before that leaves no status or an empty one, which reads as `lost`.
@@ -184,8 +190,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	 * command's end to see the pipe close */
 	fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
 
-	snprintf(path, sizeof(path), "%s/lock", dir);
-	int lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	/* the directory itself, not a file in it: one inode fewer per run */
+	int lock_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
 		report(ready_fd, "lock");
 		return 1;
@@ -275,11 +281,9 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	close(in_fd);
 	close(out[1]);
 
-	char num[32];
-	snprintf(num, sizeof(num), "%d\n", (int)pid);
+	char num[48];
+	snprintf(num, sizeof(num), "%d %d\n", (int)pid, (int)getpid());
 	write_small_file(dir, "pid", num, false, false);
-	snprintf(num, sizeof(num), "%d\n", (int)getpid());
-	write_small_file(dir, "wpid", num, false, false);
 	if (write(ready_fd, "ok\n", 3) < 0) {
 		/* the daemon will notice the run through its files */
 	}

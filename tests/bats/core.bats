@@ -407,7 +407,7 @@ escape_cmd() {
 	esc=$(cat "$MNT/demo/workspace/esc")
 	kill -0 "$esc"
 	# it really left: another session than the run's command
-	[ "$(ps -o sid= -p "$esc")" != "$(ps -o sid= -p "$(cat "$STATE"/sandboxes/*/runs/1/pid)")" ]
+	[ "$(ps -o sid= -p "$esc")" != "$(ps -o sid= -p "$(cut -d' ' -f1 "$STATE"/sandboxes/*/runs/1/pid)")" ]
 	echo kill >"$MNT/demo/ctl"
 	run cat "$MNT/demo/runs/1/wait"
 	[ "$output" = "killed TERM" ]

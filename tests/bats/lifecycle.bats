@@ -105,6 +105,33 @@ kill_daemon() {
 	wait_for no_runs_left
 }
 
+# bats test_tags=core
+@test "a run an earlier wrapper left (RUNDIR/lock, a wpid file) reads running while its lock is held, and kill reaches its group" {
+	mkdir "$MNT/demo"
+	d=$(sb_dir demo)
+	sfs_unmount
+	r1="$d/runs/1"
+	mkdir -p "$r1"
+	printf '%s' 'sleep 300' >"$r1/cmd"
+	: >"$r1/lock"
+	# flock holds RUNDIR/lock as that wrapper did; setsid makes it the
+	# group leader, whose pid the pid file names; the subshell leaves it to
+	# init to reap, as the wrapper reaped its command
+	(setsid sh -c 'echo $$ >"$1/pid"; exec flock "$1/lock" sleep 300' sh "$r1" \
+		</dev/null >/dev/null 2>&1 3>&- &)
+	wait_for bash -c "! flock -n '$r1/lock' true"
+	pg=$(cat "$r1/pid")
+	[ "$(ps -o pgid= -p "$pg" | tr -d ' ')" = "$pg" ]
+	echo 999999 >"$r1/wpid"
+	sfs_mount
+	[ "$(cat "$MNT/demo/runs/1/status")" = running ]
+	echo "kill 1" >"$MNT/demo/ctl"
+	# that wrapper is not ours to write a status: its lock's end is the end
+	[ "$(timeout 10 cat "$MNT/demo/runs/1/wait")" = lost ]
+	run kill -0 "$pg"
+	[ "$status" -ne 0 ]
+}
+
 @test "kill -9 of the daemon while 4 writers exec: every run dir is a listed run, no number is reused" {
 	mkdir "$MNT/demo"
 	d=$(sb_dir demo)

@@ -11,8 +11,8 @@ teardown() {
 
 # wrapper_exe RUNDIR: the executable of the run's wrapper, while it lives
 wrapper_exe() {
-	local wpid
-	wpid=$(cat "$1/wpid")
+	local pid wpid
+	read -r pid wpid <"$1/pid"
 	readlink "/proc/$wpid/exe"
 }
 
@@ -25,9 +25,14 @@ wrapper_exe() {
 	rundir=$(ls -d "$STATE"/sandboxes/*/runs/"$n")
 	wait_for grep -q started "$MNT/demo/runs/$n/journal"
 	[ "$(wrapper_exe "$rundir")" = "$(cd "$(dirname "$SFS_BIN")" && pwd -P)/sandboxfs-run-wrapper" ]
-	# the wrapper's own files, and kill through them
-	[ -s "$rundir/pid" ]
-	[ -s "$rundir/wpid" ]
+	# the wrapper's own files (the command's and its own pid in one; its lock
+	# on the directory), and kill through them
+	[ "$(ls -A "$rundir" | tr '\n' ' ')" = "cmd journal pid stdin " ]
+	read -r pid wpid <"$rundir/pid"
+	[ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ]
+	[ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$wpid" ]
+	run flock -n "$rundir" true
+	[ "$status" -ne 0 ]
 	ctl_write "$MNT/demo/ctl" "kill $n" >/dev/null
 	[ "$(cat "$MNT/demo/runs/$n/wait")" = "killed TERM" ]
 	[ "$(cat "$rundir/status")" = "signal 15" ]
