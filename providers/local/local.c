@@ -268,7 +268,8 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 		return 0;
 	}
 	/* No status yet: the wrapper holds a lock on the run's directory while
-	 * it lives (an earlier wrapper's on RUNDIR/lock, when that is there). */
+	 * it lives, or on RUNDIR/lock when that is there (a file system that
+	 * cannot lock directories, or an earlier wrapper's). */
 	snprintf(path, sizeof(path), "%s/lock", run->dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
@@ -281,7 +282,13 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 		run->state = SFS_RUN_LOST;
 		return 0;
 	}
-	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+	int lr = flock(fd, LOCK_SH | LOCK_NB) == 0 ? 0 : errno;
+	if (lr == ENOLCK) {
+		close(fd);
+		return sfs_errf(err, -lr, "local: %s: %s", path, strerror(lr));
+	}
+	/* EBADF, EINVAL...: nothing can lock it, so no wrapper holds it */
+	if (lr != EWOULDBLOCK && lr != EINTR) {
 		/* free: the wrapper died without a word; check status once more
 		 * since it may have finished between our two looks */
 		snprintf(path, sizeof(path), "%s/status", run->dir);

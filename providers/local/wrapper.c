@@ -3,8 +3,8 @@
  * exec it is single-threaded and owes nothing to the daemon: the daemon can
  * die, restart or unmount and the run goes on.
  *
- * RUNDIR holds (RUNDIR itself is flock'ed by the wrapper for its whole life:
- * free and no status means lost):
+ * RUNDIR holds (RUNDIR itself is flock'ed by the wrapper for its whole life,
+ * or RUNDIR/lock where a directory cannot be: free and no status means lost):
  *   journal  the command's stdout and stderr, merged, relayed through a pipe
  *            (relay.c) and cut at JOURNAL_MAX bytes with a marker line
  *   stdin    a FIFO; the wrapper keeps a writer open until SIGUSR1 (EOF)
@@ -192,7 +192,19 @@ int sfs_local_wrapper_main(int argc, char **argv)
 
 	/* the directory itself, not a file in it: one inode fewer per run */
 	int lock_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (lock_fd < 0 || flock(lock_fd, LOCK_EX) < 0) {
+	if (lock_fd >= 0 && flock(lock_fd, LOCK_EX) < 0) {
+		/* a file system that cannot lock a directory (NFS makes flock a
+		 * POSIX lock, which an exclusive one needs a file open for
+		 * writing for): RUNDIR/lock, which the daemon looks for first */
+		close(lock_fd);
+		snprintf(path, sizeof(path), "%s/lock", dir);
+		lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (lock_fd >= 0 && flock(lock_fd, LOCK_EX) < 0) {
+			close(lock_fd);
+			lock_fd = -1;
+		}
+	}
+	if (lock_fd < 0) {
 		report(ready_fd, "lock");
 		return 1;
 	}

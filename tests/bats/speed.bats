@@ -76,6 +76,52 @@ wrapper_exe() {
 }
 
 # bats test_tags=core
+@test "local: where a directory cannot be locked (NFS), the wrapper locks RUNDIR/lock, and the run is followed and killed as usual" {
+	command -v gcc >/dev/null || skip "no gcc to build the flock shim"
+	# NFS turns flock into a POSIX lock, and an exclusive one on a directory
+	# (open read-only) fails with EBADF: this shim does the same to the
+	# daemon and to the wrapper (the sandboxfs binary itself: no
+	# sandboxfs-run-wrapper beside it, and the static one ignores LD_PRELOAD)
+	cat >"$BATS_TEST_TMPDIR/shim.c" <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/stat.h>
+int flock(int fd, int op)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EBADF;
+		return -1;
+	}
+	int (*real)(int, int) = (int (*)(int, int))dlsym(RTLD_NEXT, "flock");
+	return real(fd, op);
+}
+C
+	gcc -shared -fPIC -o "$BATS_TEST_TMPDIR/shim.so" "$BATS_TEST_TMPDIR/shim.c" -ldl
+	mkdir "$BATS_TEST_TMPDIR/bin"
+	cp "$SFS_BIN" "$BATS_TEST_TMPDIR/bin/sandboxfs"
+	LD_PRELOAD=$BATS_TEST_TMPDIR/shim.so SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
+	mkdir "$MNT/demo"
+	n=$(ctl_write "$MNT/demo/ctl" "exec echo started; sleep 30")
+	rundir=$(ls -d "$STATE"/sandboxes/*/runs/"$n")
+	wait_for grep -q started "$MNT/demo/runs/$n/journal"
+	[ -f "$rundir/lock" ]
+	run flock -n "$rundir/lock" true
+	[ "$status" -ne 0 ]
+	[ "$(cat "$MNT/demo/runs/$n/status")" = running ]
+	ctl_write "$MNT/demo/ctl" "kill $n" >/dev/null
+	[ "$(cat "$MNT/demo/runs/$n/wait")" = "killed TERM" ]
+	# a restarted daemon reads a live run as running, not lost
+	n=$(ctl_write "$MNT/demo/ctl" "exec sleep 30")
+	sfs_unmount
+	LD_PRELOAD=$BATS_TEST_TMPDIR/shim.so SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
+	[ "$(cat "$MNT/demo/runs/$n/status")" = running ]
+	ctl_write "$MNT/demo/ctl" "kill $n" >/dev/null
+	[ "$(cat "$MNT/demo/runs/$n/wait")" = "killed TERM" ]
+}
+
+# bats test_tags=core
 @test "local: a run's end creates nothing in its directory but the status it renames in (each event there wakes the journal engine)" {
 	sfs_mount
 	mkdir "$MNT/demo"
