@@ -225,8 +225,6 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	/* a journal already there (none is, today) counts against the cap */
 	relay.written = (unsigned long long)jst.st_size;
 	relay.last = '\n';
-	char status_tmp[4200];
-	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 	snprintf(path, sizeof(path), "%s/stdin", dir);
 	if (mkfifo(path, 0600) < 0 && errno != EEXIST) {
 		report(ready_fd, "stdin fifo");
@@ -292,6 +290,12 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	setpgid(pid, pid); /* also here, so the group exists before anyone signals it */
 	close(in_fd);
 	close(out[1]);
+	/* while the child execs the shell on the other CPU: nothing depends on
+	 * it before the end, and without it the status is written the plain
+	 * way (the journal, whose failure must stop the run before anything
+	 * ran, stays before the fork) */
+	char status_tmp[4200];
+	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 
 	char num[48];
 	snprintf(num, sizeof(num), "%d %d\n", (int)pid, (int)getpid());
