@@ -61,10 +61,11 @@ static bool any_entry(const char *dir, bool (*keep)(const char *name))
 	return found;
 }
 
-static bool any_name(const char *name)
+/* a run's directory or its status being written; not runs/.next, a spare
+ * made ahead of any run (ctl/runs.h) */
+static bool run_entry(const char *name)
 {
-	(void)name;
-	return true;
+	return strncmp(name, ".next", 5) != 0;
 }
 
 static bool pending_file(const char *name)
@@ -91,7 +92,7 @@ bool forgotten_worth_keeping(const char *dir)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, n);
 		if (!strcmp(n, "runs"))
-			keep = any_entry(path, any_name);
+			keep = any_entry(path, run_entry);
 		else if (!strcmp(n, "rcache"))
 			keep = any_entry(path, pending_file);
 		else

@@ -6,6 +6,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +102,49 @@ void runs_load(struct sfs_sandbox *sb)
 	}
 }
 
+#define SPARE ".next"
+/* cleared at the first file system that has no RENAME_NOREPLACE */
+static bool spares_work = true;
+
+static int claim_spare(struct sfs_sandbox *sb, const char *dir)
+{
+	char spare[4200];
+	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
+		return -ENOENT;
+	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
+	return renameat2(AT_FDCWD, spare, AT_FDCWD, dir, RENAME_NOREPLACE) == 0 ? 0 : -errno;
+}
+
+void runs_make_spare(struct sfs_sandbox *sb)
+{
+	char spare[4200], tmp[4200], path[4300];
+	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
+		return;
+	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
+	if (access(spare, F_OK) == 0 || errno != ENOENT)
+		return;
+	/* made whole under another name, then renamed: a crash leaves either
+	 * a complete spare or a .next.new the next attempt clears */
+	snprintf(tmp, sizeof(tmp), "%s/runs/" SPARE ".new", sb->statedir);
+	sfs_rm_rf(tmp);
+	if (mkdir(tmp, 0700) < 0)
+		return; /* runs/ gone with the sandbox, or the disk full */
+	snprintf(path, sizeof(path), "%s/.cmd.tmp", tmp);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int r = fd < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	if (!r && sb->provider->ops->run_prepare_dir)
+		r = sb->provider->ops->run_prepare_dir(sb, tmp);
+	if (!r && renameat2(AT_FDCWD, tmp, AT_FDCWD, spare, RENAME_NOREPLACE) < 0) {
+		r = -errno;
+		if (r == -EINVAL)
+			__atomic_store_n(&spares_work, false, __ATOMIC_RELAXED);
+	}
+	if (r)
+		sfs_rm_rf(tmp);
+}
+
 int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, struct sfs_err *err)
 {
 	char dir[4200];
@@ -116,11 +161,13 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, 
 			return sfs_errf(err, -ENOSPC, "sandbox \"%s\" has run out of run numbers",
 					sb->name);
 		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
-		if (mkdir(dir, 0700) == 0) {
+		/* a claim that fails on a directory already there fails the
+		 * mkdir too (EEXIST: adopted below) */
+		if (claim_spare(sb, dir) == 0 || mkdir(dir, 0700) == 0) {
 			struct sfs_run *run = calloc(1, sizeof(*run));
 			if (!run || !(run->dir = strdup(dir)) || !(run->cmd = strdup(cmd))) {
 				sandbox_run_free(run);
-				rmdir(dir);
+				sfs_rm_rf(dir); /* a claimed spare has files */
 				return sfs_errf(err, -ENOMEM, "out of memory");
 			}
 			run->n = n;

@@ -28,4 +28,17 @@ void runs_load(struct sfs_sandbox *sb);
 int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out,
 		 struct sfs_err *err);
 
+/*
+ * Makes runs/.next, a run directory ahead of its run, with an empty
+ * `.cmd.tmp` and what the provider's run_prepare_dir adds, unless one is
+ * there (callers hold sb->op_mutex).  runs_reserve renames it to the next
+ * number (exclusively: renameat2 RENAME_NOREPLACE) instead of creating the
+ * directory and its files then: each is an inode allocation, and ext4
+ * without a journal searches past every inode freed in the last minutes for
+ * each one.  Best effort: without it (none made yet, a file system without
+ * RENAME_NOREPLACE, a failure) the number's directory is made as before.
+ * The scan of runs/ skips it (not a number); a forget does not count it.
+ */
+void runs_make_spare(struct sfs_sandbox *sb);
+
 #endif

@@ -183,6 +183,10 @@ struct sfs_provider_ops {
 	int (*run_start)(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
 	/* Update run->state/code from what the wrapper recorded. */
 	int (*run_refresh)(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err);
+	/* Optional: makes in dir (a run directory made ahead of its run,
+	 * ctl/runs.h) the files run_start would create there, empty; 0 or
+	 * -errno. */
+	int (*run_prepare_dir)(struct sfs_sandbox *sb, const char *dir);
 
 	/* Journal access.  A provider whose journal file is on this host gives
 	 * its path; otherwise it gives bounded reads (poll) and, when killable,

@@ -604,6 +604,21 @@ static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	return 0;
 }
 
+/* The files the wrapper opens or makes at a run's start (wrapper.c), made
+ * ahead: it opens a journal that is there, and takes a FIFO that is there. */
+static int local_run_prepare_dir(struct sfs_sandbox *sb, const char *dir)
+{
+	(void)sb;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/journal", dir);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/stdin", dir);
+	return mkfifo(path, 0600) < 0 ? -errno : 0;
+}
+
 static int local_journal_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)
 {
 	if (snprintf(buf, len, "%s/journal", run->dir) >= (int)len)
@@ -820,6 +835,7 @@ static const struct sfs_provider_ops local_ops = {
     .resume = local_resume,
     .destroy = local_destroy,
     .run_start = local_run_start,
+    .run_prepare_dir = local_run_prepare_dir,
     .run_refresh = local_run_refresh,
     .journal_local_path = local_journal_path,
     .workspace_root_fd = local_workspace_root_fd,

@@ -122,6 +122,41 @@ C
 }
 
 # bats test_tags=core
+@test "local: the next run's directory is made after an exec's reply (runs/.next), taken whole by the next exec, never listed" {
+	sfs_mount
+	mkdir "$MNT/demo"
+	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 1 ]
+	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
+	runs=$(ls -d "$STATE"/sandboxes/*/runs)
+	wait_for test -p "$runs/.next/stdin"
+	[ "$(ls -A "$runs/.next" | tr '\n' ' ')" = ".cmd.tmp journal stdin " ]
+	ino=$(stat -c %i "$runs/.next")
+	[ "$(ctl_write "$MNT/demo/ctl" "exec read x; echo got \$x")" = 2 ]
+	[ "$(stat -c %i "$runs/2")" = "$ino" ]
+	echo yes >"$MNT/demo/runs/2/stdin"
+	[ "$(cat "$MNT/demo/runs/2/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/runs/2/journal")" = "got yes" ]
+	[ "$(cat "$MNT/demo/runs/2/cmd")" = 'read x; echo got $x' ]
+	wait_for test -d "$runs/.next"
+	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 " ]
+	# a restart neither lists it nor gives its number away
+	sfs_unmount
+	sfs_mount
+	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 " ]
+	[ "$(ctl_write "$MNT/demo/ctl" "exec echo three")" = 3 ]
+	[ "$(cat "$MNT/demo/runs/3/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/demo/runs/3/journal")" = three ]
+	# a half-made one (the daemon killed while making it) is cleared, not taken
+	wait_for test -d "$runs/.next"
+	rm -rf "$runs/.next"
+	mkdir "$runs/.next.new"
+	[ "$(ctl_write "$MNT/demo/ctl" "exec echo four")" = 4 ]
+	[ "$(cat "$MNT/demo/runs/4/wait")" = "exited 0" ]
+	wait_for test -p "$runs/.next/stdin"
+	[ ! -e "$runs/.next.new" ]
+}
+
+# bats test_tags=core
 @test "local: a run's end creates nothing in its directory but the status it renames in (each event there wakes the journal engine)" {
 	sfs_mount
 	mkdir "$MNT/demo"
