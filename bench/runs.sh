@@ -27,10 +27,11 @@
 # SFS_BASE_BIN=OTHER_BINARY mounts a second daemon (a baseline build) and
 # interleaves its rows ("base ...") with this one's, plus the ratios.
 # SFS_BENCH_DIR=DIR puts the state (runs, journals) there instead of /tmp:
-# ext4 skips inodes freed in the last minutes when it allocates one, and a
-# run makes 8 (its directory and files), so right after an invocation that
-# removed a few thousand, the next one's runs start slower (docs/performance.md,
-# round 6); a fresh file system (a loop-mounted ext4 image) has no such past.
+# ext4 without a journal skips inodes freed in the last minutes when it
+# allocates one, and a run makes 6 (its directory and files; 4 of them ahead,
+# after the previous exec's reply), so right after an invocation that removed
+# a few thousand, the next one's runs start slower (docs/performance.md,
+# rounds 6 and 7); a fresh file system (a loop-mounted image) has no past.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
