@@ -260,6 +260,14 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	 * reap them: a killed process group then really disappears. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
+	/* Every signal blocked across the fork: a kill right after the exec's
+	 * reply may reach the child before it has reset what it inherited (an
+	 * ignored SIGINT), and a blocked signal stays pending until the child
+	 * unblocks it under the default action, where an ignored one would be
+	 * dropped. */
+	sigset_t all, run_mask;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &run_mask);
 	pid_t pid = fork();
 	if (pid < 0) {
 		report(ready_fd, "fork");
@@ -267,6 +275,13 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	}
 	if (pid == 0) {
 		setpgid(0, 0);
+		/* tests widen the window above (tests/bats/ctl.bats) */
+		const char *delay = getenv("SANDBOXFS_TEST_CHILD_DELAY_MS");
+		if (delay) {
+			long ms = atol(delay);
+			struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+			nanosleep(&ts, NULL);
+		}
 		/* a daemon started from a script inherits ignored SIGINT/SIGQUIT
 		 * (and libfuse ignores SIGPIPE): the command gets defaults */
 		for (int sig = 1; sig < NSIG; sig++)
@@ -287,6 +302,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		dprintf(2, "sandboxfs: /bin/sh: %s\n", strerror(errno));
 		_exit(127);
 	}
+	sigprocmask(SIG_SETMASK, &run_mask, NULL);
 	setpgid(pid, pid); /* also here, so the group exists before anyone signals it */
 	close(in_fd);
 	close(out[1]);

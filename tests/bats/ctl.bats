@@ -352,6 +352,22 @@ PY
 }
 
 # bats test_tags=core
+@test "a kill right after exec returns reaches the command while its process still has the dispositions it inherited (an ignored signal)" {
+	# a daemon started with USR2 ignored (as a script's background job
+	# ignores INT and QUIT) passes that on; the run's process sets defaults
+	# only after the fork, and the delay (a test switch of the wrapper's
+	# child) holds it there while the kill comes
+	sfs_unmount
+	trap '' USR2
+	SANDBOXFS_TEST_CHILD_DELAY_MS=400 sfs_mount
+	trap - USR2
+	mkdir "$MNT/demo"
+	n=$(ctl_write "$MNT/demo/ctl" 'exec sleep 30')
+	echo "kill $n USR2" >"$MNT/demo/ctl"
+	[ "$(timeout 10 cat "$MNT/demo/runs/$n/wait")" = "killed USR2" ]
+}
+
+# bats test_tags=core
 @test "when kill returns, runs/N/status is already final" {
 	mkdir "$MNT/demo"
 	for i in 1 2 3 4 5; do
