@@ -604,19 +604,37 @@ static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	return 0;
 }
 
+/* Makes dir/name with len bytes of '\n'; -errno. */
+static int make_file(const char *dir, const char *name, size_t len)
+{
+	char path[4200], room[SFS_LOCAL_STATUS_ROOM];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	memset(room, '\n', sizeof(room));
+	ssize_t w = len ? write(fd, room, len) : 0;
+	int r = w == (ssize_t)len ? 0 : w < 0 ? -errno : -ENOSPC;
+	close(fd);
+	return r;
+}
+
 /* The files the wrapper opens or makes at a run's start (wrapper.c), made
- * ahead: it opens a journal that is there, and takes a FIFO that is there. */
+ * ahead: it opens the journal, takes the FIFO, rewrites pid's temp file and
+ * renames the status reservation (with its room) beside the directory. */
 static int local_run_prepare_dir(struct sfs_sandbox *sb, const char *dir)
 {
 	(void)sb;
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/journal", dir);
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	close(fd);
+	int r = make_file(dir, "journal", 0);
+	if (!r)
+		r = make_file(dir, ".pid.tmp", 0);
+	if (!r)
+		r = make_file(dir, ".status.tmp", SFS_LOCAL_STATUS_ROOM);
 	snprintf(path, sizeof(path), "%s/stdin", dir);
-	return mkfifo(path, 0600) < 0 ? -errno : 0;
+	if (!r && mkfifo(path, 0600) < 0)
+		r = -errno;
+	return r;
 }
 
 static int local_journal_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf, size_t len)

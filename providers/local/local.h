@@ -17,6 +17,9 @@
 #define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
 /* The fd the wrapper reports "ok" (or why not) on. */
 #define SFS_LOCAL_READY_FD 3
+/* Bytes the status file's temp file is made with (wrapper.c): room for any
+ * status text. */
+#define SFS_LOCAL_STATUS_ROOM 64
 
 /* spawn.c: starts the wrapper (argv as for sfs_local_wrapper_main, its
  * READY_FD argument SFS_LOCAL_READY_FD) in a session of its own, with

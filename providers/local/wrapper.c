@@ -100,20 +100,31 @@ static int write_small_file(const char *dir, const char *name, const char *text,
  * The status file's temp file, made at the start with room for any status
  * text: rewriting bytes a file already has needs no new block, so a state
  * disk filled meanwhile (by any sandbox's run) cannot fail the final write
- * and leave the run `lost`.  -1 if it could not be made (then
- * write_status retries until space comes back).
+ * and leave the run `lost`.  A run directory made ahead (ctl/runs.h) has it
+ * as RUNDIR/.status.tmp, made by the daemon: renamed, not made again.  -1
+ * if it could not be made (then write_status retries until space comes
+ * back).
  */
-#define STATUS_ROOM 64
 static int reserve_status(const char *dir, char *tmp, size_t len)
 {
 	const char *slash = strrchr(dir, '/');
 	if (!slash)
 		return -1;
 	snprintf(tmp, len, "%.*s/.%s.status.tmp", (int)(slash - dir), dir, slash + 1);
+	char ahead[4200];
+	snprintf(ahead, sizeof(ahead), "%s/.status.tmp", dir);
+	struct stat st;
+	if (rename(ahead, tmp) == 0) {
+		int fd = open(tmp, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size >= SFS_LOCAL_STATUS_ROOM)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+	}
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
-	char room[STATUS_ROOM];
+	char room[SFS_LOCAL_STATUS_ROOM];
 	memset(room, '\n', sizeof(room));
 	/* no fsync (a run's start must stay quick): a delayed-allocation file
 	 * system (ext4, xfs) reserves the blocks at write, tmpfs has them */
@@ -225,6 +236,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	/* a journal already there (none is, today) counts against the cap */
 	relay.written = (unsigned long long)jst.st_size;
 	relay.last = '\n';
+	char status_tmp[4200];
+	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 	snprintf(path, sizeof(path), "%s/stdin", dir);
 	if (mkfifo(path, 0600) < 0 && errno != EEXIST) {
 		report(ready_fd, "stdin fifo");
@@ -306,12 +319,6 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	setpgid(pid, pid); /* also here, so the group exists before anyone signals it */
 	close(in_fd);
 	close(out[1]);
-	/* while the child execs the shell on the other CPU: nothing depends on
-	 * it before the end, and without it the status is written the plain
-	 * way (the journal, whose failure must stop the run before anything
-	 * ran, stays before the fork) */
-	char status_tmp[4200];
-	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 
 	char num[48];
 	snprintf(num, sizeof(num), "%d %d\n", (int)pid, (int)getpid());

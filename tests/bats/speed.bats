@@ -129,13 +129,21 @@ C
 	[ "$(cat "$MNT/demo/runs/1/wait")" = "exited 0" ]
 	runs=$(ls -d "$STATE"/sandboxes/*/runs)
 	wait_for test -p "$runs/.next/stdin"
-	[ "$(ls -A "$runs/.next" | tr '\n' ' ')" = ".cmd.tmp journal stdin " ]
+	[ "$(ls -A "$runs/.next" | tr '\n' ' ')" = ".cmd.tmp .pid.tmp .status.tmp journal stdin " ]
+	# the status reservation is made with its room
+	[ "$(stat -c %s "$runs/.next/.status.tmp")" = 64 ]
+	sino=$(stat -c %i "$runs/.next/.status.tmp")
 	ino=$(stat -c %i "$runs/.next")
 	[ "$(ctl_write "$MNT/demo/ctl" "exec read x; echo got \$x")" = 2 ]
 	[ "$(stat -c %i "$runs/2")" = "$ino" ]
+	# taken by the wrapper: beside the directory while the run goes on
+	[ "$(stat -c %i "$runs/.2.status.tmp")" = "$sino" ]
+	[ "$(ls -A "$runs/2" | tr '\n' ' ')" = "cmd journal pid stdin " ]
 	echo yes >"$MNT/demo/runs/2/stdin"
 	[ "$(cat "$MNT/demo/runs/2/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/demo/runs/2/journal")" = "got yes" ]
+	[ "$(stat -c %i "$runs/2/status")" = "$sino" ]
+	[ "$(cat "$runs/2/status")" = "exit 0" ]
 	[ "$(cat "$MNT/demo/runs/2/cmd")" = 'read x; echo got $x' ]
 	wait_for test -d "$runs/.next"
 	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 " ]
