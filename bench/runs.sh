@@ -3,7 +3,8 @@
 # the docker CLI doing the same:
 #
 #   1. exec -> exit: `exec true` written to a sandbox's ctl until
-#      runs/N/wait returns `exited 0`, for a local sandbox (its own loop),
+#      runs/N/wait returns `exited 0`, for a local sandbox (its own loop,
+#      back to back, then again with 20 ms between execs),
 #      then for a docker sandbox interleaved with `docker exec CID true` on
 #      the same container;
 #   2. journal latency: a line written by a process in the sandbox until a
@@ -201,6 +202,14 @@ for pre, mnt, lws, cid, merged in mounts:
 for _ in range(execs):
     for pre, mnt, lws, cid, merged in mounts:
         series.setdefault(pre + "local: exec true -> wait", []).append(exec_true(mnt, "l"))
+# the same with 20 ms between execs, as a user or an agent issues them: the
+# daemon makes the next run's directory after each exec's reply, which back
+# to back competes with the next exec where file creation is slow
+for _ in range(execs):
+    for pre, mnt, lws, cid, merged in mounts:
+        time.sleep(0.02)
+        series.setdefault(pre + "local: exec true -> wait, 20 ms apart", []).append(
+            exec_true(mnt, "l"))
 for _ in range(execs):
     for pre, mnt, lws, cid, merged in mounts:
         if cid:
