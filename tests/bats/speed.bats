@@ -99,9 +99,13 @@ int flock(int fd, int op)
 }
 C
 	gcc -shared -fPIC -o "$BATS_TEST_TMPDIR/shim.so" "$BATS_TEST_TMPDIR/shim.c" -ldl
+	# a sanitizer's runtime must come first in the preload list
+	pre=$BATS_TEST_TMPDIR/shim.so
+	san=$(ldd "$SFS_BIN" | awk '/lib(a|t)san/ {print $3; exit}')
+	[ -z "$san" ] || pre=$san:$pre
 	mkdir "$BATS_TEST_TMPDIR/bin"
 	cp "$SFS_BIN" "$BATS_TEST_TMPDIR/bin/sandboxfs"
-	LD_PRELOAD=$BATS_TEST_TMPDIR/shim.so SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
+	LD_PRELOAD=$pre SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
 	mkdir "$MNT/demo"
 	n=$(ctl_write "$MNT/demo/ctl" "exec echo started; sleep 30")
 	rundir=$(ls -d "$STATE"/sandboxes/*/runs/"$n")
@@ -115,7 +119,7 @@ C
 	# a restarted daemon reads a live run as running, not lost
 	n=$(ctl_write "$MNT/demo/ctl" "exec sleep 30")
 	sfs_unmount
-	LD_PRELOAD=$BATS_TEST_TMPDIR/shim.so SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
+	LD_PRELOAD=$pre SFS_BIN=$BATS_TEST_TMPDIR/bin/sandboxfs sfs_mount
 	[ "$(cat "$MNT/demo/runs/$n/status")" = running ]
 	ctl_write "$MNT/demo/ctl" "kill $n" >/dev/null
 	[ "$(cat "$MNT/demo/runs/$n/wait")" = "killed TERM" ]
