@@ -1,4 +1,5 @@
 #include "forgotten.h"
+#include "runs.h"
 
 #include "../providers/util.h"
 
@@ -61,11 +62,11 @@ static bool any_entry(const char *dir, bool (*keep)(const char *name))
 	return found;
 }
 
-/* a run's directory or its status being written; not runs/.next, a spare
- * made ahead of any run (ctl/runs.h) */
+/* a run's directory or its status being written; not the spare made
+ * ahead of any run (ctl/runs.h) */
 static bool run_entry(const char *name)
 {
-	return strncmp(name, ".next", 5) != 0;
+	return !runs_is_spare(name);
 }
 
 static bool pending_file(const char *name)

@@ -145,6 +145,11 @@ void runs_make_spare(struct sfs_sandbox *sb)
 		sfs_rm_rf(tmp);
 }
 
+bool runs_is_spare(const char *name)
+{
+	return strncmp(name, SPARE, strlen(SPARE)) == 0;
+}
+
 int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, struct sfs_err *err)
 {
 	char dir[4200];

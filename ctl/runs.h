@@ -14,6 +14,8 @@
 
 #include "../providers/provider.h"
 
+#include <stdbool.h>
+
 /* At startup: every runs/N of sb, 1 up to the highest N found, becomes a run
  * (a missing or empty directory too, shown `lost`), and its journal is
  * attached. */
@@ -40,5 +42,7 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out,
  * The scan of runs/ skips it (not a number); a forget does not count it.
  */
 void runs_make_spare(struct sfs_sandbox *sb);
+/* Whether a name in runs/ is that spare (or its making, .next.new). */
+bool runs_is_spare(const char *name);
 
 #endif
