@@ -233,7 +233,13 @@ void sfs_flush_defer_end(void)
 
 bool sfs_after_reply(void (*fn)(void *), void *arg)
 {
-	if (flush_n < 0 || after_n == AFTER_REPLY_MAX)
+	if (flush_n < 0)
+		return false;
+	/* one write's several execs on one sandbox need one spare made */
+	for (int i = 0; i < after_n; i++)
+		if (after[i].fn == fn && after[i].arg == arg)
+			return true;
+	if (after_n == AFTER_REPLY_MAX)
 		return false;
 	after[after_n].fn = fn;
 	after[after_n].arg = arg;
