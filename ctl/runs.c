@@ -91,6 +91,11 @@ void runs_load(struct sfs_sandbox *sb)
 			max = n;
 	}
 	closedir(d);
+	/* a spare half made by a daemon of an earlier version, which made it
+	 * in runs/ itself (now in runs/.next.d, cleared as it is made) */
+	char old[4300];
+	snprintf(old, sizeof(old), "%s/.next.new", dir);
+	sfs_rm_rf(old);
 	/* runs[i]->n == i + 1: a number with no directory is a run that
 	 * never started, so it is shown `lost` rather than left out */
 	for (int n = 1; n <= max; n++) {
@@ -103,6 +108,8 @@ void runs_load(struct sfs_sandbox *sb)
 }
 
 #define SPARE ".next"
+/* where the spare is made: a name the scans skip as they skip the spare */
+#define SPARE_ROOM SPARE ".d"
 /* cleared at the first file system that has no RENAME_NOREPLACE */
 static bool spares_work = true;
 
@@ -117,18 +124,24 @@ static int claim_spare(struct sfs_sandbox *sb, const char *dir)
 
 void runs_make_spare(struct sfs_sandbox *sb)
 {
-	char spare[4200], tmp[4200], path[4300];
+	char spare[4200], room[4200], tmp[4300], path[4400];
 	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
 		return;
 	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
 	if (access(spare, F_OK) == 0 || errno != ENOENT)
 		return;
-	/* made whole under another name, then renamed: a crash leaves either
-	 * a complete spare or a .next.new the next attempt clears */
-	snprintf(tmp, sizeof(tmp), "%s/runs/" SPARE ".new", sb->statedir);
-	sfs_rm_rf(tmp);
-	if (mkdir(tmp, 0700) < 0)
+	/* made whole in runs/.next.d, then renamed: a crash leaves either a
+	 * complete spare or a half one the next attempt clears.  Not in runs/
+	 * itself: a creation holds its directory's lock while ext4 searches
+	 * for a free inode, and a run's wrapper renames its status file out
+	 * of its directory into runs/ and back meanwhile
+	 * (providers/local/wrapper.c) */
+	snprintf(room, sizeof(room), "%s/runs/" SPARE_ROOM, sb->statedir);
+	snprintf(tmp, sizeof(tmp), "%s/run", room);
+	if (mkdir(room, 0700) < 0 && errno != EEXIST)
 		return; /* runs/ gone with the sandbox, or the disk full */
+	if (mkdir(tmp, 0700) < 0 && (errno != EEXIST || sfs_rm_rf(tmp) < 0 || mkdir(tmp, 0700) < 0))
+		return;
 	snprintf(path, sizeof(path), "%s/.cmd.tmp", tmp);
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	int r = fd < 0 ? -errno : 0;

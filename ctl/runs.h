@@ -42,7 +42,8 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out,
  * The scan of runs/ skips it (not a number); a forget does not count it.
  */
 void runs_make_spare(struct sfs_sandbox *sb);
-/* Whether a name in runs/ is that spare (or its making, .next.new). */
+/* Whether a name in runs/ is that spare, or runs/.next.d where it is made
+ * (or .next.new, where a daemon of an earlier version made it). */
 bool runs_is_spare(const char *name);
 
 #endif

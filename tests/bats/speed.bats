@@ -126,7 +126,7 @@ C
 }
 
 # bats test_tags=core
-@test "local: the next run's directory is made after an exec's reply (runs/.next), taken whole by the next exec, never listed" {
+@test "local: the next run's directory is made a moment after an exec (runs/.next), taken whole by the next exec, never listed" {
 	sfs_mount
 	mkdir "$MNT/demo"
 	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 1 ]
@@ -161,11 +161,20 @@ C
 	# a half-made one (the daemon killed while making it) is cleared, not taken
 	wait_for test -d "$runs/.next"
 	rm -rf "$runs/.next"
-	mkdir "$runs/.next.new"
+	mkdir "$runs/.next.d/run"
+	touch "$runs/.next.d/run/half"
 	[ "$(ctl_write "$MNT/demo/ctl" "exec echo four")" = 4 ]
 	[ "$(cat "$MNT/demo/runs/4/wait")" = "exited 0" ]
 	wait_for test -p "$runs/.next/stdin"
+	[ "$(ls -A "$runs/.next" | tr '\n' ' ')" = ".cmd.tmp .pid.tmp .status.tmp journal stdin " ]
+	[ -z "$(ls -A "$runs/.next.d")" ]
+	# one a daemon of an earlier version left half made in runs/ itself goes
+	# at the next start
+	mkdir "$runs/.next.new"
+	sfs_unmount
+	sfs_mount
 	[ ! -e "$runs/.next.new" ]
+	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 3 4 " ]
 }
 
 # bats test_tags=core
