@@ -4,6 +4,7 @@
 #include "forgotten.h"
 #include "registry.h"
 #include "runs.h"
+#include "spares.h"
 #include "sandbox.h"
 #include "secrets.h"
 #include "source.h"
@@ -735,18 +736,6 @@ static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *
 	return 0;
 }
 
-/* After an exec's reply: the next run's directory, made ahead (ctl/runs.h).
- * sb stays valid (records live as long as the daemon). */
-static void make_spare_later(void *arg)
-{
-	struct sfs_sandbox *sb = arg;
-	struct sfs_err err = {0};
-	pthread_mutex_lock(&sb->op_mutex);
-	if (tree_check_live(sb, &err) == 0 && sfs_sb_get_state(sb) == SFS_SB_RUNNING)
-		runs_make_spare(sb);
-	pthread_mutex_unlock(&sb->op_mutex);
-}
-
 /* setup: a setup= command of a sandbox still creating (ctl/source.c). */
 static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		    struct sfs_err *err)
@@ -814,7 +803,7 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 	snprintf(rp, sizeof(rp), "runs/%d", run->n);
 	audit_line(sb, "run.start", rp, 0, cmd);
 	pthread_mutex_unlock(&sb->op_mutex);
-	sfs_after_reply(make_spare_later, sb);
+	spares_request(sb);
 	if (tree_run_started_hook)
 		tree_run_started_hook(sb, run);
 	return 0;

@@ -11,6 +11,7 @@
 
 #include "../ctl/audit.h"
 #include "../ctl/commands.h"
+#include "../ctl/spares.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
 #include "../providers/util.h"
@@ -1144,6 +1145,11 @@ int sfs_fs_start(struct sfs_err *err)
 		return r;
 	}
 	r = audit_thread_start(err);
+	if (!r) {
+		r = spares_start(err);
+		if (r)
+			audit_thread_stop();
+	}
 	if (r) {
 		journal_engine_stop();
 		ws_stop();
@@ -1155,6 +1161,7 @@ int sfs_fs_start(struct sfs_err *err)
 
 void sfs_fs_stop(void)
 {
+	spares_stop();
 	tree_drain(); /* destroys an rmdir left going end before the engine stops */
 	journal_engine_stop();
 	audit_thread_stop(); /* after the last run.end line */

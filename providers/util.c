@@ -191,13 +191,6 @@ int64_t sfs_parse_time(const char *s)
 static __thread int flush_fds[FLUSH_LATER_MAX];
 static __thread int flush_n = -1; /* -1: not deferring */
 
-#define AFTER_REPLY_MAX 4
-static __thread struct {
-	void (*fn)(void *);
-	void *arg;
-} after[AFTER_REPLY_MAX];
-static __thread int after_n;
-
 static void flush_now(int fd)
 {
 	if (fsync(fd) < 0)
@@ -208,7 +201,6 @@ static void flush_now(int fd)
 void sfs_flush_defer_begin(void)
 {
 	flush_n = 0;
-	after_n = 0;
 }
 
 void sfs_flush_later(int fd)
@@ -226,25 +218,6 @@ void sfs_flush_defer_end(void)
 	for (int i = 0; i < flush_n; i++)
 		flush_now(flush_fds[i]);
 	flush_n = -1;
-	for (int i = 0; i < after_n; i++)
-		after[i].fn(after[i].arg);
-	after_n = 0;
-}
-
-bool sfs_after_reply(void (*fn)(void *), void *arg)
-{
-	if (flush_n < 0)
-		return false;
-	/* one write's several execs on one sandbox need one spare made */
-	for (int i = 0; i < after_n; i++)
-		if (after[i].fn == fn && after[i].arg == arg)
-			return true;
-	if (after_n == AFTER_REPLY_MAX)
-		return false;
-	after[after_n].fn = fn;
-	after[after_n].arg = arg;
-	after_n++;
-	return true;
 }
 
 bool sfs_word_in(const char *list, const char *w)

@@ -40,10 +40,6 @@ int sfs_random_hex(char *buf, size_t n);
 void sfs_flush_defer_begin(void);
 void sfs_flush_later(int fd);
 void sfs_flush_defer_end(void);
-/* Between begin and end: fn(arg) runs at end, after the flushes, once
- * however often it was asked for (false outside begin/end or with the queue
- * full: then not at all).  For work that only saves a later request time. */
-bool sfs_after_reply(void (*fn)(void *), void *arg);
 /* Path of the running executable (resolved at startup). */
 extern char sfs_self_exe[4096];
 
