@@ -177,6 +177,39 @@ C
 	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 3 4 " ]
 }
 
+# bats test_tags=tsan
+@test "local: rmdir, forget and resume racing the making of spares leave no state behind and no TSan report" {
+	export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$BATS_TEST_TMPDIR/tsan:halt_on_error=0"
+	sfs_mount
+	local i n id
+	for i in $(seq 1 9); do
+		mkdir "$MNT/r$i"
+		[ "$(ctl_write "$MNT/r$i/ctl" "exec true")" = 1 ]
+		# the spare is due 10 ms after the exec: before, while and after
+		sleep "0.00$i"
+		rmdir "$MNT/r$i"
+	done
+	mkdir "$MNT/fo"
+	id=$(awk '$1=="id"{print $2}' "$MNT/fo/status")
+	for i in $(seq 1 5); do
+		[ "$(ctl_write "$MNT/fo/ctl" "exec true")" = "$i" ]
+		echo "forget fo" >"$MNT/ctl"
+		echo "resume fo provider=local id=$id" >"$MNT/ctl"
+		[ "$(cat "$MNT/fo/runs/$i/wait")" = "exited 0" ]
+	done
+	[ "$(ls "$MNT/fo/runs" | tr '\n' ' ')" = "1 2 3 4 5 " ]
+	# the removed sandboxes' state dirs go, spares and all
+	wait_for test "$(ls "$STATE/sandboxes" | wc -l)" = 1
+	# a spare asked for by the record forget took is not made for it; the
+	# resumed one's next exec asks again
+	[ "$(ctl_write "$MNT/fo/ctl" "exec true")" = 6 ]
+	runs=$(ls -d "$STATE"/sandboxes/*/runs)
+	wait_for test -p "$runs/.next/stdin"
+	[ "$(cat "$MNT/fo/runs/6/wait")" = "exited 0" ]
+	sfs_unmount
+	no_tsan_reports
+}
+
 # bats test_tags=core
 @test "local: a run's end creates nothing in its directory but the status it renames in (each event there wakes the journal engine)" {
 	sfs_mount
