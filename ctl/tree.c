@@ -4,7 +4,6 @@
 #include "forgotten.h"
 #include "registry.h"
 #include "runs.h"
-#include "spares.h"
 #include "sandbox.h"
 #include "secrets.h"
 #include "source.h"
@@ -15,6 +14,7 @@
 #include "../fs/snapshots/snapshots.h"
 
 #include "../journal/journal.h"
+#include "../providers/later.h"
 #include "../providers/util.h"
 
 #include <errno.h>
@@ -736,6 +736,22 @@ static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *
 	return 0;
 }
 
+/* A moment after an exec: the next run's directory, made ahead (ctl/runs.h,
+ * providers/later.c).  sb stays valid (records live as long as the
+ * daemon). */
+static void make_spare_later(void *arg)
+{
+	struct sfs_sandbox *sb = arg;
+	struct sfs_err err = {0};
+	pthread_mutex_lock(&sb->op_mutex);
+	if (tree_check_live(sb, &err) == 0 && sfs_sb_get_state(sb) == SFS_SB_RUNNING) {
+		int64_t t0 = sfs_now_ms();
+		runs_make_spare(sb);
+		sb->spare_make_ms = sfs_now_ms() - t0;
+	}
+	pthread_mutex_unlock(&sb->op_mutex);
+}
+
 /* setup: a setup= command of a sandbox still creating (ctl/source.c). */
 static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		    struct sfs_err *err)
@@ -782,11 +798,23 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		close(cmd_fd);
 		goto fail_dir; /* nothing started: the number may be used again */
 	}
-	/* flushed once the ctl write's reply is out (fs/ops.c): a kill -9 of
-	 * the daemon loses nothing without it (the page cache keeps the run's
-	 * directory and cmd); only a power cut in that millisecond could lose
-	 * the record of a run that the cut killed anyway (docs/architecture.md) */
-	sfs_flush_later(cmd_fd);
+	/* cmd's flush and the next run's directory (made ahead, ctl/runs.h)
+	 * are left until this run has started (and a short one ended), which
+	 * they slow, but done before the next exec if that comes after the
+	 * same gap as this one: as late as that allows, up to
+	 * SFS_LATER_DELAY_MS; at once for a script's loop, whose next exec
+	 * gains more from them than this run loses (docs/performance.md,
+	 * round 8) */
+	int64_t now = sfs_now_ms();
+	int64_t slack = now - sb->last_exec_ms - sb->spare_make_ms - 1;
+	int later_ms =
+	    slack <= 0 ? 0 : (int)(slack < SFS_LATER_DELAY_MS ? slack : SFS_LATER_DELAY_MS);
+	sb->last_exec_ms = now;
+	/* a kill -9 of the daemon loses nothing without the flush (the page
+	 * cache keeps the run's directory and cmd); only a power cut in those
+	 * milliseconds could lose the record of a run that the cut killed
+	 * anyway (docs/architecture.md) */
+	sfs_later_flush(cmd_fd, later_ms);
 	pthread_mutex_lock(&sfs_records_mu);
 	r = sandbox_add_run_locked(sb, run);
 	pthread_mutex_unlock(&sfs_records_mu);
@@ -803,7 +831,7 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 	snprintf(rp, sizeof(rp), "runs/%d", run->n);
 	audit_line(sb, "run.start", rp, 0, cmd);
 	pthread_mutex_unlock(&sb->op_mutex);
-	spares_request(sb);
+	sfs_later_call(make_spare_later, sb, later_ms);
 	if (tree_run_started_hook)
 		tree_run_started_hook(sb, run);
 	return 0;

@@ -11,8 +11,8 @@
 
 #include "../ctl/audit.h"
 #include "../ctl/commands.h"
-#include "../ctl/spares.h"
 #include "../ctl/tree.h"
+#include "../providers/later.h"
 #include "../journal/journal.h"
 #include "../providers/util.h"
 
@@ -684,9 +684,6 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 {
 	char *result = NULL;
 	int r;
-	/* what a ctl line only needs on disk against a power cut is flushed
-	 * after the reply (sfs_flush_later) */
-	sfs_flush_defer_begin();
 	switch (h->kind) {
 	case SFS_K_MOUNT_CTL:
 	case SFS_K_SB_CTL:
@@ -723,7 +720,6 @@ static void synth_write(fuse_req_t req, struct sfh *h, const char *buf, size_t l
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_write(req, len);
-	sfs_flush_defer_end();
 }
 
 static void sfs_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
@@ -1146,7 +1142,7 @@ int sfs_fs_start(struct sfs_err *err)
 	}
 	r = audit_thread_start(err);
 	if (!r) {
-		r = spares_start(err);
+		r = sfs_later_start(err);
 		if (r)
 			audit_thread_stop();
 	}
@@ -1161,7 +1157,7 @@ int sfs_fs_start(struct sfs_err *err)
 
 void sfs_fs_stop(void)
 {
-	spares_stop();
+	sfs_later_stop();
 	tree_drain(); /* destroys an rmdir left going end before the engine stops */
 	journal_engine_stop();
 	audit_thread_stop(); /* after the last run.end line */

@@ -169,6 +169,9 @@ struct sfs_sandbox {
 	/* rmdir went on without waiting for the runs (ctl/tree.c): hidden from
 	 * lookups, refuses verbs; guarded by the tree lock */
 	bool destroying;
+	/* under op_mutex: sfs_now_ms of the last exec, and how long the last
+	 * making of the next run's directory took (ctl/tree.c) */
+	int64_t last_exec_ms, spare_make_ms;
 	void *priv; /* the provider's own state (state_load/state_free), under its
 		       own leaf lock */
 };

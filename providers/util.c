@@ -185,41 +185,6 @@ int64_t sfs_parse_time(const char *s)
 	return t;
 }
 
-/* the fds one request's reply is not waiting for (thread-local: each FUSE
- * worker answers one request at a time) */
-#define FLUSH_LATER_MAX 32
-static __thread int flush_fds[FLUSH_LATER_MAX];
-static __thread int flush_n = -1; /* -1: not deferring */
-
-static void flush_now(int fd)
-{
-	if (fsync(fd) < 0)
-		sfs_log(SFS_LOG_WARN, "fsync: %s", strerror(errno));
-	close(fd);
-}
-
-void sfs_flush_defer_begin(void)
-{
-	flush_n = 0;
-}
-
-void sfs_flush_later(int fd)
-{
-	if (fd < 0)
-		return;
-	if (flush_n < 0 || flush_n == FLUSH_LATER_MAX)
-		flush_now(fd);
-	else
-		flush_fds[flush_n++] = fd;
-}
-
-void sfs_flush_defer_end(void)
-{
-	for (int i = 0; i < flush_n; i++)
-		flush_now(flush_fds[i]);
-	flush_n = -1;
-}
-
 bool sfs_word_in(const char *list, const char *w)
 {
 	size_t n = strlen(w);

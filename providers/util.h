@@ -30,16 +30,6 @@ int64_t sfs_now_ms(void);
 int64_t sfs_parse_time(const char *s);
 /* A random lowercase hex string of n chars (n < len). */
 int sfs_random_hex(char *buf, size_t n);
-/*
- * A flush that may wait until the reply is out.  Between begin and end (one
- * FUSE request, on one thread), sfs_flush_later(fd) queues fd; end fsyncs
- * and closes what was queued.  Outside begin/end (or with the queue full)
- * it fsyncs and closes fd at once.  For files whose loss only a power cut
- * could cause: the page cache already carries them across a kill -9.
- */
-void sfs_flush_defer_begin(void);
-void sfs_flush_later(int fd);
-void sfs_flush_defer_end(void);
 /* Path of the running executable (resolved at startup). */
 extern char sfs_self_exe[4096];
 

@@ -177,6 +177,24 @@ C
 	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 3 4 " ]
 }
 
+@test "local: an exec's cmd is fsync'd a moment after its reply, or at the unmount right after it" {
+	sfs_mount
+	mkdir "$MNT/demo"
+	local trace="$BATS_TEST_TMPDIR/strace" tracer
+	strace -f -qq -y -e trace=fsync -o "$trace" -p "$SFS_PID" &
+	tracer=$!
+	# traced once every thread is (strace attaches them one by one)
+	wait_for eval '! grep -l "TracerPid:[[:space:]]*0$" /proc/$SFS_PID/task/*/status'
+	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 1 ]
+	# (a call another thread's line interrupts shows as "unfinished")
+	wait_for grep -q 'fsync([0-9]*</.*/runs/1/cmd>' "$trace"
+	# owed when the daemon stops: flushed on the way out
+	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 2 ]
+	sfs_unmount
+	wait "$tracer" || true
+	grep -q 'fsync([0-9]*</.*/runs/2/cmd>' "$trace"
+}
+
 # bats test_tags=tsan
 @test "local: rmdir, forget and resume racing the making of spares leave no state behind and no TSan report" {
 	export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}log_path=$BATS_TEST_TMPDIR/tsan:halt_on_error=0"
