@@ -29,10 +29,12 @@
 # interleaves its rows ("base ...") with this one's, plus the ratios.
 # SFS_BENCH_DIR=DIR puts the state (runs, journals) there instead of /tmp:
 # ext4 without a journal skips inodes freed in the last minutes when it
-# allocates one, and a run makes 6 (its directory and files; 4 of them ahead,
-# after the previous exec's reply), so right after an invocation that removed
-# a few thousand, the next one's runs start slower (docs/performance.md,
-# rounds 6 and 7); a fresh file system (a loop-mounted image) has no past.
+# allocates one, and a run makes 6 (its directory and files; all of them
+# ahead, a moment after the previous exec), so right after an invocation
+# that removed a few thousand, the next one's runs start slower
+# (docs/performance.md, rounds 6 to 8); a fresh file system (a loop-mounted
+# image) has no past.  SFS_BENCH_CHURN=N gives it one: N directories of 4
+# empty files made and removed there before the mounts.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,6 +55,13 @@ if ! timeout 15 docker info >/dev/null 2>&1 || ! docker image inspect "$IMAGE" >
 fi
 
 TMP=$(mktemp -d "${SFS_BENCH_DIR:-/tmp}/sfs-bench-runs.XXXXXX")
+if [ -n "${SFS_BENCH_CHURN:-}" ]; then
+	for i in $(seq 1 "$SFS_BENCH_CHURN"); do
+		mkdir "$TMP/churn$i"
+		: >"$TMP/churn$i/a" && : >"$TMP/churn$i/b" && : >"$TMP/churn$i/c" && : >"$TMP/churn$i/d"
+	done
+	rm -rf "$TMP"/churn*
+fi
 PIDS=() MNTS=()
 cleanup() {
 	local m ids
