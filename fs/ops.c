@@ -12,8 +12,8 @@
 #include "../ctl/audit.h"
 #include "../ctl/commands.h"
 #include "../ctl/tree.h"
-#include "../providers/later.h"
 #include "../journal/journal.h"
+#include "../providers/later.h"
 #include "../providers/util.h"
 
 #include <errno.h>
