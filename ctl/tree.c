@@ -738,12 +738,16 @@ static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *
 
 /* A moment after an exec: the next run's directory, made ahead (ctl/runs.h,
  * providers/later.c).  sb stays valid (records live as long as the
- * daemon). */
+ * daemon).  Not at all while another op holds the sandbox (a destroy's
+ * grace, a snapshot, a remote call): the one later thread would wait
+ * there, and every other sandbox's flushes behind it; the next exec makes
+ * its directory itself and asks again. */
 static void make_spare_later(void *arg)
 {
 	struct sfs_sandbox *sb = arg;
 	struct sfs_err err = {0};
-	pthread_mutex_lock(&sb->op_mutex);
+	if (pthread_mutex_trylock(&sb->op_mutex) != 0)
+		return;
 	if (tree_check_live(sb, &err) == 0 && sfs_sb_get_state(sb) == SFS_SB_RUNNING) {
 		int64_t t0 = sfs_now_ms();
 		runs_make_spare(sb);

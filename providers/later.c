@@ -1,15 +1,16 @@
 /*
- * A thread that does, a moment after it is asked, what an exec need
- * not wait for: the fsync of its run's cmd, and the next run's directory
- * made ahead (ctl/runs.h).
+ * A thread that does, at the time it is asked for, what an exec need not
+ * wait for: the fsync of its run's cmd, and the next run's directory made
+ * ahead (ctl/runs.h).  ctl/tree.c asks for both as late as lets the spare
+ * be made before the next exec, up to SFS_LATER_DELAY_MS.
  *
- * Not right after the exec's reply, on the worker that gave it: a run
- * started by `exec` is then starting, and a short one ending.  On ext4
- * without a journal, right after many inodes were freed, each inode of the
- * next run's directory can take a millisecond of kernel time that nothing
- * preempts; with a journal, an fsync wakes the journal's thread and the
- * disk's.  Done meanwhile, both slowed that run (docs/performance.md,
- * round 8).  A short run is over 10 ms later; a long one is past its start.
+ * Not on the worker that answered the exec, right after its reply: the run
+ * is then starting, and a short one ending.  On ext4 without a journal,
+ * right after many inodes were freed, each inode of the next run's
+ * directory can take a millisecond of kernel time that nothing preempts;
+ * with a journal, an fsync wakes the journal's thread and the disk's.
+ * Done meanwhile, both slowed that run (docs/performance.md, round 8).
+ * Calls must not block: one waiting call holds up every later entry.
  */
 #include "later.h"
 #include "util.h"
@@ -63,9 +64,12 @@ static void *later_main(void *arg)
 			pthread_cond_wait(&lt.wake, &lt.mu);
 			continue;
 		}
+		/* the earliest due; a flush before a call due as soon */
 		size_t first = 0;
 		for (size_t i = 1; i < lt.n; i++)
-			if (lt.q[i].due_ms < lt.q[first].due_ms)
+			if (lt.q[i].due_ms < lt.q[first].due_ms ||
+			    (lt.q[i].due_ms == lt.q[first].due_ms && lt.q[i].fd >= 0 &&
+			     lt.q[first].fd < 0))
 				first = i;
 		int64_t due = lt.q[first].due_ms;
 		if (sfs_now_ms() < due) {
