@@ -22,8 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LATER_MAX SFS_LATER_MAX
-
 struct later_entry {
 	int fd; /* to fsync and close, or -1 */
 	void (*fn)(void *);
@@ -36,7 +34,7 @@ static struct {
 	pthread_cond_t wake;
 	pthread_t thread;
 	bool running, stop;
-	struct later_entry q[LATER_MAX];
+	struct later_entry q[SFS_LATER_MAX];
 	size_t n;
 } lt = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -116,7 +114,7 @@ int sfs_later_start(struct sfs_err *err)
 /* Queues e under lt.mu; false when there is no thread or no room. */
 static bool queue_locked(struct later_entry e, int delay_ms)
 {
-	if (!lt.running || lt.stop || lt.n == LATER_MAX)
+	if (!lt.running || lt.stop || lt.n == SFS_LATER_MAX)
 		return false;
 	e.due_ms = sfs_now_ms() + delay_ms;
 	lt.q[lt.n++] = e;
@@ -142,10 +140,11 @@ void sfs_later_call(void (*fn)(void *), void *arg, int delay_ms)
 	for (size_t i = 0; i < lt.n && !q; i++)
 		if (lt.q[i].fn == fn && lt.q[i].arg == arg)
 			q = &lt.q[i];
+	int64_t due = sfs_now_ms() + delay_ms;
 	if (!q) {
 		queue_locked((struct later_entry){.fd = -1, .fn = fn, .arg = arg}, delay_ms);
-	} else if (sfs_now_ms() + delay_ms < q->due_ms) {
-		q->due_ms = sfs_now_ms() + delay_ms;
+	} else if (due < q->due_ms) {
+		q->due_ms = due;
 		pthread_cond_signal(&lt.wake);
 	}
 	pthread_mutex_unlock(&lt.mu);
