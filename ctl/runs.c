@@ -122,14 +122,14 @@ static int claim_spare(struct sfs_sandbox *sb, const char *dir)
 	return renameat2(AT_FDCWD, spare, AT_FDCWD, dir, RENAME_NOREPLACE) == 0 ? 0 : -errno;
 }
 
-void runs_make_spare(struct sfs_sandbox *sb)
+bool runs_make_spare(struct sfs_sandbox *sb)
 {
 	char spare[4200], room[4200], tmp[4300], path[4400];
 	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
-		return;
+		return false;
 	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
 	if (access(spare, F_OK) == 0 || errno != ENOENT)
-		return;
+		return false;
 	/* made whole in runs/.next.d, then renamed: a crash leaves either a
 	 * complete spare or a half one the next attempt clears.  Not in runs/
 	 * itself: a creation holds its directory's lock while ext4 searches
@@ -139,9 +139,9 @@ void runs_make_spare(struct sfs_sandbox *sb)
 	snprintf(room, sizeof(room), "%s/runs/" SPARE_ROOM, sb->statedir);
 	snprintf(tmp, sizeof(tmp), "%s/run", room);
 	if (mkdir(room, 0700) < 0 && errno != EEXIST)
-		return; /* runs/ gone with the sandbox, or the disk full */
+		return false; /* runs/ gone with the sandbox, or the disk full */
 	if (mkdir(tmp, 0700) < 0 && (errno != EEXIST || sfs_rm_rf(tmp) < 0 || mkdir(tmp, 0700) < 0))
-		return;
+		return false;
 	snprintf(path, sizeof(path), "%s/.cmd.tmp", tmp);
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	int r = fd < 0 ? -errno : 0;
@@ -156,6 +156,7 @@ void runs_make_spare(struct sfs_sandbox *sb)
 	}
 	if (r)
 		sfs_rm_rf(tmp);
+	return r == 0;
 }
 
 bool runs_is_spare(const char *name)

@@ -40,8 +40,9 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out,
  * each one.  Best effort: without it (none made yet, a file system without
  * RENAME_NOREPLACE, a failure) the number's directory is made as before.
  * The scan of runs/ skips it (not a number); a forget does not count it.
+ * Whether it made one (false: one was there, or it could not).
  */
-void runs_make_spare(struct sfs_sandbox *sb);
+bool runs_make_spare(struct sfs_sandbox *sb);
 /* Whether a name in runs/ is that spare, or runs/.next.d where it is made
  * (or .next.new, where a daemon of an earlier version made it). */
 bool runs_is_spare(const char *name);

@@ -750,8 +750,9 @@ static void make_spare_later(void *arg)
 		return;
 	if (tree_check_live(sb, &err) == 0 && sfs_sb_get_state(sb) == SFS_SB_RUNNING) {
 		int64_t t0 = sfs_now_ms();
-		runs_make_spare(sb);
-		sb->spare_make_ms = sfs_now_ms() - t0;
+		/* only a making says how long the next one may take */
+		if (runs_make_spare(sb))
+			sb->spare_make_ms = sfs_now_ms() - t0;
 	}
 	pthread_mutex_unlock(&sb->op_mutex);
 }
