@@ -444,8 +444,7 @@ escape_cmd() {
 	run_cmd demo 'sleep 30'
 	# (an INT landing while the shell forks the command waits for its end:
 	# ctl.bats, "when kill returns")
-	rd=$(ls -d "$STATE"/sandboxes/*/runs/1)
-	wait_for bash -c "pgrep -x sleep -g \"\$(cut -d' ' -f1 '$rd/pid')\" >/dev/null"
+	wait_sleep_running "$(ls -d "$STATE"/sandboxes/*/runs/1)"
 	echo "kill 1 INT" >"$MNT/demo/ctl"
 	[ "$(cat "$MNT/demo/runs/1/wait")" = "killed INT" ]
 	echo "kill HUP" >"$MNT/demo/runs/2/ctl"

@@ -381,8 +381,7 @@ PY
 	# a single signal waits until the command runs: one that lands while
 	# the run's shell forks it is held by the shell (dash defers INT there)
 	# until that command ends, as in any shell
-	rd=$(ls -d "$STATE"/sandboxes/*/runs/6)
-	wait_for bash -c "pgrep -x sleep -g \"\$(cut -d' ' -f1 '$rd/pid')\" >/dev/null"
+	wait_sleep_running "$(ls -d "$STATE"/sandboxes/*/runs/6)"
 	echo 'kill INT' >"$MNT/demo/runs/6/ctl"
 	[ "$(cat "$MNT/demo/runs/6/status")" = "killed INT" ]
 	# a signal the run ignores: kill returns (after its settle wait) and it runs on

@@ -117,6 +117,30 @@ wait_for() {
 	return 1
 }
 
+# trace_daemon FILE SYSCALLS: strace -f of the daemon's SYSCALLS (fds shown
+# with their paths) into FILE, in the background; TRACER is its pid.
+# Returns once every thread is traced: strace attaches them one by one, and
+# the main thread shows a tracer before the others are.
+trace_daemon() {
+	strace -f -qq -y -e "trace=$2" -o "$1" -p "$SFS_PID" &
+	TRACER=$!
+	wait_for eval '! grep -l "TracerPid:[[:space:]]*0$" /proc/$SFS_PID/task/*/status'
+}
+
+# wait_exec_later_done: what the daemon does a moment after an exec
+# (providers/later.c: the cmd's flush, then the next run's directory) is
+# done, for the one sandbox in $STATE.
+wait_exec_later_done() {
+	wait_for test -p "$(ls -d "$STATE"/sandboxes/*/runs)/.next/stdin"
+}
+
+# wait_sleep_running RUNDIR: the run whose state is RUNDIR (its runs/N on
+# the host) has a `sleep` going in its process group: its shell is past
+# the fork, where a single INT would be held until the command ends (dash).
+wait_sleep_running() {
+	wait_for bash -c "pgrep -x sleep -g \"\$(cut -d' ' -f1 '$1/pid')\" >/dev/null"
+}
+
 # blocked_reading PID FILE: PID is inside read(2) (x86_64 syscall 0) on an
 # fd open on FILE (symlinks resolved), i.e. parked, not merely started.
 blocked_reading() {

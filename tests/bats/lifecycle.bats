@@ -573,9 +573,9 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 @test "a run alive while the daemon was out of fds for a moment is followed to its end, never declared lost" {
 	mkdir "$MNT/fd"
 	n=$(ctl_write "$MNT/fd/ctl" "exec sleep 2; echo done-ok")
-	# once the exec's later flush and spare are done (providers/later.c):
-	# an fd they closed after the limit was set would leave a slot free
-	wait_for test -p "$(ls -d "$STATE"/sandboxes/*/runs)/.next/stdin"
+	# an fd the exec's later work closed after the limit was set would
+	# leave a slot free
+	wait_exec_later_done
 	local i=0 hard
 	hard=$(ulimit -Hn)
 	# the lowest free fd as the soft limit: the daemon's next open fails EMFILE

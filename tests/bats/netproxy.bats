@@ -130,10 +130,9 @@ daemon_cpu_ms() {
 	box
 	serve good "$A"
 	ctl_write "$MNT/box/ctl" "exec sleep 1; curl -s -m 20 -o got.html http://good.test:$PORT/" >/dev/null
-	# the exec's cmd flush and the next run's directory come a moment later
-	# (providers/later.c), each with an fd that would free a slot below the
-	# limit: the proxy would accept with it and fail for want of another
-	wait_for test -p "$(ls -d "$STATE"/sandboxes/*/runs)/.next/stdin"
+	# each with an fd that would free a slot below the limit: the proxy
+	# would accept with it and fail for want of another
+	wait_exec_later_done
 	prlimit --pid "$SFS_PID" --nofile="$(daemon_lowest_free_fd):$(ulimit -Hn)"
 	sleep 2
 	before=$(daemon_cpu_ms)

@@ -180,11 +180,8 @@ C
 @test "local: an exec's cmd is fsync'd, by the unmount right after it at the latest" {
 	sfs_mount
 	mkdir "$MNT/demo"
-	local trace="$BATS_TEST_TMPDIR/strace" tracer
-	strace -f -qq -y -e trace=fsync -o "$trace" -p "$SFS_PID" &
-	tracer=$!
-	# traced once every thread is (strace attaches them one by one)
-	wait_for eval '! grep -l "TracerPid:[[:space:]]*0$" /proc/$SFS_PID/task/*/status'
+	local trace="$BATS_TEST_TMPDIR/strace"
+	trace_daemon "$trace" fsync
 	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 1 ]
 	# (a call another thread's line interrupts shows as "unfinished")
 	wait_for grep -q 'fsync([0-9]*</.*/runs/1/cmd>' "$trace"
@@ -192,7 +189,7 @@ C
 	# out (the unit test test_later.c stops with flushes owed for sure)
 	[ "$(ctl_write "$MNT/demo/ctl" "exec true")" = 2 ]
 	sfs_unmount
-	wait "$tracer" || true
+	wait "$TRACER" || true
 	grep -q 'fsync([0-9]*</.*/runs/2/cmd>' "$trace"
 }
 
@@ -201,10 +198,8 @@ C
 	mkdir "$MNT/a" "$MNT/b"
 	[ "$(ctl_write "$MNT/a/ctl" 'exec trap "" TERM; echo up; while :; do sleep 0.1; done')" = 1 ]
 	wait_for grep -q up "$MNT/a/runs/1/journal"
-	local trace="$BATS_TEST_TMPDIR/strace" tracer
-	strace -f -qq -y -e trace=fsync -o "$trace" -p "$SFS_PID" &
-	tracer=$!
-	wait_for eval '! grep -l "TracerPid:[[:space:]]*0$" /proc/$SFS_PID/task/*/status'
+	local trace="$BATS_TEST_TMPDIR/strace"
+	trace_daemon "$trace" fsync
 	# a's spare, asked for by this exec, comes due while the rmdir's
 	# destroy holds a through its grace (the run ignores TERM)
 	[ "$(ctl_write "$MNT/a/ctl" "exec true")" = 2 ]
@@ -218,7 +213,7 @@ C
 	wait_for grep -qF "fsync(" "$trace"
 	wait_for grep -qF "<$bcmd>" "$trace"
 	[ -n "$(sfs_run_pids "$STATE")" ]
-	kill "$tracer"
+	kill "$TRACER"
 	sfs_kill_runs
 	wait "$rpid"
 }
@@ -250,8 +245,7 @@ C
 	# a spare asked for by the record forget took is not made for it; the
 	# resumed one's next exec asks again
 	[ "$(ctl_write "$MNT/fo/ctl" "exec true")" = 6 ]
-	runs=$(ls -d "$STATE"/sandboxes/*/runs)
-	wait_for test -p "$runs/.next/stdin"
+	wait_exec_later_done
 	[ "$(cat "$MNT/fo/runs/6/wait")" = "exited 0" ]
 	sfs_unmount
 	no_tsan_reports

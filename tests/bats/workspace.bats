@@ -470,17 +470,11 @@ capability_lookups() {
 	STATE=$(mktemp -d "$BATS_TEST_TMPDIR/state.XXXX")
 	ws_mount "$@"
 	local trace="$STATE.strace"
-	strace -f -qq -e trace=getxattr -o "$trace" -p "$SFS_PID" &
-	local tracer=$!
-	# strace has attached to every thread once the process shows a tracer
-	for _ in $(seq 1 100); do
-		grep -q 'TracerPid:[[:space:]]*[1-9]' "/proc/$SFS_PID/status" && break
-		sleep 0.05
-	done
+	trace_daemon "$trace" getxattr
 	dd if=/dev/zero of="$W/big" bs=64k count=64 status=none
 	sync "$W/big"
-	kill "$tracer"
-	wait "$tracer" || true
+	kill "$TRACER"
+	wait "$TRACER" || true
 	LOOKUPS=$(grep -c security.capability "$trace" || true)
 	sfs_teardown
 }
