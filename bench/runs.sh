@@ -4,7 +4,10 @@
 #
 #   1. exec -> exit: `exec true` written to a sandbox's ctl until
 #      runs/N/wait returns `exited 0`, for a local sandbox (its own loop,
-#      back to back, then again with 20 ms between execs),
+#      back to back, then again with 20 ms between execs), interleaved with
+#      the same run done natively by the bench itself (a directory, a
+#      journal file, `sh -c true` spawned into it and waited for, a status
+#      file: the floor of the machine's process and file creation),
 #      then for a docker sandbox interleaved with `docker exec CID true` on
 #      the same container;
 #   2. journal latency: a line written by a process in the sandbox until a
@@ -112,7 +115,8 @@ if [ -n "${SFS_BASE_BIN:-}" ]; then
 	mount_one "base" "$SFS_BASE_BIN"
 fi
 
-python3 - "$EXECS" "$LINES" "${MOUNT_ARGS[@]}" <<'EOF'
+mkdir "$TMP/native"
+SFS_BENCH_NATIVE=$TMP/native python3 - "$EXECS" "$LINES" "${MOUNT_ARGS[@]}" <<'EOF'
 import os, random, subprocess, sys, threading, time
 
 execs, lines = int(sys.argv[1]), int(sys.argv[2])
@@ -142,6 +146,29 @@ def exec_true(mnt, sb):
     t1 = time.perf_counter_ns()
     if got != "exited 0":
         sys.exit(f"runs.sh: {sb} run {n}: {got!r}")
+    return (t1 - t0) / 1e6
+
+native_runs = 0
+
+def native_run():
+    # what a run is, without a file system or daemon in between: the floor
+    # this machine puts under any local run
+    global native_runs
+    native_runs += 1
+    d = f"{os.environ['SFS_BENCH_NATIVE']}/{native_runs}"
+    t0 = time.perf_counter_ns()
+    os.mkdir(d)
+    j = os.open(f"{d}/journal", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        pid = os.posix_spawn("/bin/sh", ["sh", "-c", "true"], os.environ,
+                             file_actions=[(os.POSIX_SPAWN_DUP2, j, 1),
+                                           (os.POSIX_SPAWN_DUP2, j, 2)])
+    finally:
+        os.close(j)
+    _, st = os.waitpid(pid, 0)
+    with open(f"{d}/status", "w") as f:
+        f.write(f"exited {os.waitstatus_to_exitcode(st)}\n")
+    t1 = time.perf_counter_ns()
     return (t1 - t0) / 1e6
 
 def cli_exec(cid):
@@ -208,9 +235,11 @@ for pre, mnt, lws, cid, merged in mounts:
 # local runs first, on their own: a `docker exec` just before leaves dockerd,
 # containerd and the shim busy for milliseconds on a 2-core machine, which
 # the next local exec paid (9.8 ms median interleaved, 2.6 ms alone)
+native_run()  # warm-up
 for _ in range(execs):
     for pre, mnt, lws, cid, merged in mounts:
         series.setdefault(pre + "local: exec true -> wait", []).append(exec_true(mnt, "l"))
+    series.setdefault("native: the same run, no daemon", []).append(native_run())
 # the same with 20 ms between execs, as a user or an agent issues them: the
 # daemon makes the next run's directory after each exec's reply, which back
 # to back competes with the next exec where file creation is slow
@@ -243,6 +272,9 @@ for name, v in series.items():
     if os.environ.get("SFS_BENCH_DUMP"):
         print("   ", " ".join(f"{x:.1f}" for x in v))
 for pre, mnt, lws, cid, merged in mounts:
+    loc = stats(series[pre + "local: exec true -> wait"])[0]
+    nat = stats(series["native: the same run, no daemon"])[0]
+    print(f"{'  ' + pre + 'ratio local sandboxfs / native':48s} {loc / nat:9.2f}")
     if cid:
         d = stats(series[pre + "docker: exec true -> wait"])[0]
         c = stats(series[pre + "docker exec CID true (CLI)"])[0]
