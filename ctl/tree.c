@@ -741,14 +741,17 @@ static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *
  * daemon).  Not at all while another op holds the sandbox (a destroy's
  * grace, a snapshot, a remote call): the one later thread would wait
  * there, and every other sandbox's flushes behind it; the next exec makes
- * its directory itself and asks again. */
+ * its directory itself and asks again.  Still creating is fine: only a
+ * setup= run asks then, so the provider is up, and the next setup= run
+ * or the first exec after them takes it. */
 static void make_spare_later(void *arg)
 {
 	struct sfs_sandbox *sb = arg;
 	struct sfs_err err = {0};
 	if (pthread_mutex_trylock(&sb->op_mutex) != 0)
 		return;
-	if (tree_check_live(sb, &err) == 0 && sfs_sb_get_state(sb) == SFS_SB_RUNNING) {
+	enum sfs_sb_state st = sfs_sb_get_state(sb);
+	if (tree_check_live(sb, &err) == 0 && (st == SFS_SB_RUNNING || st == SFS_SB_CREATING)) {
 		int64_t t0 = sfs_now_ms();
 		/* only a making says how long the next one may take */
 		if (runs_make_spare(sb))

@@ -177,6 +177,23 @@ C
 	[ "$(ls "$MNT/demo/runs" | tr '\n' ' ')" = "1 2 3 4 " ]
 }
 
+# bats test_tags=core
+@test "local: setup= runs make the next run's directory too: the first exec after new takes it" {
+	sfs_mount
+	# each setup run outlasts its spare's delay (at most 10 ms): the spare
+	# comes due while the sandbox is still creating
+	ctl_write "$MNT/ctl" "new s setup='sleep 0.3' setup='sleep 0.3'" >/dev/null
+	[ "$(awk '$1 == "state" { print $2 }' "$MNT/s/status")" = running ]
+	runs=$(ls -d "$STATE"/sandboxes/*/runs)
+	wait_for test -p "$runs/.next/stdin"
+	ino=$(stat -c %i "$runs/.next")
+	[ "$(ctl_write "$MNT/s/ctl" "exec echo first")" = 3 ]
+	[ "$(stat -c %i "$runs/3")" = "$ino" ]
+	[ "$(cat "$MNT/s/runs/3/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/s/runs/3/journal")" = first ]
+	[ "$(ls "$MNT/s/runs" | tr '\n' ' ')" = "1 2 3 " ]
+}
+
 @test "local: an exec's cmd is fsync'd, by the unmount right after it at the latest" {
 	sfs_mount
 	mkdir "$MNT/demo"
