@@ -19,9 +19,9 @@
 #      its read (as a follower is).  Writing to the FIFO and the shell's echo
 #      are in the number (tens of microseconds).
 #
-# Prints median, p90 and p99 of every series and the ratio sandboxfs / CLI.  It is
-# a benchmark, not a test: nothing asserts.  On a loaded machine compare the
-# ratios, not the times.
+# Prints median, p90 and p99 of every series, and the ratios local sandboxfs /
+# native and docker sandboxfs / CLI.  It is a benchmark, not a test: nothing
+# asserts.  On a loaded or slow machine compare the ratios, not the times.
 #
 #   bash bench/runs.sh [EXECS] [LINES]     # default 50 execs, 200 lines per sandbox
 #
