@@ -184,8 +184,8 @@ C
 	# comes due while the sandbox is still creating
 	ctl_write "$MNT/ctl" "new s setup='sleep 0.3' setup='sleep 0.3'" >/dev/null
 	[ "$(awk '$1 == "state" { print $2 }' "$MNT/s/status")" = running ]
+	wait_exec_later_done
 	runs=$(ls -d "$STATE"/sandboxes/*/runs)
-	wait_for test -p "$runs/.next/stdin"
 	ino=$(stat -c %i "$runs/.next")
 	[ "$(ctl_write "$MNT/s/ctl" "exec echo first")" = 3 ]
 	[ "$(stat -c %i "$runs/3")" = "$ino" ]
