@@ -117,7 +117,7 @@ fi
 
 mkdir "$TMP/native"
 SFS_BENCH_NATIVE=$TMP/native python3 - "$EXECS" "$LINES" "${MOUNT_ARGS[@]}" <<'EOF'
-import os, random, subprocess, sys, threading, time
+import itertools, os, random, subprocess, sys, threading, time
 
 execs, lines = int(sys.argv[1]), int(sys.argv[2])
 mounts = []  # (label prefix, mount, local workspace dir, container id, merged dir)
@@ -148,14 +148,13 @@ def exec_true(mnt, sb):
         sys.exit(f"runs.sh: {sb} run {n}: {got!r}")
     return (t1 - t0) / 1e6
 
-native_runs = 0
+NATIVE = "native: the same run, no daemon"
+native_dirs = (f"{os.environ['SFS_BENCH_NATIVE']}/{i}" for i in itertools.count(1))
 
 def native_run():
-    # what a run is, without a file system or daemon in between: the floor
-    # this machine puts under any local run
-    global native_runs
-    native_runs += 1
-    d = f"{os.environ['SFS_BENCH_NATIVE']}/{native_runs}"
+    # what a run is without sandboxfs in between: the floor this machine
+    # puts under any local run
+    d = next(native_dirs)
     t0 = time.perf_counter_ns()
     os.mkdir(d)
     j = os.open(f"{d}/journal", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -239,7 +238,7 @@ native_run()  # warm-up
 for _ in range(execs):
     for pre, mnt, lws, cid, merged in mounts:
         series.setdefault(pre + "local: exec true -> wait", []).append(exec_true(mnt, "l"))
-    series.setdefault("native: the same run, no daemon", []).append(native_run())
+    series.setdefault(NATIVE, []).append(native_run())
 # the same with 20 ms between execs, as a user or an agent issues them: the
 # daemon makes the next run's directory after each exec's reply, which back
 # to back competes with the next exec where file creation is slow
@@ -273,7 +272,7 @@ for name, v in series.items():
         print("   ", " ".join(f"{x:.1f}" for x in v))
 for pre, mnt, lws, cid, merged in mounts:
     loc = stats(series[pre + "local: exec true -> wait"])[0]
-    nat = stats(series["native: the same run, no daemon"])[0]
+    nat = stats(series[NATIVE])[0]
     print(f"{'  ' + pre + 'ratio local sandboxfs / native':48s} {loc / nat:9.2f}")
     if cid:
         d = stats(series[pre + "docker: exec true -> wait"])[0]
