@@ -56,8 +56,10 @@ int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, json_t
 	if (!arr)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		if (sbs[i]->state == SFS_SB_CREATING)
-			continue; /* not usable yet: not persisted */
+		/* not usable yet; one new or fork makes is saved all the same,
+		 * so a crash meanwhile is found at the next start (tree_init) */
+		if (sbs[i]->state == SFS_SB_CREATING && !sbs[i]->saved_while_creating)
+			continue;
 		json_t *o = sandbox_to_json(sbs[i]);
 		if (!o || json_array_append_new(arr, o)) {
 			json_decref(arr);

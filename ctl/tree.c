@@ -264,6 +264,18 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	}
 	for (size_t i = 0; i < nsbs; i++) {
 		struct sfs_sandbox *sb = sbs[i];
+		bool interrupted = sfs_sb_get_state(sb) == SFS_SB_CREATING;
+		if (interrupted && !sb->id) {
+			/* killed before the provider's create returned: its dir
+			 * goes, and what the provider made is not known here */
+			sfs_log(SFS_LOG_ERR,
+				"%s: dropped: a daemon stopped while %s was creating it, before "
+				"it answered; what %s made for it is not known here",
+				sb->name, sb->provider->name, sb->provider->name);
+			gone[ngone++] = sb;
+			resave = true;
+			continue;
+		}
 		char marker[4300], decided[4300];
 		destroy_marker_path(sb, marker, sizeof(marker));
 		destroy_decided_path(sb, decided, sizeof(decided));
@@ -287,6 +299,12 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			journal_detach_sandbox(sb); /* runs_load may have attached its runs */
 			sandbox_free(sb);
 			continue;
+		}
+		if (interrupted) {
+			tree_set_error(sb, "interrupted: a daemon stopped while it was being "
+					   "created; rmdir destroys what was made");
+			sfs_sb_set_state(sb, SFS_SB_ERROR);
+			resave = true;
 		}
 		secrets_load(sb); /* values are never saved: read again */
 		enum sfs_sb_state st = sfs_sb_get_state(sb);
@@ -362,10 +380,27 @@ static bool key_listed(const char *key)
 	return listed;
 }
 
+/* Takes a reserved record out of the tree, and out of the registry when it
+ * was saved there.  A failed save leaves it listed as creating: the next
+ * start finds it (tree_init). */
+static void unlist_reserved(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	tree_remove_locked(sb, true);
+	sb->refs--;
+	pthread_mutex_unlock(&sfs_records_mu);
+	struct sfs_err serr = {0};
+	if (sb->saved_while_creating && tree_save(&serr) < 0)
+		sfs_log(SFS_LOG_ERR, "registry: %s (it still lists \"%s\" as creating)", serr.msg,
+			sb->name);
+}
+
 /* Reserves name with a new CREATING record; the caller fills it in.  Its
  * key is want (a forgotten sandbox's, resume) unless NULL or taken by
- * another record meanwhile: then a new random one. */
-static int reserve(const char *name, const struct sfs_provider *p, const char *want,
+ * another record meanwhile: then a new random one.  A saved record (new,
+ * fork) is in the registry before its state dir exists: a daemon killed
+ * while it is made leaves no dir that no record names (tree_init). */
+static int reserve(const char *name, const struct sfs_provider *p, const char *want, bool saved,
 		   struct sfs_sandbox **out, struct sfs_err *err)
 {
 	int r = ctl_check_sandbox_name(name, err);
@@ -381,6 +416,7 @@ again:
 	if (!sb)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	sb->state = SFS_SB_CREATING;
+	sb->saved_while_creating = saved;
 	sfs_now_rfc3339(sb->created, sizeof(sb->created));
 	pthread_mutex_lock(&sfs_records_mu);
 	if (want && key_listed_locked(want)) {
@@ -407,14 +443,15 @@ again:
 		sandbox_free(sb);
 		return sfs_errf(err, r, "out of memory");
 	}
+	if (saved && (r = tree_save(err)) < 0) {
+		unlist_reserved(sb);
+		return r;
+	}
 	r = sfs_mkdir_p(sb->statedir, 0700);
 	if (!r && audit_start(sb))
 		r = -ENOMEM;
 	if (r) {
-		pthread_mutex_lock(&sfs_records_mu);
-		tree_remove_locked(sb, true);
-		sb->refs--;
-		pthread_mutex_unlock(&sfs_records_mu);
+		unlist_reserved(sb);
 		return sfs_errf(err, r, "state dir %s: %s", sb->statedir, strerror(-r));
 	}
 	*out = sb;
@@ -422,17 +459,15 @@ again:
 }
 
 /* Undoes reserve() after a failed create: nothing is left behind (but a
- * forgotten sandbox's state dir that a resume took: keep_dir). */
+ * forgotten sandbox's state dir that a resume took: keep_dir).  The
+ * registry lets go of the record before its dir goes. */
 static void unreserve_keeping(struct sfs_sandbox *sb, bool keep_dir)
 {
+	unlist_reserved(sb);
 	if (!keep_dir) {
 		audit_close(sb);
 		sfs_rm_rf(sb->statedir);
 	}
-	pthread_mutex_lock(&sfs_records_mu);
-	tree_remove_locked(sb, true);
-	sb->refs--;
-	pthread_mutex_unlock(&sfs_records_mu);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
 }
@@ -495,7 +530,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	if (red && strcmp(red, "journal") != 0 && strcmp(red, "none") != 0)
 		return sfs_errf(err, -EINVAL, "redact=%s: expected journal or none", red);
 	struct sfs_sandbox *sb;
-	r = reserve(name, p, NULL, &sb, err);
+	r = reserve(name, p, NULL, true, &sb, err);
 	if (r)
 		return r;
 	/* the values are read now: a missing one fails `new` before the
@@ -524,7 +559,11 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	r = p->ops->create(sb, &popts, err);
 	sfs_kv_free(&popts);
 	if (!r) {
-		r = source_populate(sb, opts, err);
+		/* its id and provider state are on disk before anything long: a
+		 * daemon killed from here on leaves a record rmdir destroys */
+		r = tree_save(err);
+		if (!r)
+			r = source_populate(sb, opts, err);
 		/* "what changed since it started": snapshots/base (SPEC §10) */
 		if (!r && sfs_kv_get(opts, "source") && wsnap_on_host(sb))
 			r = wsnap_take(sb, "base", NULL, err);
@@ -583,7 +622,7 @@ int tree_resume(const char *name, const char *pname, const char *id, struct sfs_
 	char key[40];
 	bool found = forgotten_find(tree.statedir, p->name, id, key_listed, key);
 	struct sfs_sandbox *sb;
-	int r = reserve(name, p, found ? key : NULL, &sb, err);
+	int r = reserve(name, p, found ? key : NULL, false, &sb, err);
 	if (r)
 		return r;
 	bool again = found && strcmp(sb->key, key) == 0;
@@ -672,7 +711,7 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	if (!src->provider->ops->fork)
 		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot fork", src->provider->name);
 	struct sfs_sandbox *dst;
-	r = reserve(newname, src->provider, NULL, &dst, err);
+	r = reserve(newname, src->provider, NULL, true, &dst, err);
 	if (r)
 		return r;
 	pthread_mutex_lock(&sfs_records_mu);
@@ -693,6 +732,8 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	pthread_mutex_lock(&src->op_mutex);
 	r = src->provider->ops->fork(src, dst, commit ? NULL : from, err);
 	pthread_mutex_unlock(&src->op_mutex);
+	if (!r && (r = tree_save(err)) < 0) /* as in tree_create */
+		dst->provider->ops->destroy(dst, NULL);
 	if (!r && commit) {
 		pthread_mutex_lock(&dst->op_mutex);
 		r = wsnap_restore_into(dst, from, commit, NULL, err);

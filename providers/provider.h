@@ -169,6 +169,10 @@ struct sfs_sandbox {
 	/* rmdir went on without waiting for the runs (ctl/tree.c): hidden from
 	 * lookups, refuses verbs; guarded by the tree lock */
 	bool destroying;
+	/* made by new or fork (not resume): listed in the registry while it is
+	 * still creating, so a daemon killed meanwhile leaves a record the
+	 * next one can act on (ctl/tree.c); set before it is listed */
+	bool saved_while_creating;
 	/* under op_mutex: sfs_now_ms of the last exec, and how long the last
 	 * making of the next run's directory took (ctl/tree.c) */
 	int64_t last_exec_ms, spare_make_ms;

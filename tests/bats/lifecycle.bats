@@ -394,6 +394,74 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	wait_for no_sandbox_dirs
 }
 
+# ---- a daemon killed while `new` makes a sandbox ------------------------------
+
+# bats test_tags=core
+@test "kill -9 of the daemon during new's setup=: the next daemon lists it in state error, its runs readable; rmdir removes it all" {
+	(ctl_write "$MNT/ctl" "new k setup='echo first' setup='echo up; sleep 60'" >/dev/null 2>&1) &
+	wait_for grep -q up "$MNT/k/runs/2/journal"
+	grep -qx 'state creating' "$MNT/k/status"
+	d=$(sb_dir k)
+	[ -d "$d" ]
+	kill_daemon
+	sfs_mount
+	grep -qx 'state error' "$MNT/k/status"
+	grep -q '^error interrupted: a daemon stopped while it was being created; rmdir destroys what was made' "$MNT/k/status"
+	[ "$(cat "$MNT/k/runs/1/journal")" = first ]
+	[ "$(cat "$MNT/k/runs/1/status")" = "exited 0" ]
+	run ctl_write "$MNT/k/ctl" "exec true"
+	[ "$status" -ne 0 ]
+	# the registry says so too: a third daemon sees the same
+	grep -q '"state": "error"' "$STATE/registry.json"
+	rmdir "$MNT/k"
+	[ ! -e "$MNT/k" ]
+	wait_for test ! -e "$d"
+	wait_for test -z "$(sfs_run_pids "$STATE")"
+	[ -z "$(ls -A "$STATE/sandboxes")" ]
+	run ! grep -q '"name": "k"' "$STATE/registry.json"
+}
+
+# bats test_tags=core
+@test "a record a daemon left creating before its provider answered is dropped at start, with its state dir" {
+	mkdir "$MNT/s" "$MNT/keep"
+	echo kept >"$MNT/keep/workspace/f"
+	d=$(sb_dir s)
+	sfs_unmount
+	# what a kill -9 inside the provider's create leaves: a record in state
+	# creating without an id (reserve saves it before the dir is made)
+	python3 - "$STATE/registry.json" <<-'PY'
+		import json, sys
+		p = sys.argv[1]
+		reg = json.load(open(p))
+		for sb in reg["sandboxes"]:
+		    if sb["name"] == "s":
+		        sb["state"] = "creating"
+		        del sb["id"]
+		json.dump(reg, open(p, "w"))
+	PY
+	sfs_mount
+	[ "$(ls "$MNT" | tr '\n' ' ')" = "ctl keep providers " ]
+	[ ! -e "$d" ]
+	run ! grep -q '"name": "s"' "$STATE/registry.json"
+	grep -q 'dropped: a daemon stopped while local was creating it' "$BATS_TEST_TMPDIR/daemon.log"
+	[ "$(cat "$MNT/keep/workspace/f")" = kept ]
+	# the name is free again
+	mkdir "$MNT/s"
+	grep -qx 'state running' "$MNT/s/status"
+}
+
+# bats test_tags=core
+@test "a new that fails leaves no record in the registry and no state dir" {
+	run ctl_write "$MNT/ctl" "new x provider=local setup='exit 3'"
+	[ "$status" -ne 0 ]
+	rmdir "$MNT/x"
+	run ctl_write "$MNT/ctl" "new y secret.T=env:SFS_TEST_NO_SUCH_VAR"
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/y" ]
+	[ -z "$(ls -A "$STATE/sandboxes")" ]
+	run ! grep -q '"name": "[xy]"' "$STATE/registry.json"
+}
+
 # ---- item 8: handles of a forgotten or destroyed sandbox ---------------------
 
 # bats test_tags=core

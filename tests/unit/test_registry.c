@@ -92,6 +92,11 @@ static void test_round_trip(void)
 	json_decref(dt);
 	struct sfs_sandbox *c = make("gamma", "k3", "local");
 	c->state = SFS_SB_CREATING; /* not usable yet: not saved */
+	/* but one new or fork is making is saved as creating (a crash then
+	 * leaves a record the next start acts on) */
+	struct sfs_sandbox *e = make("epsilon", "k5", "local");
+	e->state = SFS_SB_CREATING;
+	e->saved_while_creating = true;
 	/* docker keeps its container, spec, fork image and doomed images behind its hooks */
 	struct sfs_sandbox *d = make("delta", "k4", "docker");
 	json_t *dd = json_pack("{s:s, s:{s:s, s:s, s:s, s:f, s:I, s:[i]}, s:s, s:[s]}", "container",
@@ -100,18 +105,20 @@ static void test_round_trip(void)
 			       8080, "fork_image", "sha256:f0", "doomed", "abc123");
 	CHECK_INT(d->provider->ops->state_load(d, dd, &err), 0);
 
-	struct sfs_sandbox *all[] = {a, b, c, d};
-	CHECK_INT(registry_save(statedir, all, 4, NULL, &err), 0);
+	struct sfs_sandbox *all[] = {a, b, c, d, e};
+	CHECK_INT(registry_save(statedir, all, 5, NULL, &err), 0);
 
 	struct sfs_sandbox **got = NULL;
 	size_t n = 0;
 	json_t *kept = NULL;
 	CHECK_INT(registry_load(statedir, &got, &n, &kept, &err), 0);
-	CHECK_INT(n, 3);
+	CHECK_INT(n, 4);
 	CHECK_INT(json_array_size(kept), 0);
 	struct sfs_sandbox *ga = find(got, n, "alpha"), *gb = find(got, n, "beta");
 	struct sfs_sandbox *gd = find(got, n, "delta");
-	CHECK(ga && gb && gd && !find(got, n, "gamma"));
+	struct sfs_sandbox *ge = find(got, n, "epsilon");
+	CHECK(ga && gb && gd && ge && !find(got, n, "gamma"));
+	CHECK(ge && ge->state == SFS_SB_CREATING && ge->id == NULL);
 	if (ga && gb && gd) {
 		CHECK_STREQ(ga->key, "k1");
 		CHECK_STREQ(ga->provider->name, "local");
@@ -158,6 +165,7 @@ static void test_round_trip(void)
 	sandbox_free(b);
 	sandbox_free(c);
 	sandbox_free(d);
+	sandbox_free(e);
 }
 
 static void test_first_start(void)
