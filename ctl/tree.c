@@ -230,12 +230,28 @@ static bool known(const struct sfs_provider *p, const char *key)
 	return found;
 }
 
+/* sfs_sb_publish gave sb an id: one that new or fork is making is saved
+ * with it at once, for the provider's create may go on for long (a cloud
+ * VM boots) and what a crash meanwhile leaves must be destroyable. */
+static void id_published(struct sfs_sandbox *sb)
+{
+	pthread_mutex_lock(&sfs_records_mu);
+	bool save = sb->state == SFS_SB_CREATING && sb->saved_while_creating;
+	pthread_mutex_unlock(&sfs_records_mu);
+	struct sfs_err err = {0};
+	if (save && tree_save(&err) < 0)
+		sfs_log(SFS_LOG_WARN,
+			"%s: registry: %s (until the next save, a crash loses its id)", sb->name,
+			err.msg);
+}
+
 int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	      struct sfs_err *err)
 {
 	tree.statedir = strdup(statedir);
 	sfs_state_dir = tree.statedir;
 	sfs_set_sandbox_lookup(known);
+	sfs_set_id_published_hook(id_published);
 	tree.default_provider = default_provider;
 	if (!tree.statedir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -356,6 +372,7 @@ void tree_shutdown(void)
 	json_decref(tree.kept);
 	tree.kept = NULL;
 	sfs_set_sandbox_lookup(NULL);
+	sfs_set_id_published_hook(NULL);
 	sfs_state_dir = NULL;
 	free(tree.statedir);
 	tree.sbs = tree.graveyard = NULL;

@@ -163,6 +163,8 @@ void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 
 /* Copies the non-NULL arguments first so that the swap under the lock
  * cannot fail half-way. */
+static void (*id_published)(struct sfs_sandbox *sb);
+
 int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, const char *workspace,
 		   struct sfs_err *err)
 {
@@ -192,6 +194,8 @@ int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, co
 	pthread_mutex_unlock(&sfs_records_mu);
 	for (int i = 0; i < 3; i++)
 		free(old[i]);
+	if (idc && id_published)
+		id_published(sb);
 	return 0;
 }
 
@@ -267,6 +271,11 @@ void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char 
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key)
 {
 	return sandbox_lookup && sandbox_lookup(p, key);
+}
+
+void sfs_set_id_published_hook(void (*fn)(struct sfs_sandbox *sb))
+{
+	id_published = fn;
 }
 
 void sfs_sb_delete_snapshots(struct sfs_sandbox *sb)

@@ -400,6 +400,11 @@ void sfs_sb_delete_snapshots(struct sfs_sandbox *sb);
  * owner, ctl/tree.c, installs the lookup at startup). */
 bool sfs_sandbox_known(const struct sfs_provider *p, const char *key);
 void sfs_set_sandbox_lookup(bool (*fn)(const struct sfs_provider *p, const char *key));
+/* Installed by the same owner: called by sfs_sb_publish once it gave sb an
+ * id, holding none of its locks, so that a sandbox still being made is
+ * saved with its id at once (a daemon killed later in the provider's create
+ * leaves a record rmdir can destroy). */
+void sfs_set_id_published_hook(void (*fn)(struct sfs_sandbox *sb));
 
 /* The built-in table; the first entry is the default provider. */
 extern const struct sfs_provider *const sfs_providers[];

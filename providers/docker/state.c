@@ -192,10 +192,11 @@ void dk_forget(struct sfs_sandbox *sb)
 int dk_publish(struct sfs_sandbox *sb, const char *cid, const char *image,
 	       const struct dk_spec *spec, const char *fork_image, struct sfs_err *err)
 {
-	int r = sfs_sb_publish(sb, cid, image, spec->workdir, err);
-	if (!r && dk_saved_set(sb, cid, spec, fork_image))
-		r = sfs_errf(err, -ENOMEM, "out of memory");
-	return r;
+	/* the container first: publishing the id saves a sandbox being made,
+	 * and that record must name what its destroy removes */
+	if (dk_saved_set(sb, cid, spec, fork_image))
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	return sfs_sb_publish(sb, cid, image, spec->workdir, err);
 }
 
 void dk_progress(struct sfs_sandbox *sb, const char *fmt, ...)

@@ -51,3 +51,26 @@ conf_provider daytona
 @test "daytona: a restarted daemon brings the sandbox, its files and its runs back" { conf_test_restart; }
 @test "daytona: forget, then resume by id brings the sandbox and its files back" { conf_test_forget_resume; }
 @test "daytona: stop refuses runs, start brings the files back, destroy removes it" { conf_test_stop_start_destroy; }
+
+# ---- a daemon killed inside the provider's create (not in the shared suite:
+# where in create to stall is the provider's own)
+@test "daytona: a daemon killed while new waits on the sandbox it made: the next lists it in state error, rmdir deletes it at the provider" {
+	emu_require
+	# the workdir is asked for after POST /sandbox answered with the id
+	emu_faults '{"stall_path": "work-dir"}'
+	(conf_new k >/dev/null 2>&1) &
+	# the id is saved as soon as it is known, not when create returns
+	wait_for grep -q '"id": "' "$STATE/registry.json"
+	grep -q '"state": "creating"' "$STATE/registry.json"
+	kill -9 "$SFS_PID"
+	wait "$SFS_PID" 2>/dev/null || true
+	umount -l "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null || true
+	emu_faults '{"stall_path": ""}'
+	[ "$(emu_stat sandboxes)" = 1 ]
+	sfs_mount --log-level 3
+	grep -qx 'state error' "$MNT/k/status"
+	grep -q '^error interrupted: a daemon stopped while it was being created' "$MNT/k/status"
+	rmdir "$MNT/k"
+	wait_for test "$(emu_stat sandboxes)" = 0
+	[ -z "$(ls -A "$STATE/sandboxes")" ]
+}

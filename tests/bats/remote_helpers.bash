@@ -63,7 +63,7 @@ emu_stop() {
 	local pid i p
 	pid=$(cat "$BATS_TEST_TMPDIR/emu.pid")
 	# unhang it first, or it would not hear SIGTERM's shutdown
-	curl -s -m 2 -X POST -d '{"hang":false}' "http://127.0.0.1:${EMU_PORT:-0}/_emu/faults" >/dev/null 2>&1 || true
+	curl -s -m 2 -X POST -d '{"hang":false,"stall_path":""}' "http://127.0.0.1:${EMU_PORT:-0}/_emu/faults" >/dev/null 2>&1 || true
 	kill -TERM "$pid" 2>/dev/null || true
 	for i in $(seq 1 100); do
 		kill -0 "$pid" 2>/dev/null || break

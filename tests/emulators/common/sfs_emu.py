@@ -58,8 +58,9 @@ Helpers: now_iso(), live_pids(match), parse_multipart(ctype, body),
     os_error(e) -> (status, code, message) of a file route's OSError.
 
 Fault switches (POST /_emu/faults merges JSON into emu.faults):
-    latency_ms, hang, fail_paths (substring a request's path must hold for
-    drop/fail/slow), drop_rate, fail_rate, slow_rate; optional (present
+    latency_ms, hang, stall_path (while set, a request whose path holds it
+    waits, as all do under hang), fail_paths (substring a request's path
+    must hold for drop/fail/slow), drop_rate, fail_rate, slow_rate; optional (present
     when given in extra_faults): rate_limit (next N requests get 429 with
     Retry-After: 1), fail_count (next N targeted requests fail), status
     (the injected failure's status, default 503), retry_after.
@@ -80,7 +81,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DEFAULT_FAULTS = {"latency_ms": 0, "fail_rate": 0.0, "drop_rate": 0.0, "slow_rate": 0.0,
-                  "hang": False, "fail_paths": ""}
+                  "hang": False, "fail_paths": "", "stall_path": ""}
 
 
 def now_iso():
@@ -316,7 +317,7 @@ class Handler(BaseHTTPRequestHandler):
         """Applies the fault switches to this request; fail(status, headers)
         answers an injected failure.  True when the request was answered."""
         f, lock = self.emu.faults, self.emu.lock
-        while f["hang"]:
+        while f["hang"] or (f["stall_path"] and f["stall_path"] in self.path):
             time.sleep(0.05)
         if f["latency_ms"]:
             time.sleep(f["latency_ms"] / 1000.0)

@@ -15,7 +15,8 @@ Every flag also reads an env var (DAYTONA_EMU_PORT, ..._API_KEY, ...).  The
 chosen port is printed as "listening on 127.0.0.1:PORT" and written to
 --port-file.  Fault switches can be changed while running:
     POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,
-                       "slow_rate":..,"hang":bool,"fail_paths":"substring"}
+                       "slow_rate":..,"hang":bool,"stall_path":"substring",
+                       "fail_paths":"substring"}
 GET /_emu/stats gives request counts.  Both need no auth and are not Daytona.
 """
 
