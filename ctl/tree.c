@@ -476,15 +476,16 @@ again:
 }
 
 /* Undoes reserve() after a failed create: nothing is left behind (but a
- * forgotten sandbox's state dir that a resume took: keep_dir).  The
- * registry lets go of the record before its dir goes. */
+ * forgotten sandbox's state dir that a resume took: keep_dir).  The dir
+ * goes first: a crash before the registry lets go of the record leaves a
+ * record without a dir (tree_init handles it), never a dir without one. */
 static void unreserve_keeping(struct sfs_sandbox *sb, bool keep_dir)
 {
-	unlist_reserved(sb);
 	if (!keep_dir) {
 		audit_close(sb);
 		sfs_rm_rf(sb->statedir);
 	}
+	unlist_reserved(sb);
 	if (tree_sandbox_gone_hook)
 		tree_sandbox_gone_hook(sb);
 }

@@ -450,6 +450,27 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	grep -qx 'state running' "$MNT/s/status"
 }
 
+@test "a record left creating with an id but no state dir (a failed new killed before its record went) is listed in error; rmdir removes it" {
+	mkdir "$MNT/s"
+	d=$(sb_dir s)
+	sfs_unmount
+	python3 - "$STATE/registry.json" <<-'PY'
+		import json, sys
+		p = sys.argv[1]
+		reg = json.load(open(p))
+		reg["sandboxes"][0]["state"] = "creating"
+		json.dump(reg, open(p, "w"))
+	PY
+	rm -rf "$d"
+	sfs_mount
+	grep -qx 'state error' "$MNT/s/status"
+	grep -q '^error interrupted:' "$MNT/s/status"
+	rmdir "$MNT/s"
+	[ ! -e "$MNT/s" ]
+	[ -z "$(ls -A "$STATE/sandboxes")" ]
+	run ! grep -q '"name": "s"' "$STATE/registry.json"
+}
+
 # bats test_tags=core
 @test "a new that fails leaves no record in the registry and no state dir" {
 	run ctl_write "$MNT/ctl" "new x provider=local setup='exit 3'"
