@@ -78,7 +78,7 @@ int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, json_t
 	return *out ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
 }
 
-int registry_write(const char *statedir, json_t *root, struct sfs_err *err)
+int registry_write(const char *statedir, json_t *root, bool durable, struct sfs_err *err)
 {
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	if (!text)
@@ -91,7 +91,7 @@ int registry_write(const char *statedir, json_t *root, struct sfs_err *err)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
-	int r = sfs_write_file_atomic(path, red, strlen(red), err);
+	int r = sfs_write_file_replace(path, red, strlen(red), durable, err);
 	if (!r)
 		sfs_log(SFS_LOG_DEBUG, "registry: saved %zu bytes", strlen(red));
 	free(red);
@@ -104,7 +104,7 @@ int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n
 	json_t *root;
 	int r = registry_dump(sbs, n, kept, &root, err);
 	if (!r)
-		r = registry_write(statedir, root, err);
+		r = registry_write(statedir, root, true, err);
 	json_decref(root);
 	return r;
 }

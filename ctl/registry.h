@@ -19,9 +19,9 @@ int registry_dump(struct sfs_sandbox *const *sbs, size_t n, json_t *kept, json_t
 		  struct sfs_err *err);
 
 /* Writes root as statedir/registry.json: the text, redacted and never cut
- * short, then temp, fsync, rename; each save is logged at debug level.
- * Called without sfs_records_mu (ctl/tree.c orders the saves). */
-int registry_write(const char *statedir, json_t *root, struct sfs_err *err);
+ * short, then temp, fsync (unless !durable), rename; each save is logged at
+ * debug level.  Called without sfs_records_mu (ctl/tree.c orders the saves). */
+int registry_write(const char *statedir, json_t *root, bool durable, struct sfs_err *err);
 
 /* Both, for a caller that owns every record (startup, unit tests). */
 int registry_save(const char *statedir, struct sfs_sandbox *const *sbs, size_t n, json_t *kept,

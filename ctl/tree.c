@@ -134,8 +134,9 @@ pthread_mutex_t tree_save_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_ulong save_asked;
 static unsigned long save_done; /* under tree_save_mu */
 
-/* The registry without `skip` (NULL: all of it); callers hold tree_save_mu. */
-int tree_save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
+/* The registry without `skip` (NULL: all of it); callers hold tree_save_mu.
+ * Only a durable save covers the requests made before it. */
+static int save_held(const struct sfs_sandbox *skip, bool durable, struct sfs_err *err)
 {
 	unsigned long covers = atomic_load(&save_asked);
 	json_t *root = NULL;
@@ -152,10 +153,26 @@ int tree_save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
 	free(rest);
 	/* the text is made, redacted and written outside the records lock */
 	if (!r)
-		r = registry_write(tree.statedir, root, err);
+		r = registry_write(tree.statedir, root, durable, err);
 	json_decref(root);
-	if (!r && covers > save_done)
+	if (!r && durable && covers > save_done)
 		save_done = covers;
+	return r;
+}
+
+int tree_save_held(const struct sfs_sandbox *skip, struct sfs_err *err)
+{
+	return save_held(skip, true, err);
+}
+
+/* A save that a kill -9 of the daemon keeps but a power cut may not (no
+ * fsync): for the records of a sandbox being made, which the save that
+ * ends its making writes durably. */
+static int tree_save_quick(struct sfs_err *err)
+{
+	pthread_mutex_lock(&tree_save_mu);
+	int r = save_held(NULL, false, err);
+	pthread_mutex_unlock(&tree_save_mu);
 	return r;
 }
 
@@ -239,7 +256,7 @@ static void id_published(struct sfs_sandbox *sb)
 	bool save = sb->state == SFS_SB_CREATING && sb->saved_while_creating;
 	pthread_mutex_unlock(&sfs_records_mu);
 	struct sfs_err err = {0};
-	if (save && tree_save(&err) < 0)
+	if (save && tree_save_quick(&err) < 0)
 		sfs_log(SFS_LOG_WARN,
 			"%s: registry: %s (until the next save, a crash loses its id)", sb->name,
 			err.msg);
@@ -407,7 +424,7 @@ static void unlist_reserved(struct sfs_sandbox *sb)
 	sb->refs--;
 	pthread_mutex_unlock(&sfs_records_mu);
 	struct sfs_err serr = {0};
-	if (sb->saved_while_creating && tree_save(&serr) < 0)
+	if (sb->saved_while_creating && tree_save_quick(&serr) < 0)
 		sfs_log(SFS_LOG_ERR, "registry: %s (it still lists \"%s\" as creating)", serr.msg,
 			sb->name);
 }
@@ -460,7 +477,7 @@ again:
 		sandbox_free(sb);
 		return sfs_errf(err, r, "out of memory");
 	}
-	if (saved && (r = tree_save(err)) < 0) {
+	if (saved && (r = tree_save_quick(err)) < 0) {
 		unlist_reserved(sb);
 		return r;
 	}
@@ -577,11 +594,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 	r = p->ops->create(sb, &popts, err);
 	sfs_kv_free(&popts);
 	if (!r) {
-		/* its id and provider state are on disk before anything long: a
-		 * daemon killed from here on leaves a record rmdir destroys */
-		r = tree_save(err);
-		if (!r)
-			r = source_populate(sb, opts, err);
+		r = source_populate(sb, opts, err);
 		/* "what changed since it started": snapshots/base (SPEC §10) */
 		if (!r && sfs_kv_get(opts, "source") && wsnap_on_host(sb))
 			r = wsnap_take(sb, "base", NULL, err);
@@ -750,8 +763,6 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	pthread_mutex_lock(&src->op_mutex);
 	r = src->provider->ops->fork(src, dst, commit ? NULL : from, err);
 	pthread_mutex_unlock(&src->op_mutex);
-	if (!r && (r = tree_save(err)) < 0) /* as in tree_create */
-		dst->provider->ops->destroy(dst, NULL);
 	if (!r && commit) {
 		pthread_mutex_lock(&dst->op_mutex);
 		r = wsnap_restore_into(dst, from, commit, NULL, err);

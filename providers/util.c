@@ -31,6 +31,12 @@ int sfs_write_all(int fd, const void *p, size_t len)
 
 int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err)
 {
+	return sfs_write_file_replace(path, data, len, true, err);
+}
+
+int sfs_write_file_replace(const char *path, const void *data, size_t len, bool durable,
+			   struct sfs_err *err)
+{
 	char tmp[4200];
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) >= (int)sizeof(tmp))
 		return sfs_errf(err, -ENAMETOOLONG, "%s: path too long", path);
@@ -52,7 +58,7 @@ int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct
 		p += w;
 		left -= (size_t)w;
 	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
+	if ((durable && fsync(fd) < 0) || close(fd) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return sfs_errf(err, -e, "fsync %s: %s", tmp, strerror(e));

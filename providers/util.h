@@ -14,6 +14,10 @@ bool sfs_word_in(const char *list, const char *w);
 /* Writes data to path via a temp file, fsync and rename: readers see the old
  * or the new contents, never a mix. */
 int sfs_write_file_atomic(const char *path, const void *data, size_t len, struct sfs_err *err);
+/* The same without the fsync: survives the daemon's death (the page cache
+ * keeps it), not a power cut. */
+int sfs_write_file_replace(const char *path, const void *data, size_t len, bool durable,
+			   struct sfs_err *err);
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer. */
 int sfs_read_file(const char *path, char **out, size_t *len);
 /* Writes all of p to fd (retrying short writes and EINTR); 0 or -EIO. */
