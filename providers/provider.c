@@ -161,10 +161,10 @@ void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 	pthread_mutex_unlock(&sfs_records_mu);
 }
 
-/* Copies the non-NULL arguments first so that the swap under the lock
- * cannot fail half-way. */
 static void (*id_published)(struct sfs_sandbox *sb);
 
+/* Copies the non-NULL arguments first so that the swap under the lock
+ * cannot fail half-way. */
 int sfs_sb_publish(struct sfs_sandbox *sb, const char *id, const char *image, const char *workspace,
 		   struct sfs_err *err)
 {
