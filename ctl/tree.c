@@ -425,8 +425,10 @@ static void unlist_reserved(struct sfs_sandbox *sb)
 	pthread_mutex_unlock(&sfs_records_mu);
 	struct sfs_err serr = {0};
 	if (sb->saved_while_creating && tree_save_quick(&serr) < 0)
-		sfs_log(SFS_LOG_ERR, "registry: %s (it still lists \"%s\" as creating)", serr.msg,
-			sb->name);
+		sfs_log(SFS_LOG_ERR,
+			"registry: %s (if an earlier save listed \"%s\", the next start finds "
+			"it as creating)",
+			serr.msg, sb->name);
 }
 
 /* Reserves name with a new CREATING record; the caller fills it in.  Its
