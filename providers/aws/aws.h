@@ -176,6 +176,7 @@ struct aws_job {
 	const char *token;	      /* session token of the presigned URLs, or NULL */
 	const char *manifest;	      /* aws_job_manifest_add lines */
 	const char *wrapper;	      /* the journal wrapper as one sh command line */
+	int parallel;		      /* transfers at once in a sync (aws.sync_parallel) */
 };
 /* One object of the workspace for the task: a file (GET url) or a directory
  * marker, its DELETE url, its path under root.  -EINVAL for a path the

@@ -1,8 +1,8 @@
 /*
  * The script a run's ECS task runs (docs/aws.md "Runs").  The task's
  * command fetches it from a presigned URL and runs it with sh; it needs sh,
- * curl and the usual POSIX tools (find, stat, sort, grep, cut, tail, head) in the
- * image.  It
+ * curl and the usual POSIX tools (awk, find, stat, sort, grep, cut, sed, tail,
+ * head, wc) in the image.  It
  *   1. syncs the workspace prefix into WORKDIR: one presigned GET per object
  *      (mode and mtime from its x-amz-meta-* headers); a failure here ends
  *      the task with 125 before the command runs, and nothing is written back;
@@ -15,6 +15,11 @@
  *      prefix), deleted ones with their presigned DELETE URL;
  *   4. exits with the command's status (exit N: N, signal N: 128+N), or 125
  *      with a "sandboxfs:" journal line when the sync back failed.
+ * Each sync is one curl (a -K config of many transfers, PAR at once) whose
+ * lists awk makes and reads: a curl per file cost a workspace of 1000 files
+ * 1000 processes (and TLS handshakes) each way, and a shell loop over the
+ * lists seconds of one-byte reads.  chmod, touch and mkdir run once per
+ * value, on up to 200 paths.
  * Values come in as single-quoted assignments at the top; the manifest
  * ("KIND GETURL DELURL PATH" lines, "-" for no URL) is a quoted here-document.
  */
@@ -28,76 +33,156 @@
 
 static const char job_body[] =
     "say() { printf 'sandboxfs: %s\\n' \"$*\"; }\n"
-    /* StopTask before the command runs: nothing to write back */
     "trap 'exit 143' TERM\n"
-    "mkdir -p \"$W\" \"$R\" && cd \"$W\" || { say \"cannot enter the workspace $W\"; exit 125; "
+    /* what the image must have, named before anything is done */
+    "for t in curl awk sed sort grep find stat cut tail head wc; do\n"
+    "  command -v $t >/dev/null || { say \"the image has no $t\"; exit 125; }\n"
+    "done\n"
+    "mkdir -p \"$W\" \"$R/h\" && cd \"$W\" || { say \"cannot enter the workspace $W\"; exit 125; "
     "}\n"
-    ": >\"$R/urls\"; bad=0\n"
-    "while IFS= read -r l; do\n"
-    "  k=${l%% *}; l=${l#* }; g=${l%% *}; l=${l#* }; x=${l%% *}; p=${l#* }\n"
-    "  printf '%s %s\\n' \"$x\" \"$p\" >>\"$R/urls\"\n"
-    "  if [ \"$k\" = d ]; then mkdir -p \"./$p\" || bad=1; o=/dev/null; else\n"
-    "  case $p in */*) mkdir -p \"./${p%/*}\" ;; esac; o=\"./$p\"; fi\n"
-    "  [ \"$g\" = - ] && continue\n"
-    "  if curl -fsS -D \"$R/h\" -o \"$o\" \"$g\" 2>>\"$R/sync.log\"; then\n"
-    "    m=$(grep -i '^x-amz-meta-mode:' \"$R/h\" | tr -dc 0-7)\n"
-    "    t=$(grep -i '^x-amz-meta-mtime:' \"$R/h\" | tr -dc 0-9)\n"
-    "    [ -n \"$m\" ] || m=0\n"
-    /* a directory's mode once its files are in (a 0500 one would refuse them) */
-    "    if [ \"$k\" = d ]; then printf '%s %s\\n' \"$m\" \"$p\" >>\"$R/dmodes\"; continue; fi\n"
-    "    [ \"$m\" = 0 ] || chmod \"$(printf %o $((0$m & 07777)))\" \"./$p\"\n"
-    "    [ -n \"$t\" ] && touch -d \"@$t\" \"./$p\" 2>/dev/null\n"
-    "  else say \"sync in: cannot fetch $p\"; bad=1; fi\n"
-    "done <<'SFS_MANIFEST_END'\n"
-    "%MANIFEST%"
-    "SFS_MANIFEST_END\n"
-    "[ -f \"$R/dmodes\" ] && while read -r m p; do\n"
-    "  [ \"$m\" = 0 ] || chmod \"$(printf %o $((0$m & 07777)))\" \"./$p\"\n"
-    "done <\"$R/dmodes\"\n"
+    "bad=0\n"
+    /* awk for the loops over the workspace's files (sh's read takes a byte
+     * per syscall): cq quotes for a curl config (\ and "); xfer starts one
+     * transfer of a config (-K) of many, which writes "N STATUS" (N its
+     * number) so that statuses pair with the list that made them in any order;
+     * a program given two or more files reads the first into first[$1] = $2
+     * and line[$0] */
+    "AQ='function cq(s,  r, i, c) {\n"
+    "  r = \"\"\n"
+    "  for (i = 1; i <= length(s); i++) { c = substr(s, i, 1); if (c == \"\\\\\" || c == \"\\\"\") "
+    "r = r \"\\\\\"; r = r c }\n"
+    "  return r\n"
+    "}\n"
+    "function xfer(url, n) {\n"
+    "  if (nx++) print \"next\"\n"
+    "  print \"url = \\\"\" cq(url) \"\\\"\"; print \"globoff\"; print \"fail\"; print \"silent\"; "
+    "print \"show-error\"\n"
+    "  print \"write-out = \\\"\" n \" %{http_code}\\\\n\\\"\"\n"
+    "}\n"
+    "function rest(s, k) { while (k-- > 0) sub(/^[^ ]* /, \"\", s); return s }\n"
+    "FILENAME == ARGV[1] && ARGC > 2 { first[$1] = $2; line[$0] = 1; next }\n"
+    "'\n"
+    /* curl 7.66 and later make them PAR at a time */
+    "zp=; [ \"$PAR\" -gt 1 ] && curl -Z --no-progress-meter -V >/dev/null 2>&1 &&\n"
+    "  zp=\"-Z --no-progress-meter --parallel-max $PAR\"\n"
+    /* many CODES CONFIG: every transfer of CONFIG; a transfer without a line
+     * in CODES (curl stops at a local file it cannot read) failed */
+    "many() { : >\"$1\"; [ -s \"$2\" ] || return 0; curl $zp -K \"$2\" >\"$1\" 2>>\"$R/sync.log\"; "
+    "}\n"
+    /* "V PATH" lines, sorted: "$1 V ./PATH..." once per run of equal V (at
+     * most 200 paths), so a workspace of many files costs a few chmods and
+     * touches, not one each */
+    "grouped() {\n"
+    "  f=$1; v=; set --\n"
+    "  while IFS= read -r l; do\n"
+    "    if [ $# -ge 200 ] || { [ $# -gt 0 ] && [ \"${l%% *}\" != \"$v\" ]; }; then \"$f\" \"$v\" "
+    "\"$@\"; set --; fi\n"
+    "    v=${l%% *}; set -- \"$@\" \"./${l#* }\"\n"
+    "  done\n"
+    "  [ $# = 0 ] || \"$f\" \"$v\" \"$@\"\n"
+    "}\n"
+    "set_mode() { m=$1; shift; chmod \"$m\" \"$@\"; }\n"
+    "set_time() { t=$1; shift; touch -d \"@$t\" \"$@\" 2>/dev/null; }\n"
+    "said() { [ ! -s \"$1\" ] || { sed 's/^/sandboxfs: /' \"$1\"; bad=1; }; }\n"
+    /* sync in: every GET in one curl; the files' parent dirs made first, each
+     * file's headers dumped to h/N for its mode and mtime */
+    "cat >\"$R/manifest\" <<'SFS_MANIFEST_END'\n"
+    "%MANIFEST%SFS_MANIFEST_END\n"
+    ": >\"$R/dirs\"; : >\"$R/urls\"; : >\"$R/sync.log\"\n"
+    "R=$R awk \"$AQ\"'{\n"
+    "  k = $1; g = $2; p = rest($0, 3); d = p\n"
+    "  print $3 \" \" p >(ENVIRON[\"R\"] \"/urls\")\n"
+    "  if (k == \"d\" || sub(/\\/[^\\/]*$/, \"\", d)) print \"./\" d >(ENVIRON[\"R\"] \"/dirs\")\n"
+    "  if (g == \"-\") next\n"
+    "  n++; xfer(g, n)\n"
+    "  print \"output = \\\"\" (k == \"d\" ? \"/dev/null\" : cq(\"./\" p)) \"\\\"\"\n"
+    "  print \"dump-header = \\\"\" cq(ENVIRON[\"R\"] \"/h/\" n) \"\\\"\"\n"
+    "}' \"$R/manifest\" >\"$R/in.cfg\" || bad=1\n"
+    "LC_ALL=C sort -u \"$R/dirs\" >\"$R/sorted\"; set --\n"
+    "while IFS= read -r d; do set -- \"$@\" \"$d\"; [ $# -lt 200 ] || { mkdir -p \"$@\" || bad=1; "
+    "set --; }; done <\"$R/sorted\"\n"
+    "[ $# = 0 ] || mkdir -p \"$@\" || bad=1\n"
+    "many \"$R/in.codes\" \"$R/in.cfg\"\n"
+    ": >\"$R/modes\"; : >\"$R/times\"; : >\"$R/dmodes\"\n"
+    "R=$R DM=$(printf '%04o' $((0666 & ~0$(umask)))) awk \"$AQ\"'{\n"
+    "  k = $1; g = $2; p = rest($0, 3)\n"
+    "  if (g == \"-\") next\n"
+    "  n++\n"
+    "  if (first[n] !~ /^2[0-9][0-9]$/) { print \"sync in: cannot fetch \" p; next }\n"
+    "  f = ENVIRON[\"R\"] \"/h/\" n; m = \"\"; t = \"\"\n"
+    "  while ((getline h <f) > 0) {\n"
+    "    sub(/\\r$/, \"\", h); l = tolower(h); v = h; sub(/^[^:]*:[ \\t]*/, \"\", v)\n"
+    "    if (l ~ /^x-amz-meta-mode:/) m = v; else if (l ~ /^x-amz-meta-mtime:/) t = v\n"
+    "  }\n"
+    "  close(f)\n"
+    "  m = (m ~ /^[0-7]+$/ && m + 0 != 0) ? substr(\"0000\" m, length(m) + 1) : \"\"\n"
+    "  if (k == \"d\") { if (m != \"\") print m \" \" p >(ENVIRON[\"R\"] \"/dmodes\"); next }\n"
+    "  if (m != \"\" && m != ENVIRON[\"DM\"]) print m \" \" p >(ENVIRON[\"R\"] \"/modes\")\n"
+    "  if (t ~ /^[0-9]+$/) print t \" \" p >(ENVIRON[\"R\"] \"/times\")\n"
+    "}' \"$R/in.codes\" \"$R/manifest\" >\"$R/in.bad\" || bad=1\n"
+    "said \"$R/in.bad\"\n"
+    "for s in modes:set_mode times:set_time dmodes:set_mode; do\n"
+    "  LC_ALL=C sort \"$R/${s%:*}\" >\"$R/sorted\"; grouped \"${s#*:}\" <\"$R/sorted\"\n"
+    "done\n"
     "[ $bad = 0 ] || { say 'sync in failed: the command did not run'; exit 125; }\n"
-    "snap() { find . -mindepth 1 -type d -exec stat -c 'd %a 0 %n' {} + ; "
-    "find . -mindepth 1 -type f -exec stat -c 'f %a %Y.%s %n' {} + ; }\n"
+    /* a listing is lines: a path with a newline (only the command can make
+     * one; the manifest has none) is left out of it, and reported after the run */
+    "NL='\n"
+    "'\n"
+    "snap() { find . -mindepth 1 ! -path \"*$NL*\" -type d -exec stat -c 'd %a 0 %n' {} + ; find . "
+    "-mindepth 1 ! -path \"*$NL*\" -type f -exec stat -c 'f %a %Y.%s %n' {} + ; }\n"
     "snap | LC_ALL=C sort >\"$R/before\"\n"
     "%WRAPPER% &\n"
     "wp=$!; off=0\n"
-    "pump() { j=\"$R/run/journal\"; [ -f \"$j\" ] || return 0; sz=$(wc -c <\"$j\"); "
-    "[ \"$sz\" -gt \"$off\" ] || return 0; tail -c +$((off + 1)) \"$j\" | head -c $((sz - off)); "
-    "off=$sz; }\n"
+    "pump() { j=\"$R/run/journal\"; [ -f \"$j\" ] || return 0; sz=$(wc -c <\"$j\"); [ \"$sz\" -gt "
+    "\"$off\" ] || return 0; tail -c +$((off + 1)) \"$j\" | head -c $((sz - off)); off=$sz; }\n"
     "trap '[ -s \"$R/run/pid\" ] && kill -TERM -\"$(cat \"$R/run/pid\")\" 2>/dev/null' TERM\n"
     "while kill -0 $wp 2>/dev/null; do pump; sleep 0.2; done\n"
     "wait $wp 2>/dev/null; pump\n"
     "st=$(cat \"$R/run/status\" 2>/dev/null); code=${st#* }\n"
     "case $st in 'exit '*) ;; 'signal '*) code=$((128 + code)) ;; *) code=125 ;; esac\n"
-    "up() {\n"
-    "  t=; [ -n \"$TOK\" ] && t=\"X-Amz-Security-Token=$TOK\"\n"
-    "  curl -fsS -o /dev/null --form-string \"key=$ROOT$1\" --form-string "
-    "\"x-amz-meta-mode=$3\" --form-string \"x-amz-meta-mtime=$4\" --form-string "
-    "X-Amz-Algorithm=AWS4-HMAC-SHA256 --form-string \"X-Amz-Credential=$CRED\" --form-string "
-    "\"X-Amz-Date=$ADATE\" ${t:+--form-string} ${t:+\"$t\"} --form-string \"Policy=$POL\" "
-    "--form-string \"X-Amz-Signature=$SIG\" -F 'file=@-' \"$BURL\" <\"$2\" "
-    "2>>\"$R/sync.log\" || { say \"sync back: cannot upload $1\"; bad=1; }\n"
-    "}\n"
+    /* sync back: every upload (POST policy; a directory marker's body an
+     * empty file, as curl sends a device's chunked, which S3 refuses) and
+     * DELETE in one curl */
     "snap | LC_ALL=C sort >\"$R/after\"\n"
-    /* lines only in after (no comm: busybox builds lack it) */
+    "if find . -path \"*$NL*\" | grep -q .; then say 'sync back: a name with a newline cannot go "
+    "to S3'; bad=1; fi\n"
     "grep -vxF -f \"$R/before\" \"$R/after\" >\"$R/up\"\n"
-    "while IFS= read -r l; do\n"
-    "  k=${l%% *}; l=${l#* }; a=${l%% *}; l=${l#* }; s=${l%% *}; p=${l#* }; p=${p#./}\n"
-    "  if [ \"$k\" = d ]; then up \"$p/\" /dev/null \"$(printf %o $((040000 | 0$a)))\" "
-    "\"$(date +%s)\"\n"
-    "  else up \"$p\" \"./$p\" \"$(printf %o $((0100000 | 0$a)))\" \"${s%.*}\"; fi\n"
-    "done <\"$R/up\"\n"
     "cut -d' ' -f4- \"$R/before\" | LC_ALL=C sort >\"$R/bn\"\n"
     "cut -d' ' -f4- \"$R/after\" | LC_ALL=C sort >\"$R/an\"\n"
-    "grep -vxF -f \"$R/an\" \"$R/bn\" >\"$R/gone\"\n"
-    "while IFS= read -r l; do\n"
-    "  x=${l%% *}; p=${l#* }\n"
-    "  [ \"$x\" = - ] && continue\n"
-    "  grep -qxF -- \"./$p\" \"$R/gone\" || continue\n"
-    "  curl -fsS -o /dev/null -X DELETE \"$x\" 2>>\"$R/sync.log\" || "
-    "{ say \"sync back: cannot delete $p\"; bad=1; }\n"
-    "done <\"$R/urls\"\n"
-    "if [ $bad != 0 ]; then say \"sync back incomplete (the command's status: $st)\"; "
-    "sed 's/^/sandboxfs: /' \"$R/sync.log\" | tail -n 5; exit 125; fi\n"
+    "grep -vxF -f \"$R/an\" \"$R/bn\" | sed 's|^\\./||' >\"$R/gone\"\n"
+    ": >\"$R/empty\"; : >\"$R/what\"\n"
+    "R=$R ROOT=$ROOT NOW=$(date +%s) BURL=$BURL CRED=$CRED ADATE=$ADATE POL=$POL SIG=$SIG TOK=$TOK "
+    "awk \"$AQ\"'\n"
+    "function form(name, value) { print \"form-string = \\\"\" cq(name \"=\" value) \"\\\"\" }\n"
+    "FILENAME == ARGV[2] {\n"
+    "  k = $1; a = $2; t = $3; p = rest($0, 3); sub(/^\\.\\//, \"\", p)\n"
+    "  n++; xfer(ENVIRON[\"BURL\"], n); print \"output = \\\"/dev/null\\\"\"\n"
+    "  if (k == \"d\") { p = p \"/\"; m = \"4\"; t = ENVIRON[\"NOW\"]; f = ENVIRON[\"R\"] "
+    "\"/empty\" }\n"
+    "  else { m = \"10\"; sub(/\\..*/, \"\", t); f = \"./\" p }\n"
+    "  print \"upload \" p >(ENVIRON[\"R\"] \"/what\")\n"
+    "  form(\"key\", ENVIRON[\"ROOT\"] p); form(\"x-amz-meta-mode\", m sprintf(\"%04d\", a))\n"
+    "  form(\"x-amz-meta-mtime\", t); form(\"X-Amz-Algorithm\", \"AWS4-HMAC-SHA256\")\n"
+    "  form(\"X-Amz-Credential\", ENVIRON[\"CRED\"]); form(\"X-Amz-Date\", ENVIRON[\"ADATE\"])\n"
+    "  if (ENVIRON[\"TOK\"] != \"\") form(\"X-Amz-Security-Token\", ENVIRON[\"TOK\"])\n"
+    "  form(\"Policy\", ENVIRON[\"POL\"]); form(\"X-Amz-Signature\", ENVIRON[\"SIG\"])\n"
+    "  print \"form = \\\"\" cq(\"file=@\\\"\" cq(f) \"\\\";type=application/octet-stream\") "
+    "\"\\\"\"\n"
+    "  next\n"
+    "}\n"
+    "{\n"
+    "  p = rest($0, 1)\n"
+    "  if ($1 == \"-\" || !(p in line)) next\n"
+    "  n++; xfer($1, n); print \"output = \\\"/dev/null\\\"\"; print \"request = \\\"DELETE\\\"\"\n"
+    "  print \"delete \" p >(ENVIRON[\"R\"] \"/what\")\n"
+    "}' \"$R/gone\" \"$R/up\" \"$R/urls\" >\"$R/up.cfg\" || bad=1\n"
+    "many \"$R/up.codes\" \"$R/up.cfg\"\n"
+    "awk \"$AQ\"'{ n++; if (first[n] !~ /^2[0-9][0-9]$/) print \"sync back: cannot \" $0 }' "
+    "\"$R/up.codes\" \"$R/what\" >\"$R/up.bad\" || bad=1\n"
+    "said \"$R/up.bad\"\n"
+    "if [ $bad != 0 ]; then say \"sync back incomplete (the command's status: $st)\"; sed "
+    "'s/^/sandboxfs: /' \"$R/sync.log\" | tail -n 5; exit 125; fi\n"
     "exit $code\n";
 
 static int assign(struct sfs_buf *b, const char *name, const char *value)
@@ -146,6 +231,8 @@ int aws_job_script(const struct aws_job *j, struct sfs_buf *out, struct sfs_err 
 		rc = assign(out, "SIG", j->post->signature);
 	if (!rc)
 		rc = assign(out, "TOK", j->token);
+	if (!rc)
+		rc = sfs_buf_printf(out, "PAR=%d\n", j->parallel > 1 ? j->parallel : 1);
 	const char *t = job_body;
 	while (!rc && *t) {
 		const char *mark = strchr(t, '%');

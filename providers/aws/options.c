@@ -70,5 +70,12 @@ const struct sfs_opt sfs_aws_options[] = {
      .max = 604800,
      .help = "seconds the presigned URLs a run's task syncs with stay valid (a run "
 	     "longer than this cannot write its changes back)"},
+    {.key = "aws.sync_parallel",
+     .type = SFS_OPT_INT,
+     .def = "8",
+     .min = 1,
+     .max = 50,
+     .help = "transfers a run's task makes at once when it syncs the workspace in and back "
+	     "(curl --parallel; 1, or a curl older than 7.66, makes them one at a time)"},
     {0},
 };

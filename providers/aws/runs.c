@@ -218,7 +218,8 @@ int aws_put_job(struct sfs_sandbox *sb, struct sfs_run *run, struct aws_ws *w, c
 				    .post = &post,
 				    .token = w->cfg.session_token,
 				    .manifest = m.buf,
-				    .wrapper = wrapper};
+				    .wrapper = wrapper,
+				    .parallel = (int)sfs_opt_get_double("aws.sync_parallel")};
 		rc = aws_job_script(&j, &script, err);
 	}
 	if (!rc && (aws_meta_prefix(w->root, meta, sizeof(meta)) ||

@@ -378,3 +378,121 @@ busybox" ]
 	[ "$(timeout 60 cat "$MNT/k1/runs/2/wait")" = "killed TERM" ]
 	wait_for test -z "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")"
 }
+
+@test "aws runs: names with quotes, backslashes, ;,[]{}% and spaces sync in and back, with modes and mtimes" {
+	ctl_write "$MNT/ctl" "new q1 provider=aws"
+	W="$MNT/q1/workspace"
+	n1='a "quoted" \back\slash; semi,comma'
+	n2='-dash [br] {cu} 100% x'
+	mkdir "$W/sp ace"
+	printf one >"$W/$n1"
+	printf two >"$W/sp ace/$n2"
+	chmod 0750 "$W/sp ace/$n2"
+	# the names in a script of the workspace: no second layer of quoting
+	cat >"$W/t.sh" <<'SH'
+n1='a "quoted" \back\slash; semi,comma'
+n2='-dash [br] {cu} 100% x'
+cat "./$n1"; echo
+cat "./sp ace/$n2"; echo
+stat -c '%a' "./$n1" "./sp ace/$n2"
+printf four >"./old $n1"
+touch -d @1600000000 "./old $n1"
+printf three >"./new $n1"
+chmod 0700 "./new $n1"
+mkdir "./dir $n2"
+chmod 0711 "./dir $n2"
+rm "./sp ace/$n2"
+SH
+	ctl_write "$MNT/q1/ctl" 'exec sh t.sh'
+	[ "$(timeout 60 cat "$MNT/q1/runs/1/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/q1/runs/1/journal")" = "one
+two
+644
+750" ]
+	[ "$(obj "q1/new $n1" size)" = 5 ]
+	[ "$(obj "q1/new $n1" meta.mode)" = 100700 ]
+	[ "$(obj "q1/dir $n2/" meta.mode)" = 40711 ]
+	[ -z "$(obj "q1/sp ace/$n2" size)" ]
+	[ "$(obj "q1/$n1" size)" = 3 ]
+	[ "$(obj "q1/old $n1" meta.mtime)" = 1600000000 ]
+	# the next task gets the mtime back
+	printf '%s\n' "stat -c %Y './old $n1' './new $n1'" >"$W/t2.sh"
+	ctl_write "$MNT/q1/ctl" 'exec sh t2.sh'
+	[ "$(timeout 60 cat "$MNT/q1/runs/2/wait")" = "exited 0" ]
+	[ "$(head -n 1 "$MNT/q1/runs/2/journal")" = 1600000000 ]
+	[ "$(tail -n 1 "$MNT/q1/runs/2/journal")" = "$(obj "q1/new $n1" meta.mtime)" ]
+	# a second daemon, with nothing cached, sees what the run left
+	sfs_unmount
+	job_mount
+	W="$MNT/q1/workspace"
+	[ "$(cat "$W/new $n1")" = three ]
+	[ -d "$W/dir $n2" ]
+	[ ! -e "$W/sp ace/$n2" ]
+}
+
+@test "aws runs: a fetch refused before the command, an upload or delete refused after it: 125 and the names" {
+	ctl_write "$MNT/ctl" "new f1 provider=aws"
+	W="$MNT/f1/workspace"
+	echo a >"$W/bad.txt"
+	echo b >"$W/ok.txt"
+	# only the task's presigned GET of bad.txt is refused
+	faults '{"fail_paths": "bad.txt?X-Amz-", "fail_rate": 1.0}'
+	ctl_write "$MNT/f1/ctl" 'exec echo ran >ran.txt'
+	[ "$(timeout 60 cat "$MNT/f1/runs/1/wait")" = "exited 125" ]
+	grep -qx 'sandboxfs: sync in: cannot fetch bad.txt' "$MNT/f1/runs/1/journal"
+	grep -qx 'sandboxfs: sync in failed: the command did not run' "$MNT/f1/runs/1/journal"
+	[ -z "$(obj f1/ran.txt size)" ]
+	faults '{"fail_paths": "", "fail_rate": 0}'
+	# the command waits until the bucket refuses everything, then ends
+	ctl_write "$MNT/f1/ctl" "exec rm ok.txt; echo new >new.txt; until curl -s -X POST -d '{}' $EMU/_emu/faults | grep -q '\"fail_paths\": \"/bkt\"'; do sleep 0.1; done"
+	# its sync in is over once its GET of ok.txt is logged (run 1 made one)
+	wait_for eval '[ "$(grep -c "GET /bkt/f1/ok.txt (presigned/post) 200" "$EMU_DIR/requests.log")" -ge 2 ]'
+	faults '{"fail_paths": "/bkt", "fail_rate": 1.0}'
+	st=$(timeout 60 cat "$MNT/f1/runs/2/wait")
+	faults '{"fail_paths": "", "fail_rate": 0}'
+	[ "$st" = "exited 125" ]
+	grep -qx 'sandboxfs: sync back: cannot upload new.txt' "$MNT/f1/runs/2/journal"
+	grep -qx 'sandboxfs: sync back: cannot delete ok.txt' "$MNT/f1/runs/2/journal"
+	grep -qx "sandboxfs: sync back incomplete (the command's status: exit 0)" "$MNT/f1/runs/2/journal"
+	[ "$(obj f1/ok.txt size)" = 2 ]
+	[ -z "$(obj f1/new.txt size)" ]
+	# a name with a newline cannot be a line of the listing: said, the rest lands
+	ctl_write "$MNT/f1/ctl" "exec echo x >\"\$(printf 'nl\\nx')\"; echo y >y.txt"
+	[ "$(timeout 60 cat "$MNT/f1/runs/3/wait")" = "exited 125" ]
+	grep -qx 'sandboxfs: sync back: a name with a newline cannot go to S3' "$MNT/f1/runs/3/journal"
+	[ "$(obj f1/y.txt size)" = 2 ]
+}
+
+# most_at_once: the most presigned or POST-upload requests (a task's) the
+# emulator had in flight at once
+most_at_once() {
+	curl -s -m 5 "$EMU/_emu/stats" | python3 -c 'import json, sys; print(json.load(sys.stdin)["task_s3_most_at_once"])'
+}
+
+@test "aws runs: a task's sync makes aws.sync_parallel transfers at once; 1 makes them one at a time" {
+	ctl_write "$MNT/ctl" "new p1 provider=aws"
+	for i in $(seq 1 20); do echo "$i" >"$MNT/p1/workspace/f$i"; done
+	faults '{"latency_ms": 30}' # so that transfers overlap
+	ctl_write "$MNT/p1/ctl" 'exec cat f1 f20; for i in 1 2 3 4 5 6; do echo "$i" >"n$i"; done'
+	[ "$(timeout 60 cat "$MNT/p1/runs/1/wait")" = "exited 0" ]
+	faults '{"latency_ms": 0}'
+	[ "$(cat "$MNT/p1/runs/1/journal")" = "1
+20" ]
+	[ "$(obj p1/n6 size)" = 2 ]
+	most=$(most_at_once)
+	echo "at once: $most" >&3
+	[ "$most" -gt 1 ]
+	[ "$most" -le 8 ]
+	sfs_unmount
+	aws_emu_stop
+	aws_emu_start "$AWS_EMU" --cluster c1 --task-def fam:box:/sfs/runs:sfs --stop-timeout 3
+	job_mount -o aws.sync_parallel=1
+	ctl_write "$MNT/ctl" "new p2 provider=aws"
+	for i in $(seq 1 20); do echo "$i" >"$MNT/p2/workspace/f$i"; done
+	faults '{"latency_ms": 30}'
+	ctl_write "$MNT/p2/ctl" 'exec cat f1 f20; for i in 1 2 3 4 5 6; do echo "$i" >"n$i"; done'
+	[ "$(timeout 60 cat "$MNT/p2/runs/1/wait")" = "exited 0" ]
+	faults '{"latency_ms": 0}'
+	[ "$(obj p2/n6 size)" = 2 ]
+	[ "$(most_at_once)" = 1 ]
+}

@@ -152,8 +152,10 @@ static void test_job_script(void)
 	CHECK(strstr(s.buf, "<<'SFS_MANIFEST_END'\nf http://g?a=1&b=2 http://d dir/a b.txt\n"
 			    "d - http://x dir\nSFS_MANIFEST_END\n"));
 	CHECK(strstr(s.buf, "\n'/bin/sh' '-c' 'true' &\n"));
+	CHECK(strstr(s.buf, "\nPAR=1\n")); /* .parallel 0 */
 	/* the script's own % signs survive the template */
-	CHECK(strstr(s.buf, "printf %o $((0$m & 07777))"));
+	CHECK(strstr(s.buf, "DM=$(printf '%04o' $((0666 & ~0$(umask))))"));
+	CHECK(strstr(s.buf, " %{http_code}\\\\n"));
 	sfs_buf_free(&m);
 	sfs_buf_free(&s);
 }

@@ -630,7 +630,12 @@ def stats():
                     if k.endswith("/") and ".sandboxfs/" not in k and
                     k.count("/") == 1 + CFG.get("prefix_depth", 0))
         procs = sum(1 for t in TASKS.values() if t["lastStatus"] != "STOPPED")
-    return {"sandboxes": roots, "processes": procs}
+        most = TASK_S3["most"]
+    return {"sandboxes": roots, "processes": procs, "task_s3_most_at_once": most}
+
+
+# presigned and POST-upload requests (a task's) in flight, and the most seen
+TASK_S3 = {"now": 0, "most": 0}
 
 
 class Handler(s3.Handler):
@@ -667,10 +672,25 @@ class Handler(s3.Handler):
         return self._body
 
     def dispatch(self):
+        url = urllib.parse.urlsplit(self.path)
+        task = "X-Amz-Signature=" in url.query or (
+            self.command == "POST" and
+            self.headers.get("Content-Type", "").startswith("multipart/form-data"))
+        if task:
+            with LOCK:
+                TASK_S3["now"] += 1
+                TASK_S3["most"] = max(TASK_S3["most"], TASK_S3["now"])
+        try:
+            self._dispatch(url)
+        finally:
+            if task:
+                with LOCK:
+                    TASK_S3["now"] -= 1
+
+    def _dispatch(self, url):
         self._body = None
         self.read_body()
         target = self.headers.get("X-Amz-Target")
-        url = urllib.parse.urlsplit(self.path)
         if url.path in ("/_emu/faults", "/_emu/stats"):
             self.status_sent = 0
             return self._control(url, self.read_body())
