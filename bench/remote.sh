@@ -8,7 +8,9 @@
 # daytona, vercel, sprites …), which says how its emulator starts and how
 # sandboxfs is pointed at it.  Prints one line per step: provider calls made
 # for workspace/ (the daemon's remote_calls counter), all HTTP requests the
-# emulator saw (journal polls included), and wall time.  SFS_BIN picks the
+# emulator saw (journal polls included), and wall time.  The first and last
+# steps are runs: the one that makes the tree, and `true` on it (for aws, each
+# a task that syncs the tree in before and back after).  SFS_BIN picks the
 # binary (default build/sandboxfs).
 set -euo pipefail
 
@@ -54,11 +56,8 @@ ctl() { exec 7<>"$1"; printf '%s\n' "$2" >&7; cat <&7; exec 7>&-; }
 calls() { awk '$1 == "remote_calls" { print $2 }' "$MNT/b/status"; }
 requests() { curl -s "http://127.0.0.1:$PORT/_emu/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["requests"])'; }
 
-ctl "$MNT/ctl" "new b provider=$PROVIDER" >/dev/null
+ctl "$MNT/ctl" "new b provider=$PROVIDER ${P_NEW_OPTS:-}" >/dev/null
 W=$MNT/b/workspace
-n=$(ctl "$MNT/b/ctl" 'exec mkdir -p src && for i in $(seq 1 1000); do echo "line $i" > src/f$i.txt; done && git init -q . && git add -A && git -c user.email=b@x -c user.name=b commit -qm init && echo ok')
-cat "$MNT/b/runs/$n/wait" >/dev/null
-sleep 1.2 # let caches from the run's end settle
 
 step() {
 	local name=$1
@@ -78,7 +77,17 @@ vim_save() {
 		-c '%s/line 1$/line one/' -c wq "$W/src/f1.txt"
 }
 
+# run_wait CMD: exec CMD in the sandbox and wait for its end (for aws, a task
+# that syncs the workspace in before and back after)
+run_wait() {
+	local n
+	n=$(ctl "$MNT/b/ctl" "exec $1")
+	[ "$(cat "$MNT/b/runs/$n/wait")" = "exited 0" ]
+}
+
 echo "sandboxfs remote workspace bench ($PROVIDER): 1000 files, ${LAT} ms injected latency per request"
+step "run: make 1000 files, commit" run_wait 'mkdir -p src && for i in $(seq 1 1000); do echo "line $i" > src/f$i.txt; done && git init -q . && git add -A && git -c user.email=b@x -c user.name=b commit -qm init && echo ok'
+sleep 1.2 # let caches from the run's end settle
 step "ls -l src (cold)" ls -l "$W/src"
 step "ls -l src (warm)" ls -l "$W/src"
 sleep 1.2
@@ -90,3 +99,4 @@ step "git status (cold)" git -C "$W" status --short
 step "git status (warm)" git -C "$W" status --short
 step "vim save src/f1.txt" vim_save
 step "git status after the save" git -C "$W" status --short
+step "run: true (the tree as it is)" run_wait true
