@@ -2,22 +2,24 @@
 # Round trips and wall time of everyday commands on a remote workspace of
 # 1000 files, against a provider's local emulator with injected latency.
 #
-#   bench/remote.sh [PROVIDER] [LATENCY_MS]      # default daytona, 20
+#   bench/remote.sh [PROVIDER] [LATENCY_MS] [runs]   # default daytona, 20
 #
 # PROVIDER is any with a conformance adapter (tests/bats/providers/NAME.bash:
 # daytona, vercel, sprites …), which says how its emulator starts and how
 # sandboxfs is pointed at it.  Prints one line per step: provider calls made
 # for workspace/ (the daemon's remote_calls counter), all HTTP requests the
 # emulator saw (journal polls included), and wall time.  The first and last
-# steps are runs: the one that makes the tree, and `true` on it (for aws, each
-# a task that syncs the tree in before and back after).  SFS_BIN picks the
-# binary (default build/sandboxfs).
+# steps are runs: the one that makes the tree, and `true` on it (for aws,
+# each a task that syncs the tree in before and back after); with "runs" as
+# the third argument only they are timed.  SFS_BIN picks the binary
+# (default build/sandboxfs).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SFS_BIN:-$ROOT/build/sandboxfs}
 PROVIDER=${1:-daytona}
 LAT=${2:-20}
+ONLY=${3:-}
 SFS_ROOT=$ROOT
 ADAPTER=$ROOT/tests/bats/providers/$PROVIDER.bash
 [ -f "$ADAPTER" ] || { echo "bench/remote.sh: no adapter $ADAPTER" >&2; exit 2; }
@@ -62,6 +64,7 @@ W=$MNT/b/workspace
 step() {
 	local name=$1
 	shift
+	[ "$ONLY" != runs ] || [ "${name#run:}" != "$name" ] || return 0
 	local c0 r0 t0 t1
 	c0=$(calls)
 	r0=$(requests)
