@@ -76,6 +76,6 @@ const struct sfs_opt sfs_aws_options[] = {
      .min = 1,
      .max = 50,
      .help = "transfers a run's task makes at once when it syncs the workspace in and back "
-	     "(curl --parallel; 1, or a curl older than 7.66, makes them one at a time)"},
+	     "(curl --parallel; 1, or a curl older than 7.67, makes them one at a time)"},
     {0},
 };

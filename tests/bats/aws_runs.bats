@@ -363,6 +363,12 @@ n 3" ]
 	aws_emu_start "$AWS_EMU" --root "$EMU_DIR/root" --cluster c1 --runner docker \
 		--task-def "fam:box:/sfs/runs:sfs:$SFS_DOCKER_IMAGE" --stop-timeout 3
 	job_mount
+	# an empty workspace: busybox grep -vxF -f EMPTY printed nothing, so the
+	# listing diff saw no change and nothing went back
+	ctl_write "$MNT/ctl" "new k0 provider=aws"
+	ctl_write "$MNT/k0/ctl" 'exec echo made >made'
+	[ "$(timeout 120 cat "$MNT/k0/runs/1/wait")" = "exited 0" ]
+	[ "$(obj k0/made size)" = 5 ]
 	ctl_write "$MNT/ctl" "new k1 provider=aws"
 	echo in >"$MNT/k1/workspace/f"
 	ctl_write "$MNT/k1/ctl" 'exec cat f; [ -x /bin/busybox ] && echo busybox; echo out >o; rm f'
@@ -414,13 +420,26 @@ two
 	[ "$(obj "q1/dir $n2/" meta.mode)" = 40711 ]
 	[ -z "$(obj "q1/sp ace/$n2" size)" ]
 	[ "$(obj "q1/$n1" size)" = 3 ]
+	# a directory that became a file and a file that became a directory: the
+	# old kind's object goes
+	mkdir "$W/x"
+	echo c >"$W/x/c"
+	echo y >"$W/y"
+	ctl_write "$MNT/q1/ctl" 'exec rm -r x; echo file >x; rm y; mkdir y; echo in >y/z'
+	[ "$(timeout 60 cat "$MNT/q1/runs/2/wait")" = "exited 0" ]
+	[ "$(obj q1/x size)" = 5 ]
+	[ -z "$(obj q1/x/ size)" ]
+	[ -z "$(obj q1/x/c size)" ]
+	[ "$(obj q1/y/z size)" = 3 ]
+	[ -n "$(obj q1/y/ size)" ]
+	[ -z "$(obj q1/y size)" ]
 	[ "$(obj "q1/old $n1" meta.mtime)" = 1600000000 ]
 	# the next task gets the mtime back
 	printf '%s\n' "stat -c %Y './old $n1' './new $n1'" >"$W/t2.sh"
 	ctl_write "$MNT/q1/ctl" 'exec sh t2.sh'
-	[ "$(timeout 60 cat "$MNT/q1/runs/2/wait")" = "exited 0" ]
-	[ "$(head -n 1 "$MNT/q1/runs/2/journal")" = 1600000000 ]
-	[ "$(tail -n 1 "$MNT/q1/runs/2/journal")" = "$(obj "q1/new $n1" meta.mtime)" ]
+	[ "$(timeout 60 cat "$MNT/q1/runs/3/wait")" = "exited 0" ]
+	[ "$(head -n 1 "$MNT/q1/runs/3/journal")" = 1600000000 ]
+	[ "$(tail -n 1 "$MNT/q1/runs/3/journal")" = "$(obj "q1/new $n1" meta.mtime)" ]
 	# a second daemon, with nothing cached, sees what the run left
 	sfs_unmount
 	job_mount
