@@ -106,6 +106,7 @@ static const char job_body[] =
     "}\n"
     "set_mode() { m=$1; shift; chmod \"$m\" \"$@\"; }\n"
     "set_time() { t=$1; shift; touch -d \"@$t\" \"$@\" 2>/dev/null; }\n"
+    "make_dirs() { shift; mkdir -p \"$@\" || bad=1; }\n"
     "said() { [ ! -s \"$1\" ] || { sed 's/^/sandboxfs: /' \"$1\"; bad=1; }; }\n"
     /* sync in: every GET in one curl; the files' parent dirs made first, each
      * file's headers dumped to h/N for its mode and mtime */
@@ -115,16 +116,13 @@ static const char job_body[] =
     "R=$R LC_ALL=C awk \"$AQ\"'{\n"
     "  k = $1; g = $2; p = rest($0, 3); d = p\n"
     "  print k \" \" $3 \" \" p >(ENVIRON[\"R\"] \"/urls\")\n"
-    "  if (k == \"d\" || sub(\"/[^/]*$\", \"\", d)) print \"./\" d >(ENVIRON[\"R\"] \"/dirs\")\n"
+    "  if (k == \"d\" || sub(\"/[^/]*$\", \"\", d)) print \"- \" d >(ENVIRON[\"R\"] \"/dirs\")\n"
     "  if (g == \"-\") next\n"
     "  n++; xfer(g, n)\n"
     "  print \"output = \\\"\" (k == \"d\" ? \"/dev/null\" : cq(\"./\" p)) \"\\\"\"\n"
     "  print \"dump-header = \\\"\" cq(ENVIRON[\"R\"] \"/h/\" n) \"\\\"\"\n"
     "}' \"$R/manifest\" >\"$R/in.cfg\" || bad=1\n"
-    "LC_ALL=C sort -u \"$R/dirs\" >\"$R/sorted\"; set --\n"
-    "while IFS= read -r d; do set -- \"$@\" \"$d\"; [ $# -lt 200 ] || { mkdir -p \"$@\" || bad=1; "
-    "set --; }; done <\"$R/sorted\"\n"
-    "[ $# = 0 ] || mkdir -p \"$@\" || bad=1\n"
+    "LC_ALL=C sort -u \"$R/dirs\" >\"$R/sorted\"; grouped make_dirs <\"$R/sorted\"\n"
     "many \"$R/in.codes\" \"$R/in.cfg\"\n"
     ": >\"$R/modes\"; : >\"$R/times\"; : >\"$R/dmodes\"; : >\"$R/sizes\"\n"
     "R=$R DM=$(printf '%04o' $((0666 & ~0$(umask)))) LC_ALL=C awk \"$AQ\"'{\n"
@@ -146,6 +144,8 @@ static const char job_body[] =
     "  if (t ~ /^[0-9]+$/) print t \" \" p >(ENVIRON[\"R\"] \"/times\")\n"
     "}' \"$R/in.codes\" \"$R/manifest\" >\"$R/in.bad\" || bad=1\n"
     "said \"$R/in.bad\"\n"
+    /* directories' modes last, once everything is in them (a 0500 one would
+     * refuse a file's touch by a non-root task) */
     "for s in modes:set_mode times:set_time dmodes:set_mode; do\n"
     "  LC_ALL=C sort \"$R/${s%:*}\" >\"$R/sorted\"; grouped \"${s#*:}\" <\"$R/sorted\"\n"
     "done\n"

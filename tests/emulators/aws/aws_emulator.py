@@ -673,7 +673,9 @@ class Handler(s3.Handler):
 
     def dispatch(self):
         url = urllib.parse.urlsplit(self.path)
-        task = "X-Amz-Signature=" in url.query or (
+        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
+        # presigned or a POST upload: a task's request, signed in itself
+        task = "X-Amz-Signature" in q or (
             self.command == "POST" and
             self.headers.get("Content-Type", "").startswith("multipart/form-data"))
         if task:
@@ -681,13 +683,13 @@ class Handler(s3.Handler):
                 TASK_S3["now"] += 1
                 TASK_S3["most"] = max(TASK_S3["most"], TASK_S3["now"])
         try:
-            self._dispatch(url)
+            self._dispatch(url, q, task)
         finally:
             if task:
                 with LOCK:
                     TASK_S3["now"] -= 1
 
-    def _dispatch(self, url):
+    def _dispatch(self, url, q, task):
         self._body = None
         self.read_body()
         target = self.headers.get("X-Amz-Target")
@@ -708,11 +710,8 @@ class Handler(s3.Handler):
             return self._json(200, data)
         if target:
             return self._json_dispatch(target)
-        q = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
-        ctype = self.headers.get("Content-Type", "")
-        if "X-Amz-Signature" in q or (self.command == "POST" and
-                                      ctype.startswith("multipart/form-data")):
-            return self._unsigned_s3(url, q, ctype)
+        if task:
+            return self._unsigned_s3(url, q, self.headers.get("Content-Type", ""))
         if FAULTS["expired"] and not url.path.startswith("/_emu/"):
             self.status_sent = 0
             self.read_body()
