@@ -382,7 +382,7 @@ busybox" ]
 	[ -n "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")" ]
 	ctl_write "$MNT/k1/ctl" 'kill 2'
 	[ "$(timeout 60 cat "$MNT/k1/runs/2/wait")" = "killed TERM" ]
-	wait_for test -z "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")"
+	wait_for eval 'test -z "$(docker ps -q --filter "label=sandboxfs.aws-emu=$EMU_DIR/root")"'
 }
 
 @test "aws runs: names with quotes, backslashes, ;,[]{}% and spaces sync in and back, with modes and mtimes" {

@@ -139,7 +139,7 @@ conf_test_readers_leave_nothing() {
 	[ "$(cat "$MNT/lf/runs/$n/journal" | wc -l)" = 30 ]
 	wait_for grep -q '^followers 0$' "$MNT/lf/status"
 	if [ "$CONF_MODE" = emulator ]; then
-		wait_for test "$(emu_stat processes)" = 0
+		wait_for eval 'test "$(emu_stat processes)" = 0'
 	fi
 }
 
@@ -391,7 +391,7 @@ conf_test_kill_cancel() {
 		[[ "$(cat "$MNT/c1/runs/$n/wait")" == killed* ]]
 		grep -qx 'state running' "$MNT/c1/status"
 		if [ "$CONF_MODE" = emulator ]; then
-			wait_for test "$(emu_stat processes)" = 0
+			wait_for eval 'test "$(emu_stat processes)" = 0'
 		fi
 		n=$(ctl_write "$MNT/c1/ctl" 'exec echo again; sleep 300')
 		wait_for grep -q again "$MNT/c1/runs/$n/journal"
@@ -410,7 +410,7 @@ conf_test_kill_cancel() {
 	grep -q '^error cancelled' "$MNT/c1/status"
 	if [ "$CONF_MODE" = emulator ]; then
 		[ "$(emu_stat sandboxes)" = 0 ]
-		wait_for test "$(emu_stat processes)" = 0
+		wait_for eval 'test "$(emu_stat processes)" = 0'
 	fi
 }
 

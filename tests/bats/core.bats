@@ -372,7 +372,7 @@ except KeyboardInterrupt:
 	done
 	cat "$MNT/demo/runs/1/wait"
 	wait_for grep -q '^followers 0$' "$MNT/demo/status"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 }
 
 @test "kill: TERM then KILL takes the whole group, a TERM-ignoring grandchild too" {
@@ -385,7 +385,7 @@ except KeyboardInterrupt:
 	run cat "$MNT/demo/runs/1/wait"
 	[ "$output" = "killed TERM" ]
 	run ! kill -0 "$gc"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 }
 
 # gone PID: PID is no process any more, or a zombie (dead, only not yet
@@ -414,7 +414,7 @@ escape_cmd() {
 	# gone when kill returned, status final
 	gone "$esc"
 	[ "$(cat "$MNT/demo/runs/1/status")" = "killed TERM" ]
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 }
 
 @test "rmdir reaches descendants that left their run's session, of live and of ended runs" {
@@ -434,7 +434,7 @@ escape_cmd() {
 	rmdir "$MNT/demo"
 	wait_for gone "$esc1"
 	wait_for gone "$esc2"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 }
 
 @test "kill RUN SIGNAL, runs/N/ctl kill, and cancel on a killable provider" {
@@ -549,7 +549,7 @@ escape_cmd() {
 	run_cmd demo 'cat m; echo from-run >r'
 	cat "$MNT/demo/runs/1/wait"
 	[ "$(cat "$MNT/demo/journal")" = from-mount ]
-	wait_for test "$(cat "$w/r")" = from-run
+	wait_for eval 'test "$(cat "$w/r")" = from-run'
 }
 
 @test "durableFilesystem and takeover: kill -9 of the daemon mid-run loses nothing" {

@@ -111,6 +111,6 @@ teardown() {
 		fi
 	done
 	# each closed its lock just before returning from main: all gone soon
-	wait_for test -z "$(daemon_pids)"
+	wait_for eval 'test -z "$(daemon_pids)"'
 	echo "$cycles cycles in $((SECONDS - start)) s" >&3
 }

@@ -71,6 +71,6 @@ conf_provider daytona
 	grep -qx 'state error' "$MNT/k/status"
 	grep -q '^error interrupted: a daemon stopped while it was being created' "$MNT/k/status"
 	rmdir "$MNT/k"
-	wait_for test "$(emu_stat sandboxes)" = 0
+	wait_for eval 'test "$(emu_stat sandboxes)" = 0'
 	[ -z "$(ls -A "$STATE/sandboxes")" ]
 }

@@ -191,7 +191,7 @@ two" ]
 	[[ "$(cat "$MNT/k1/runs/$n/status")" == killed* ]]
 	[ "$(conf_run k1 "ps -eo args | grep -c -e '^sleep $a\$' -e '^sleep $b\$'")" = 0 ]
 	if [ "$CONF_MODE" = emulator ]; then
-		wait_for test "$(emu_stat processes)" = 0
+		wait_for eval 'test "$(emu_stat processes)" = 0'
 	fi
 }
 

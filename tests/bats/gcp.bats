@@ -573,7 +573,7 @@ for name in sys.argv[2:]:
 	wait_for grep -qx up "$MNT/c1/runs/$n/journal"
 	ctl_write "$MNT/c1/ctl" "kill $n"
 	[[ "$(cat "$MNT/c1/runs/$n/status")" == killed* ]]
-	wait_for test -z "$(docker ps -q --filter "label=sfs.gcp-emu.root=$(realpath "$EMU_DIR/root")")"
+	wait_for eval 'test -z "$(docker ps -q --filter "label=sfs.gcp-emu.root=$(realpath "$EMU_DIR/root")")"'
 }
 
 @test "gcp: new source= uploads the tree as one object and one execution unpacks it; files and symlinks arrive" {

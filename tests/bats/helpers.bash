@@ -131,7 +131,7 @@ trace_daemon() {
 # (providers/later.c: the cmd's flush, then the next run's directory) is
 # done, for the one sandbox in $STATE.
 wait_exec_later_done() {
-	wait_for test -p "$(ls -d "$STATE"/sandboxes/*/runs)/.next/stdin"
+	wait_for eval 'test -p "$(ls -d "$STATE"/sandboxes/*/runs)/.next/stdin"'
 }
 
 # wait_sleep_running RUNDIR: the run whose state is RUNDIR (its runs/N on

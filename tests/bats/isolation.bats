@@ -63,7 +63,7 @@ teardown() {
 	[[ "$output" != *"$SFS_ISO_CANARY"* ]]
 	# the run's host processes are not root either
 	run_cmd_n=$(ctl_write "$MNT/box/ctl" "exec sleep 30")
-	wait_for test -n "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -n "$(sfs_run_pids "$STATE")"'
 	holder=$(jq -r .holder.target "$STATE"/sandboxes/*/holder)
 	ns=$(readlink "/proc/$holder/ns/pid")
 	inside=0
@@ -135,19 +135,19 @@ PY
 @test "isolation=bwrap: kill and cancel end every process of the sandbox, also one that left the run's group" {
 	new_iso box
 	n=$(ctl_write "$MNT/box/ctl" "exec setsid sleep 300 & sleep 300")
-	wait_for test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2
+	wait_for eval 'test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2'
 	ctl_write "$MNT/box/ctl" "kill $n"
 	[ "$(cat "$MNT/box/runs/$n/wait")" != running ]
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 	[ -z "$(sfs_run_pids "$STATE")" ]
 	# the next run gets a fresh namespace, with nothing of the old one
 	run run_in box "ps -eo args | grep -c '^sleep 300' || true"
 	[ "$output" = 0 ]
 	# cancel does the same
 	n=$(ctl_write "$MNT/box/ctl" "exec setsid sleep 300 & sleep 300")
-	wait_for test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2
+	wait_for eval 'test "$(sfs_run_pids "$STATE" | wc -l)" -ge 2'
 	ctl_write "$MNT/box/ctl" "cancel $n"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 	[ -z "$(sfs_run_pids "$STATE")" ]
 }
 
@@ -173,7 +173,7 @@ PY
 	kill -0 "$holder"
 	rmdir "$MNT/box"
 	wait_for test ! -e "/proc/$holder"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 	[ -z "$(sfs_run_pids "$STATE")" ]
 }
 

@@ -416,7 +416,7 @@ sb_state_is() { grep -qsx "state $2" "$MNT/$1/status"; }
 	rmdir "$MNT/k"
 	[ ! -e "$MNT/k" ]
 	wait_for test ! -e "$d"
-	wait_for test -z "$(sfs_run_pids "$STATE")"
+	wait_for eval 'test -z "$(sfs_run_pids "$STATE")"'
 	[ -z "$(ls -A "$STATE/sandboxes")" ]
 	run ! grep -q '"name": "k"' "$STATE/registry.json"
 }

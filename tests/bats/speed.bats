@@ -358,7 +358,7 @@ agent_pid() {
 	# the run came from the agent, not from an exec
 	by_agent "$n"
 	docker exec "$id" kill "$p1"
-	wait_for test -z "$(agent_pid "$id")"
+	wait_for eval 'test -z "$(agent_pid "$id")"'
 	n=$(dk_exec a1 'echo again')
 	[ "$(cat "$MNT/a1/runs/$n/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/a1/runs/$n/journal")" = again ]

@@ -81,7 +81,7 @@ emu_api() {
 	[ "$(emu_stat processes)" -ge 3 ] # wrapper, its command, two sleeps
 	ctl_write "$MNT/kg/ctl" kill >/dev/null
 	[ "$(cat "$MNT/kg/runs/$n/wait")" = "killed TERM" ]
-	wait_for test "$(emu_stat processes)" = 0
+	wait_for eval 'test "$(emu_stat processes)" = 0'
 	run ctl_write "$MNT/kg/ctl" "kill $n"
 	[ "$status" -ne 0 ] # an ended run is not killed twice
 }
@@ -107,7 +107,7 @@ two" ]
 	wait_for grep -q '^followers 0$' "$MNT/fo/status"
 	grep -Eq 'POST /v1/sprites/fo/exec/[0-9]+/kill\?signal=SIGTERM' "$EMU_DIR/requests.log"
 	ctl_write "$MNT/fo/ctl" kill >/dev/null
-	wait_for test "$(emu_stat processes)" = 0
+	wait_for eval 'test "$(emu_stat processes)" = 0'
 }
 
 @test "sprites: expose of a port other than 8080 is EOPNOTSUPP with the reason" {
