@@ -1,7 +1,7 @@
 /*
  * The session's reads and writes of /dev/fuse (fuse_session_custom_io), for
  * what libfuse 3.14 has no word for: FUSE_HANDLE_KILLPRIV_V2 and the kill
- * flags the kernel sends with it.
+ * flags the kernel sends with it, and FUSE passthrough.
  *
  * Without it, the kernel asks for security.capability before every write
  * (the answer "none" is not remembered), one round trip more per write.
@@ -16,28 +16,59 @@
  * request in the thread that then handles it, which a request spliced into
  * a pipe would hide (and libfuse splices only where the pipe can hold the
  * largest write, which root here cannot make it).
+ *
+ * Passthrough (Linux 6.9, protocol 7.40): with FUSE_PASSTHROUGH agreed at
+ * INIT, a file registered with FUSE_DEV_IOC_BACKING_OPEN and an open reply
+ * carrying FOPEN_PASSTHROUGH and its backing id are read, written and
+ * mapped by the kernel on the host file directly, with no request to the
+ * daemon.  The open reply is libfuse's, patched on its way out by the
+ * thread that sends it (kio_reply_*_passthrough).
  */
 #include "kernel_io.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+/* Protocol 7.40's names, which Debian 12's linux/fuse.h (7.38) lacks. */
+#ifndef FUSE_PASSTHROUGH
+#define FUSE_PASSTHROUGH (1ULL << 37)
+#endif
+#ifndef FOPEN_PASSTHROUGH
+#define FOPEN_PASSTHROUGH (1 << 7)
+#endif
+struct kio_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define KIO_IOC_BACKING_OPEN _IOW(229, 1, struct kio_backing_map)
+#define KIO_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+/* fuse_init_out.max_stack_depth (7.40) is unused[0] of 7.38's header.  One:
+ * backing files must be on a filesystem that stacks on nothing (overlayfs
+ * refuses to stack on us then, as on any stacked filesystem). */
+#define KIO_MAX_STACK_DEPTH 1
+
 static struct fuse_session *session;
-static bool want_v2;
-static bool offered_v2;
+static unsigned want_init;
+static unsigned offered_init;
 static uint64_t init_unique;
-static bool v2_on;
+static bool init_done;
+static bool v2_on, passthrough_on;
 /* the request this thread is handling: read by the same worker after the
  * read() that fetched it (libfuse's loop reads, then processes, per thread) */
 static __thread bool req_kill;
+/* the backing id the open reply this thread is sending gets, or 0 */
+static __thread int reply_backing_id;
 
-bool kio_request_kills(const void *buf, size_t len, bool *offers_v2)
+bool kio_request_kills(const void *buf, size_t len, unsigned *offers)
 {
 	const struct fuse_in_header *in = buf;
 	const char *arg = (const char *)buf + sizeof(*in);
@@ -49,8 +80,13 @@ bool kio_request_kills(const void *buf, size_t len, bool *offers_v2)
 	switch (in->opcode) {
 	case FUSE_INIT: {
 		const struct fuse_init_in *i = (const void *)arg;
-		if (offers_v2 && alen >= offsetof(struct fuse_init_in, flags) + sizeof(i->flags))
-			*offers_v2 = (i->flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+		if (!offers || alen < offsetof(struct fuse_init_in, flags) + sizeof(i->flags))
+			return false;
+		*offers = (i->flags & FUSE_HANDLE_KILLPRIV_V2) ? KIO_INIT_V2 : 0;
+		if ((i->flags & FUSE_INIT_EXT) &&
+		    alen >= offsetof(struct fuse_init_in, flags2) + sizeof(i->flags2) &&
+		    (i->flags2 & (uint32_t)(FUSE_PASSTHROUGH >> 32)))
+			*offers |= KIO_INIT_PASSTHROUGH;
 		return false;
 	}
 	case FUSE_WRITE:
@@ -74,18 +110,51 @@ bool kio_request_kills(const void *buf, size_t len, bool *offers_v2)
 	}
 }
 
-bool kio_patch_init_reply(struct iovec *iov, int count, uint64_t unique, bool want)
+int kio_patch_init_reply(struct iovec *iov, int count, uint64_t unique, unsigned want)
 {
 	if (count < 2 || iov[0].iov_len < sizeof(struct fuse_out_header))
-		return false;
+		return -1;
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fuse_init_out *o = iov[1].iov_base;
-	if (out->unique != unique || out->error != 0 ||
+	if (out->unique != unique)
+		return -1;
+	if (out->error != 0 ||
 	    iov[1].iov_len < offsetof(struct fuse_init_out, flags) + sizeof(o->flags))
-		return false;
-	if (want)
+		return 0;
+	unsigned on = 0;
+	if (want & KIO_INIT_V2) {
 		o->flags |= FUSE_HANDLE_KILLPRIV_V2;
-	return want;
+		on |= KIO_INIT_V2;
+	}
+	/* the kernel refuses passthrough beside its writeback cache */
+	if ((want & KIO_INIT_PASSTHROUGH) && !(o->flags & FUSE_WRITEBACK_CACHE) &&
+	    iov[1].iov_len >= offsetof(struct fuse_init_out, unused) + sizeof(o->unused[0])) {
+		o->flags |= FUSE_INIT_EXT;
+		o->flags2 |= (uint32_t)(FUSE_PASSTHROUGH >> 32);
+		o->unused[0] = KIO_MAX_STACK_DEPTH;
+		on |= KIO_INIT_PASSTHROUGH;
+	}
+	return (int)on;
+}
+
+bool kio_patch_open_reply(struct iovec *iov, int count, int backing_id)
+{
+	struct fuse_open_out o;
+
+	if (count < 2 || iov[0].iov_len < sizeof(struct fuse_out_header) ||
+	    ((const struct fuse_out_header *)iov[0].iov_base)->error != 0 ||
+	    iov[count - 1].iov_len < sizeof(o))
+		return false;
+	/* the open reply ends the body (create's follows its entry); a
+	 * create's body is a char array, so no aligned access to it */
+	char *at = (char *)iov[count - 1].iov_base + iov[count - 1].iov_len - sizeof(o);
+	memcpy(&o, at, sizeof(o));
+	/* the kernel fails (EIO) a passthrough open with any other flag */
+	o.open_flags &= FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES;
+	o.open_flags |= FOPEN_PASSTHROUGH;
+	o.padding = (uint32_t)backing_id; /* 7.40's backing_id */
+	memcpy(at, &o, sizeof(o));
+	return true;
 }
 
 static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
@@ -95,11 +164,11 @@ static ssize_t kio_read(int fd, void *buf, size_t len, void *userdata)
 
 	req_kill = false;
 	if (r > 0) {
-		bool offers = false;
+		unsigned offers = 0;
 		const struct fuse_in_header *in = buf;
 		req_kill = kio_request_kills(buf, (size_t)r, &offers);
 		if ((size_t)r >= sizeof(*in) && in->opcode == FUSE_INIT) {
-			__atomic_store_n(&offered_v2, offers, __ATOMIC_RELAXED);
+			__atomic_store_n(&offered_init, offers, __ATOMIC_RELAXED);
 			__atomic_store_n(&init_unique, in->unique, __ATOMIC_RELEASE);
 		}
 	}
@@ -110,13 +179,21 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	/* INIT is answered once, before any other request is read; the other
-	 * workers read v2_on later (atomics: the kernel's ordering is not one
-	 * a race detector sees) */
+	 * workers read what it turned on later (atomics: the kernel's ordering
+	 * is not one a race detector sees) */
 	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
-	if (unique && !__atomic_load_n(&v2_on, __ATOMIC_ACQUIRE) &&
-	    kio_patch_init_reply(iov, count, unique,
-				 want_v2 && __atomic_load_n(&offered_v2, __ATOMIC_RELAXED)))
-		__atomic_store_n(&v2_on, true, __ATOMIC_RELEASE);
+	if (unique && !__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) {
+		int on = kio_patch_init_reply(
+		    iov, count, unique, want_init & __atomic_load_n(&offered_init, __ATOMIC_RELAXED));
+		if (on >= 0) {
+			__atomic_store_n(&v2_on, (on & KIO_INIT_V2) != 0, __ATOMIC_RELEASE);
+			__atomic_store_n(&passthrough_on, (on & KIO_INIT_PASSTHROUGH) != 0,
+					 __ATOMIC_RELEASE);
+			__atomic_store_n(&init_done, true, __ATOMIC_RELEASE);
+		}
+	}
+	if (reply_backing_id)
+		kio_patch_open_reply(iov, count, reply_backing_id);
 	return writev(fd, iov, count);
 }
 
@@ -127,7 +204,7 @@ static ssize_t kio_splice_send(int fdin, off_t *offin, int fdout, off_t *offout,
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 
-int kio_install(struct fuse_session *se, bool killpriv_v2)
+int kio_install(struct fuse_session *se, bool killpriv_v2, bool passthrough)
 {
 	static const struct fuse_custom_io io = {
 	    .read = kio_read,
@@ -136,7 +213,7 @@ int kio_install(struct fuse_session *se, bool killpriv_v2)
 	};
 
 	session = se;
-	want_v2 = killpriv_v2;
+	want_init = (killpriv_v2 ? KIO_INIT_V2 : 0) | (passthrough ? KIO_INIT_PASSTHROUGH : 0);
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
@@ -188,4 +265,45 @@ bool kio_killpriv_v2(void)
 bool kio_kill_suidgid(void)
 {
 	return req_kill;
+}
+
+bool kio_passthrough(void)
+{
+	return __atomic_load_n(&passthrough_on, __ATOMIC_ACQUIRE);
+}
+
+int kio_backing_open(int fd)
+{
+	struct kio_backing_map map = {.fd = fd};
+	int id;
+
+	if (!session)
+		return -ENOTCONN;
+	id = ioctl(fuse_session_fd(session), KIO_IOC_BACKING_OPEN, &map);
+	return id < 0 ? -errno : id;
+}
+
+void kio_backing_close(int id)
+{
+	uint32_t arg = (uint32_t)id;
+
+	if (session)
+		ioctl(fuse_session_fd(session), KIO_IOC_BACKING_CLOSE, &arg);
+}
+
+int kio_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, int backing_id)
+{
+	reply_backing_id = backing_id;
+	int r = fuse_reply_open(req, fi);
+	reply_backing_id = 0;
+	return r;
+}
+
+int kio_reply_create_passthrough(fuse_req_t req, const struct fuse_entry_param *e,
+				 const struct fuse_file_info *fi, int backing_id)
+{
+	reply_backing_id = backing_id;
+	int r = fuse_reply_create(req, e, fi);
+	reply_backing_id = 0;
+	return r;
 }

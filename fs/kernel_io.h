@@ -1,5 +1,6 @@
 /* The session's own reads and writes of /dev/fuse: FUSE_HANDLE_KILLPRIV_V2
- * and the kill flags of the request being handled (fs/kernel_io.c). */
+ * and the kill flags of the request being handled, and FUSE passthrough
+ * (fs/kernel_io.c). */
 #ifndef SFS_KERNEL_IO_H
 #define SFS_KERNEL_IO_H
 
@@ -12,9 +13,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-/* Takes over the mounted session's fd; killpriv_v2 asks the kernel for it
- * when it offers it.  0 or a negative errno. */
-int kio_install(struct fuse_session *se, bool killpriv_v2);
+/* Takes over the mounted session's fd; killpriv_v2 and passthrough ask the
+ * kernel for them when it offers them.  0 or a negative errno. */
+int kio_install(struct fuse_session *se, bool killpriv_v2, bool passthrough);
 /* Whether the kernel agreed to FUSE_HANDLE_KILLPRIV_V2. */
 bool kio_killpriv_v2(void);
 /* Whether the request this thread handles asks the daemon to clear
@@ -33,18 +34,37 @@ mode_t kio_suidgid_to_clear(mode_t mode);
  * does not flag.  A caller gone meanwhile counts by its uid (root: yes). */
 bool kio_caller_has_fsetid(fuse_req_t req);
 
+/* Whether the kernel agreed to FUSE passthrough. */
+bool kio_passthrough(void);
+/* Registers fd's file as a backing file: its id (> 0) or a negative errno
+ * (-EPERM without CAP_SYS_ADMIN, -ELOOP on a stacked filesystem). */
+int kio_backing_open(int fd);
+void kio_backing_close(int id);
+/* fuse_reply_open and fuse_reply_create with FOPEN_PASSTHROUGH on a
+ * registered backing id; the same results. */
+int kio_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, int backing_id);
+int kio_reply_create_passthrough(fuse_req_t req, const struct fuse_entry_param *e,
+				 const struct fuse_file_info *fi, int backing_id);
+
 /* Drops the kernel's cached attributes of ino, not its pages, at once: for
  * a mode a handler changed that its reply does not carry (a write's).  Safe
  * inside a handler: without pages to drop the kernel takes no lock the
  * request it waits for holds. */
 void kio_inval_attr(fuse_ino_t ino);
 
+/* What INIT offers and its reply turns on. */
+enum { KIO_INIT_V2 = 1, KIO_INIT_PASSTHROUGH = 2 };
+
 /* Pure parts, for the unit test.  Whether a raw request (len bytes) carries
- * a kill flag; for INIT, *offers_v2 says whether the kernel offers v2. */
-bool kio_request_kills(const void *buf, size_t len, bool *offers_v2);
-/* Sets FUSE_HANDLE_KILLPRIV_V2 in a successful INIT reply to unique when
- * want; true when it did. */
-bool kio_patch_init_reply(struct iovec *iov, int count, uint64_t unique, bool want);
+ * a kill flag; for INIT, *offers gets the KIO_INIT_* the kernel offers
+ * (left alone for an INIT too short to say). */
+bool kio_request_kills(const void *buf, size_t len, unsigned *offers);
+/* Turns on the wanted KIO_INIT_* in a successful INIT reply to unique: the
+ * ones it turned on, or -1 for a reply to another request. */
+int kio_patch_init_reply(struct iovec *iov, int count, uint64_t unique, unsigned want);
+/* Marks a successful open or create reply FOPEN_PASSTHROUGH on
+ * backing_id; false (untouched) for an error reply. */
+bool kio_patch_open_reply(struct iovec *iov, int count, int backing_id);
 /* From the text of a /proc/PID/status: 1 if CapEff holds CAP_FSETID, 0 if
  * not, -1 without a CapEff line. */
 int kio_status_has_fsetid(FILE *status);

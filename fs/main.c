@@ -340,7 +340,8 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, c.mountpoint) != 0)
 		goto out_signals;
-	r = kio_install(se, sfs_opt_get_bool("killpriv_v2"));
+	r = kio_install(se, sfs_opt_get_bool("killpriv_v2"),
+			sfs_opt_get_bool("passthrough") && !sfs_opt_get_bool("writeback"));
 	if (r < 0) {
 		sfs_log(SFS_LOG_ERR, "fuse_session_custom_io: %s", strerror(-r));
 		goto out_unmount;

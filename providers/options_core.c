@@ -57,6 +57,13 @@ const struct sfs_opt sfs_core_options[] = {
 	     "mount reach the host later and can overwrite what a run wrote meanwhile; a "
 	     "hard-linked file a run changes keeps its old size through the mount while more "
 	     "than one of its names is cached"},
+    {.key = "passthrough",
+     .type = SFS_OPT_BOOL,
+     .def = "true",
+     .help = "let the kernel read, write and map a workspace file open through the mount "
+	     "directly on the host file (FUSE passthrough: Linux 6.9 or later, a daemon with "
+	     "CAP_SYS_ADMIN, not with writeback); false, or where it is not had: every read "
+	     "and write goes through the daemon"},
     {.key = "killpriv_v2",
      .type = SFS_OPT_BOOL,
      .def = "true",

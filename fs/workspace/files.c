@@ -84,17 +84,22 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->fd = fd;
 	h->node = n;
 	ws_file_info(fi, h);
+	ws_io_begin(h, fd, fi);
 out:
-	ws_put(n);
 	if (err) {
+		ws_put(n);
 		free(h);
 		ws_reply_err(req, err);
 		return;
 	}
-	if (fuse_reply_open(req, fi) == -ENOENT) {
-		close(h->fd); /* interrupted: no release will come */
+	/* pinned past the reply: an interrupted open's node may be forgotten
+	 * at once, and ws_io_end still counts on it */
+	if (ws_reply_open(req, h, fi) == -ENOENT) {
+		ws_io_end(h); /* interrupted: no release will come */
+		close(h->fd);
 		free(h);
 	}
+	ws_put(n);
 }
 
 void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -160,8 +165,10 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	h->fd = fd;
 	h->node = n;
 	ws_file_info(fi, h);
+	ws_io_begin(h, fd, fi);
 	ws_put(p);
-	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+	if (ws_reply_create(req, h, &e, fi) == -ENOENT) {
+		ws_io_end(h);
 		close(fd);
 		free(h);
 		ws_unref(e.ino, 1);
@@ -271,6 +278,7 @@ void ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ws_file *h = ws_file(fi);
 
+	ws_io_end(h);
 	close(h->fd);
 	free(h);
 	fuse_reply_err(req, 0);

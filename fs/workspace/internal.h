@@ -55,6 +55,9 @@ struct ws_node {
 	/* Coherence (see "Coherence" in watcher.c); atomics, not under ws.lock. */
 	uint64_t known_ctime; /* ctime (ns) the kernel's caches are known to match */
 	unsigned self_busy;   /* handlers changing it right now */
+	/* Open files by I/O mode (iomode.c), under its lock. */
+	unsigned pt_files, cached_files;
+	int pt_id; /* the backing id while pt_files > 0 */
 };
 
 struct ws_map {
@@ -65,9 +68,13 @@ struct ws_map {
 
 /* fi->fh of an open file / directory.  The node outlives the handle: the
  * kernel cannot forget an inode that has an open file. */
+enum ws_io { WS_IO_CACHED, WS_IO_PASSTHROUGH };
+
 struct ws_file {
 	int fd;
 	struct ws_node *node;
+	enum ws_io io;
+	int backing_id; /* WS_IO_PASSTHROUGH's */
 };
 
 struct ws_dir {
@@ -224,5 +231,12 @@ void ws_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
 void ws_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 void ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+/* iomode.c */
+void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi);
+void ws_io_end(struct ws_file *h);
+int ws_reply_open(fuse_req_t req, struct ws_file *h, struct fuse_file_info *fi);
+int ws_reply_create(fuse_req_t req, struct ws_file *h, const struct fuse_entry_param *e,
+		    struct fuse_file_info *fi);
 
 #endif

@@ -490,6 +490,102 @@ capability_lookups() {
 	[ "$LOOKUPS" -ge 64 ]
 }
 
+# daemon_io FILE [sandboxfs options...]: mounts (state in a fresh dir) and
+# sets IO to how many of the daemon's reads and writes touch FILE's host
+# file while 8 MiB are written to it through the mount, synced, read back.
+daemon_io() {
+	local name=$1
+	shift
+	STATE=$(mktemp -d "$BATS_TEST_TMPDIR/state.XXXX")
+	ws_mount "$@"
+	local trace="$STATE.strace"
+	trace_daemon "$trace" pread64,pwrite64,preadv,pwritev,splice,read,write
+	dd if=/dev/urandom of="$W/$name" bs=1M count=8 status=none
+	sync "$W/$name"
+	[ "$(md5sum <"$W/$name")" = "$(md5sum <"$H/$name")" ]
+	echo 3 >/proc/sys/vm/drop_caches
+	cat "$W/$name" >/dev/null
+	kill "$TRACER"
+	wait "$TRACER" || true
+	IO=$(grep -c "workspace/$name>" "$trace" || true)
+	sfs_teardown
+}
+
+@test "passthrough: the kernel reads and writes a file open through the mount on the host file; passthrough=false sends it through the daemon" {
+	daemon_io big
+	echo "daemon reads and writes of the file: $IO"
+	[ "$IO" -eq 0 ]
+	# the option's doing: without it every byte goes through the daemon
+	daemon_io big -o passthrough=false
+	echo "without passthrough: $IO"
+	[ "$IO" -ge 16 ]
+	# and never beside the writeback cache, which the kernel refuses it with
+	daemon_io big -o writeback
+	echo "with writeback: $IO"
+	[ "$IO" -ge 16 ]
+}
+
+@test "passthrough: set-user-ID files still lose the bit to another user's write, and no mix of opens fails" {
+	ws_mount_allow_other
+	# a set-user-ID file opens through the daemon, which clears the bit
+	echo x >"$W/f"
+	chmod 4777 "$W/f"
+	exec 8>>"$W/f" # root's open, kept: the file's mode is now the daemon's
+	as_nobody sh -c "echo y >> '$W/f'"
+	[ "$(modes)" = "777 777" ]
+	# another open beside it cannot be passthrough (the kernel would fail it)
+	echo z >>"$W/f"
+	exec 8>&-
+	[ "$(cat "$W/f")" = "$(printf 'x\ny\nz')" ]
+	# a file open passthrough, then made set-user-ID: a new open is neither
+	# (direct I/O through the daemon), and the bit goes as on the host
+	echo x >"$W/g"
+	exec 8>>"$W/g"
+	chmod 4777 "$W/g"
+	as_nobody sh -c "echo y >> '$W/g'"
+	[ "$(stat -c %a "$H/g")" = 777 ]
+	echo z >&8
+	exec 8>&-
+	[ "$(cat "$W/g")" = "$(printf 'x\ny\nz')" ]
+	[ "$(cat "$H/g")" = "$(printf 'x\ny\nz')" ]
+	# opens of every kind at once, and after: none fails
+	chmod 4755 "$W/f"
+	py "
+fds = [os.open(W + '/f', os.O_RDONLY)]
+os.chmod(W + '/f', 0o755)
+fds += [os.open(W + '/f', os.O_RDWR) for _ in range(3)]
+os.write(fds[1], b'A')
+for fd in fds: os.close(fd)
+fds = [os.open(W + '/f', os.O_RDWR) for _ in range(3)]
+os.write(fds[2], b'B')
+for fd in fds: os.close(fd)
+print(open(W + '/f').read()[:2])" >"$BATS_TEST_TMPDIR/out"
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = "BA" ] || [ "$(cat "$BATS_TEST_TMPDIR/out")" = "B" ]
+}
+
+@test "passthrough: shared mmap, exec and the host's writes of a file open through the mount agree" {
+	ws_mount
+	printf 'abcdefgh' >"$W/m"
+	py "
+import mmap
+fd = os.open(W + '/m', os.O_RDWR)
+m = mmap.mmap(fd, 8)
+m[0:3] = b'XYZ'
+m.flush()
+# the host sees the mapping's bytes, the mapping sees the host's
+assert open(H + '/m', 'rb').read() == b'XYZdefgh', open(H + '/m', 'rb').read()
+with open(H + '/m', 'r+b') as h:
+    h.seek(4); h.write(b'1234'); h.flush()
+assert m[:] == b'XYZd1234', m[:]
+assert os.pread(fd, 8, 0) == b'XYZd1234'
+m.close(); os.close(fd)
+print('ok')" >"$BATS_TEST_TMPDIR/out"
+	[ "$(cat "$BATS_TEST_TMPDIR/out")" = ok ]
+	# a program copied in through the mount runs from it
+	cp /bin/echo "$W/echo"
+	[ "$("$W/echo" hi)" = hi ]
+}
+
 @test "POSIX ACLs: enforced for other users, mode changes seen at once" {
 	ws_mount_allow_other
 	echo open >"$W/open"
@@ -1052,5 +1148,10 @@ fsx_run() {
 
 @test "fsx with -o writeback" {
 	ws_mount -o writeback
+	fsx_run
+}
+
+@test "fsx with -o passthrough=false (every read and write through the daemon)" {
+	ws_mount -o passthrough=false
 	fsx_run
 }

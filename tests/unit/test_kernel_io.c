@@ -52,17 +52,29 @@ static void test_setattr_open_create_flags(void)
 static void test_init_offer(void)
 {
 	char buf[256];
-	bool offers = false;
+	unsigned offers = 0;
 	struct fuse_init_in i = {.major = 7, .minor = 38, .flags = FUSE_HANDLE_KILLPRIV_V2};
 	CHECK(!kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers));
-	CHECK(offers);
+	CHECK_INT(offers, KIO_INIT_V2);
 	i.flags = FUSE_ASYNC_READ | FUSE_HANDLE_KILLPRIV;
 	kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers);
-	CHECK(!offers);
+	CHECK_INT(offers, 0);
+	/* passthrough is bit 37: flags2's bit 5, read only with FUSE_INIT_EXT */
+	i.flags = FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV_V2;
+	i.flags2 = 1u << 5;
+	kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers);
+	CHECK_INT(offers, KIO_INIT_V2 | KIO_INIT_PASSTHROUGH);
+	i.flags = FUSE_HANDLE_KILLPRIV_V2;
+	kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers);
+	CHECK_INT(offers, KIO_INIT_V2);
+	i.flags = FUSE_INIT_EXT;
+	i.flags2 = 1u << 4;
+	kio_request_kills(buf, request(buf, FUSE_INIT, &i, sizeof(i)), &offers);
+	CHECK_INT(offers, 0);
 	/* an old kernel's short INIT: no flags word, no offer */
-	offers = true;
+	offers = KIO_INIT_V2;
 	kio_request_kills(buf, request(buf, FUSE_INIT, &i, 8), &offers);
-	CHECK(offers); /* left as it was: nothing read */
+	CHECK_INT(offers, KIO_INIT_V2); /* left as it was: nothing read */
 }
 
 static void test_init_reply(void)
@@ -73,18 +85,66 @@ static void test_init_reply(void)
 	struct iovec iov[2] = {{&out, sizeof(out)}, {&o, sizeof(o)}};
 
 	/* another request's reply is left alone */
-	CHECK(!kio_patch_init_reply(iov, 2, 8, true));
+	CHECK_INT(kio_patch_init_reply(iov, 2, 8, KIO_INIT_V2), -1);
 	CHECK_INT(o.flags, FUSE_ASYNC_READ);
 	/* not wanted: untouched */
-	CHECK(!kio_patch_init_reply(iov, 2, 9, false));
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, 0), 0);
 	CHECK_INT(o.flags, FUSE_ASYNC_READ);
 	/* an error reply has no body to patch */
 	out.error = -EPROTO;
-	CHECK(!kio_patch_init_reply(iov, 1, 9, true));
-	CHECK(!kio_patch_init_reply(iov, 2, 9, true));
+	CHECK_INT(kio_patch_init_reply(iov, 1, 9, KIO_INIT_V2), -1);
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, KIO_INIT_V2), 0);
 	out.error = 0;
-	CHECK(kio_patch_init_reply(iov, 2, 9, true));
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, KIO_INIT_V2), KIO_INIT_V2);
 	CHECK_INT(o.flags, FUSE_ASYNC_READ | FUSE_HANDLE_KILLPRIV_V2);
+	CHECK_INT(o.flags2, 0);
+	/* passthrough: FUSE_INIT_EXT, flags2's bit 5 and a stack depth of 1 */
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, KIO_INIT_PASSTHROUGH), KIO_INIT_PASSTHROUGH);
+	CHECK(o.flags & FUSE_INIT_EXT);
+	CHECK_INT(o.flags2, 1u << 5);
+	CHECK_INT(o.unused[0], 1);
+	/* ...never beside the writeback cache, which the kernel refuses it with */
+	struct fuse_init_out w = {.major = 7, .minor = 38, .flags = FUSE_WRITEBACK_CACHE};
+	iov[1].iov_base = &w;
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, KIO_INIT_V2 | KIO_INIT_PASSTHROUGH), KIO_INIT_V2);
+	CHECK_INT(w.flags2, 0);
+	CHECK_INT(w.unused[0], 0);
+	/* a reply too short for max_stack_depth gets no passthrough */
+	iov[1].iov_len = offsetof(struct fuse_init_out, flags2) + sizeof(w.flags2);
+	w.flags = 0;
+	CHECK_INT(kio_patch_init_reply(iov, 2, 9, KIO_INIT_PASSTHROUGH), 0);
+}
+
+static void test_open_reply(void)
+{
+	struct fuse_out_header out = {.unique = 4};
+	struct fuse_open_out o = {.fh = 77, .open_flags = FOPEN_KEEP_CACHE};
+	struct iovec iov[2] = {{&out, sizeof(out)}, {&o, sizeof(o)}};
+
+	/* keep_cache goes: the kernel refuses it beside passthrough */
+	CHECK(kio_patch_open_reply(iov, 2, 3));
+	CHECK_INT(o.open_flags, 1 << 7);
+	o.open_flags = FOPEN_NOFLUSH | FOPEN_DIRECT_IO;
+	CHECK(kio_patch_open_reply(iov, 2, 3));
+	CHECK_INT(o.open_flags, FOPEN_NOFLUSH | FOPEN_DIRECT_IO | (1 << 7));
+	CHECK_INT(o.padding, 3); /* 7.40's backing_id */
+	CHECK(o.fh == 77);
+	/* create's reply: the open part ends an unaligned body */
+	char body[1 + sizeof(struct fuse_entry_out) + sizeof(struct fuse_open_out)] = {0};
+	struct fuse_open_out c = {.fh = 5};
+	memcpy(body + sizeof(body) - sizeof(c), &c, sizeof(c));
+	iov[1].iov_base = body + 1;
+	iov[1].iov_len = sizeof(body) - 1;
+	CHECK(kio_patch_open_reply(iov, 2, 12));
+	memcpy(&c, body + sizeof(body) - sizeof(c), sizeof(c));
+	CHECK_INT(c.open_flags, 1 << 7);
+	CHECK_INT(c.padding, 12);
+	CHECK(c.fh == 5);
+	/* an error reply, or one with no body, is left alone */
+	out.error = -EACCES;
+	CHECK(!kio_patch_open_reply(iov, 2, 12));
+	out.error = 0;
+	CHECK(!kio_patch_open_reply(iov, 1, 12));
 }
 
 static int has_fsetid(const char *text)
@@ -123,4 +183,5 @@ static void test_bits_to_clear(void)
 
 CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_bits_to_clear),
 	   CHECK_CASE(test_status_capeff), CHECK_CASE(test_setattr_open_create_flags),
-	   CHECK_CASE(test_init_offer), CHECK_CASE(test_init_reply))
+	   CHECK_CASE(test_init_offer), CHECK_CASE(test_init_reply),
+	   CHECK_CASE(test_open_reply))

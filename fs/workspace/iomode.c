@@ -1,0 +1,112 @@
+/*
+ * How the kernel does each open file's I/O: through the daemon (cached in
+ * the kernel's page cache, the watcher keeping it coherent) or, under FUSE
+ * passthrough, on the host file itself (fs/kernel_io.c).
+ *
+ * The kernel keeps one mode per inode: while a file of it is open cached,
+ * a passthrough open fails with EIO, and the other way round; all its
+ * passthrough files must share one backing file.  So a node counts its open
+ * files of each mode, and its backing id lives from the first passthrough
+ * open to the last release.  The kernel forgets a file's mode when it is
+ * closed, before it sends the release, so these counts never fall short of
+ * the kernel's and a choice made on them never conflicts.  A file that must
+ * not be passthrough while others of its node are (a set-user-ID file) opens
+ * passthrough with direct_io, which the kernel lets override it: its reads
+ * and writes come to the daemon.
+ *
+ * A write through passthrough is the daemon's, as root: the host would not
+ * clear set-user-ID or set-group-ID for a caller without CAP_FSETID.  So a
+ * file with those bits never opens passthrough; a bit set later, while the
+ * file is open passthrough, stays through that open's writes.
+ */
+#include "fs/workspace/internal.h"
+#include "fs/kernel_io.h"
+#include "providers/err.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool refused; /* the kernel refused a backing file for want of a capability */
+
+static bool ws_io_may_pass(const struct ws_node *n, int fd)
+{
+	struct stat st;
+
+	if (!kio_passthrough() || !S_ISREG(n->type) ||
+	    __atomic_load_n(&refused, __ATOMIC_RELAXED))
+		return false;
+	return fstat(fd, &st) == 0 && kio_suidgid_to_clear(st.st_mode) == 0;
+}
+
+void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
+{
+	struct ws_node *n = h->node;
+	bool may = ws_io_may_pass(n, fd);
+	int id;
+
+	h->io = WS_IO_CACHED;
+	h->backing_id = 0;
+	pthread_mutex_lock(&io_lock);
+	if (n->pt_files > 0) {
+		h->io = WS_IO_PASSTHROUGH;
+		fi->direct_io = !may;
+	} else if (may && n->cached_files == 0) {
+		/* an ioctl that never waits on the daemon: safe under the lock */
+		id = kio_backing_open(fd);
+		if (id > 0) {
+			n->pt_id = id;
+			h->io = WS_IO_PASSTHROUGH;
+		} else if (id == -EPERM) {
+			__atomic_store_n(&refused, true, __ATOMIC_RELAXED);
+			sfs_log(SFS_LOG_INFO, "workspace: no passthrough: backing files need "
+					      "CAP_SYS_ADMIN");
+		}
+	}
+	if (h->io == WS_IO_PASSTHROUGH) {
+		n->pt_files++;
+		h->backing_id = n->pt_id;
+	} else if (h->io == WS_IO_CACHED) {
+		n->cached_files++;
+	}
+	pthread_mutex_unlock(&io_lock);
+	/* the kernel refuses keep_cache beside passthrough (no pages to keep) */
+	if (h->io == WS_IO_PASSTHROUGH)
+		fi->keep_cache = 0;
+}
+
+void ws_io_end(struct ws_file *h)
+{
+	struct ws_node *n = h->node;
+	int close_id = 0;
+
+	pthread_mutex_lock(&io_lock);
+	if (h->io == WS_IO_PASSTHROUGH && --n->pt_files == 0) {
+		close_id = n->pt_id;
+		n->pt_id = 0;
+	} else if (h->io == WS_IO_CACHED) {
+		n->cached_files--;
+	}
+	pthread_mutex_unlock(&io_lock);
+	/* After the kernel's last passthrough file of the node is gone: a new
+	 * open meanwhile registers a backing file of its own. */
+	if (close_id)
+		kio_backing_close(close_id);
+}
+
+int ws_reply_open(fuse_req_t req, struct ws_file *h, struct fuse_file_info *fi)
+{
+	if (h->io == WS_IO_PASSTHROUGH)
+		return kio_reply_open_passthrough(req, fi, h->backing_id);
+	return fuse_reply_open(req, fi);
+}
+
+int ws_reply_create(fuse_req_t req, struct ws_file *h, const struct fuse_entry_param *e,
+		    struct fuse_file_info *fi)
+{
+	if (h->io == WS_IO_PASSTHROUGH)
+		return kio_reply_create_passthrough(req, e, fi, h->backing_id);
+	return fuse_reply_create(req, e, fi);
+}
