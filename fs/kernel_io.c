@@ -52,8 +52,9 @@ struct kio_backing_map {
 #define KIO_IOC_BACKING_OPEN _IOW(229, 1, struct kio_backing_map)
 #define KIO_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
 /* fuse_init_out.max_stack_depth (7.40) is unused[0] of 7.38's header.  One:
- * backing files must be on a filesystem that stacks on nothing (overlayfs
- * refuses to stack on us then, as on any stacked filesystem). */
+ * backing files must be on a filesystem that stacks on nothing (a file on
+ * overlayfs stays with the daemon), and overlayfs can still stack on us
+ * (depth 2, the kernel's limit). */
 #define KIO_MAX_STACK_DEPTH 1
 
 static struct fuse_session *session;
@@ -183,8 +184,8 @@ static ssize_t kio_writev(int fd, struct iovec *iov, int count, void *userdata)
 	 * is not one a race detector sees) */
 	uint64_t unique = __atomic_load_n(&init_unique, __ATOMIC_ACQUIRE);
 	if (unique && !__atomic_load_n(&init_done, __ATOMIC_ACQUIRE)) {
-		int on = kio_patch_init_reply(
-		    iov, count, unique, want_init & __atomic_load_n(&offered_init, __ATOMIC_RELAXED));
+		unsigned want = want_init & __atomic_load_n(&offered_init, __ATOMIC_RELAXED);
+		int on = kio_patch_init_reply(iov, count, unique, want);
 		if (on >= 0) {
 			__atomic_store_n(&v2_on, (on & KIO_INIT_V2) != 0, __ATOMIC_RELEASE);
 			__atomic_store_n(&passthrough_on, (on & KIO_INIT_PASSTHROUGH) != 0,

@@ -14,6 +14,16 @@
  * passthrough with direct_io, which the kernel lets override it: its reads
  * and writes come to the daemon.
  *
+ * An open that may write starts passthrough, and so does a read-only open
+ * of a big file; a read-only open of a small one is served from the
+ * kernel's page cache, kept across opens (keep_cache), which beats
+ * passthrough's per-open cost (registering the backing file, the kernel's
+ * open of it: some 10 us) for the small files most reads are of.  A
+ * read-only open beside passthrough files is passthrough too.  Pages cached before a
+ * passthrough write are not read after it: a passthrough open has no
+ * keep_cache, so the kernel drops the inode's pages as it opens it, and
+ * nothing caches pages while a file of the inode is passthrough.
+ *
  * A write through passthrough is the daemon's, as root: the host would not
  * clear set-user-ID or set-group-ID for a caller without CAP_FSETID.  So a
  * file with those bits never opens passthrough; a bit set later, while the
@@ -24,37 +34,46 @@
 #include "providers/err.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 
+/* the size from which a read-only open goes passthrough */
+#define WS_IO_PASS_READ_MIN ((off_t)1 << 20)
+
 static pthread_mutex_t io_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool refused; /* the kernel refused a backing file for want of a capability */
 
-static bool ws_io_may_pass(const struct ws_node *n, int fd)
+/* Whether fd's file may be passthrough at all, and its size. */
+static bool ws_io_may_pass(const struct ws_node *n, int fd, off_t *size)
 {
 	struct stat st;
 
 	if (!kio_passthrough() || !S_ISREG(n->type) ||
-	    __atomic_load_n(&refused, __ATOMIC_RELAXED))
+	    __atomic_load_n(&refused, __ATOMIC_RELAXED) || fstat(fd, &st) == -1)
 		return false;
-	return fstat(fd, &st) == 0 && kio_suidgid_to_clear(st.st_mode) == 0;
+	*size = st.st_size;
+	return kio_suidgid_to_clear(st.st_mode) == 0;
 }
 
 void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
 {
 	struct ws_node *n = h->node;
-	bool may = ws_io_may_pass(n, fd);
+	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY;
+	off_t size = 0;
 	int id;
 
 	h->io = WS_IO_CACHED;
 	h->backing_id = 0;
 	pthread_mutex_lock(&io_lock);
+	/* (an fstat under the lock: a syscall that never waits on the daemon) */
 	if (n->pt_files > 0) {
 		h->io = WS_IO_PASSTHROUGH;
-		fi->direct_io = !may;
-	} else if (may && n->cached_files == 0) {
-		/* an ioctl that never waits on the daemon: safe under the lock */
+		fi->direct_io = !ws_io_may_pass(n, fd, &size);
+	} else if (n->cached_files == 0 && ws_io_may_pass(n, fd, &size) &&
+		   (writes || size >= WS_IO_PASS_READ_MIN)) {
+		/* an ioctl that never waits on the daemon either */
 		id = kio_backing_open(fd);
 		if (id > 0) {
 			n->pt_id = id;
@@ -68,7 +87,7 @@ void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
 	if (h->io == WS_IO_PASSTHROUGH) {
 		n->pt_files++;
 		h->backing_id = n->pt_id;
-	} else if (h->io == WS_IO_CACHED) {
+	} else {
 		n->cached_files++;
 	}
 	pthread_mutex_unlock(&io_lock);
@@ -83,10 +102,12 @@ void ws_io_end(struct ws_file *h)
 	int close_id = 0;
 
 	pthread_mutex_lock(&io_lock);
-	if (h->io == WS_IO_PASSTHROUGH && --n->pt_files == 0) {
-		close_id = n->pt_id;
-		n->pt_id = 0;
-	} else if (h->io == WS_IO_CACHED) {
+	if (h->io == WS_IO_PASSTHROUGH) {
+		if (--n->pt_files == 0) {
+			close_id = n->pt_id;
+			n->pt_id = 0;
+		}
+	} else {
 		n->cached_files--;
 	}
 	pthread_mutex_unlock(&io_lock);

@@ -183,5 +183,4 @@ static void test_bits_to_clear(void)
 
 CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_bits_to_clear),
 	   CHECK_CASE(test_status_capeff), CHECK_CASE(test_setattr_open_create_flags),
-	   CHECK_CASE(test_init_offer), CHECK_CASE(test_init_reply),
-	   CHECK_CASE(test_open_reply))
+	   CHECK_CASE(test_init_offer), CHECK_CASE(test_init_reply), CHECK_CASE(test_open_reply))
