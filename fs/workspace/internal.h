@@ -57,7 +57,8 @@ struct ws_node {
 	unsigned self_busy;   /* handlers changing it right now */
 	/* Open files by I/O mode (iomode.c), under its lock. */
 	unsigned pt_files, cached_files;
-	int pt_id; /* the backing id while pt_files > 0 */
+	int pt_id;     /* the backing id while pt_files > 0 */
+	bool pt_stale; /* pages the kernel caches may predate passthrough writes */
 };
 
 struct ws_map {

@@ -19,15 +19,21 @@
  * kernel's page cache, kept across opens (keep_cache), which beats
  * passthrough's per-open cost (registering the backing file, the kernel's
  * open of it: some 10 us) for the small files most reads are of.  A
- * read-only open beside passthrough files is passthrough too.  Pages cached before a
- * passthrough write are not read after it: a passthrough open has no
- * keep_cache, so the kernel drops the inode's pages as it opens it, and
- * nothing caches pages while a file of the inode is passthrough.
+ * read-only open beside passthrough files is passthrough too.
  *
- * A write through passthrough is the daemon's, as root: the host would not
- * clear set-user-ID or set-group-ID for a caller without CAP_FSETID.  So a
- * file with those bits never opens passthrough; a bit set later, while the
- * file is open passthrough, stays through that open's writes.
+ * Pages the kernel cached before or during a passthrough era are stale
+ * after it: passthrough writes go past them, and readahead() or
+ * POSIX_FADV_WILLNEED on a passthrough file still fill the inode's page
+ * cache through the daemon.  So once a node's last passthrough file is
+ * released, its cached opens carry no keep_cache (the kernel drops the
+ * inode's pages as it opens one) until one of them is released.
+ *
+ * A write through passthrough is done with the credentials the daemon had
+ * when it registered the backing file: root's, which keep set-user-ID and
+ * set-group-ID where a caller without CAP_FSETID loses them.  So a file
+ * with those bits never starts passthrough, and backing files are
+ * registered without CAP_FSETID (kio_backing_open): a bit set while the
+ * file is open passthrough goes at its next write, whoever writes.
  */
 #include "fs/workspace/internal.h"
 #include "fs/kernel_io.h"
@@ -90,10 +96,10 @@ void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
 	} else {
 		n->cached_files++;
 	}
-	pthread_mutex_unlock(&io_lock);
 	/* the kernel refuses keep_cache beside passthrough (no pages to keep) */
-	if (h->io == WS_IO_PASSTHROUGH)
+	if (h->io == WS_IO_PASSTHROUGH || n->pt_stale)
 		fi->keep_cache = 0;
+	pthread_mutex_unlock(&io_lock);
 }
 
 void ws_io_end(struct ws_file *h)
@@ -106,9 +112,13 @@ void ws_io_end(struct ws_file *h)
 		if (--n->pt_files == 0) {
 			close_id = n->pt_id;
 			n->pt_id = 0;
+			n->pt_stale = true;
 		}
 	} else {
 		n->cached_files--;
+		/* its open dropped the stale pages (every cached open since the
+		 * last passthrough file went did) */
+		n->pt_stale = false;
 	}
 	pthread_mutex_unlock(&io_lock);
 	/* After the kernel's last passthrough file of the node is gone: a new
