@@ -33,6 +33,7 @@
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -220,11 +221,42 @@ int kio_install(struct fuse_session *se, bool killpriv_v2, bool passthrough)
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 
-mode_t kio_suidgid_to_clear(mode_t mode)
+mode_t kio_suidgid_to_clear(mode_t mode, bool caller_in_group)
 {
 	if (!S_ISREG(mode))
 		return 0;
-	return mode & (S_ISUID | ((mode & S_IXGRP) ? S_ISGID : 0));
+	return mode & (S_ISUID | ((mode & S_IXGRP) || !caller_in_group ? S_ISGID : 0));
+}
+
+/* Whether the caller's fsgid or one of its supplementary groups is gid; a
+ * caller gone meanwhile counts by its fsgid alone. */
+static bool kio_caller_in_group(fuse_req_t req, gid_t gid)
+{
+	gid_t some[64], *list = some;
+	int n;
+	bool in = fuse_req_ctx(req)->gid == gid;
+
+	if (in)
+		return true;
+	n = fuse_req_getgroups(req, 64, some);
+	if (n > 64) {
+		list = malloc((size_t)n * sizeof(*list));
+		n = list ? fuse_req_getgroups(req, n, list) : -ENOMEM;
+	}
+	for (int i = 0; i < n && !in; i++)
+		in = list[i] == gid;
+	if (list != some)
+		free(list);
+	return in;
+}
+
+mode_t kio_suidgid_to_clear_for(fuse_req_t req, mode_t mode, gid_t gid)
+{
+	bool in_group = true;
+
+	if ((mode & (S_ISGID | S_IXGRP)) == S_ISGID)
+		in_group = kio_caller_in_group(req, gid);
+	return kio_suidgid_to_clear(mode, in_group);
 }
 
 int kio_status_has_fsetid(FILE *status)

@@ -24,10 +24,15 @@ bool kio_killpriv_v2(void);
 bool kio_kill_suidgid(void);
 
 /* The bits a write or truncate by a caller without CAP_FSETID clears from a
- * file of this mode: set-user-ID, and set-group-ID when group execute is set
- * (without it, set-group-ID marks mandatory locking, not a privilege); 0
- * for anything but a regular file. */
-mode_t kio_suidgid_to_clear(mode_t mode);
+ * file of this mode, as Linux 6.2 on does (setattr_should_drop_sgid):
+ * set-user-ID, and set-group-ID when group execute is set or the caller is
+ * not in the file's group (without group execute, set-group-ID marks
+ * mandatory locking, which a member may keep); 0 for anything but a
+ * regular file. */
+mode_t kio_suidgid_to_clear(mode_t mode, bool caller_in_group);
+/* The same for the caller of req and a file of this mode and group, its
+ * groups read only when they matter. */
+mode_t kio_suidgid_to_clear_for(fuse_req_t req, mode_t mode, gid_t gid);
 
 /* Whether the caller of req holds CAP_FSETID (effective), read from
  * /proc/PID/status: for fallocate and copy_file_range, which the kernel

@@ -207,9 +207,10 @@ static void rws_readlink(fuse_req_t req, fuse_ino_t ino)
 /* The mode a write or truncate by a caller without CAP_FSETID leaves, which
  * the kernel asks of us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c);
  * false (and *mode unchanged) when there is nothing to clear. */
-static bool killed_mode(mode_t *mode)
+static bool killed_mode(fuse_req_t req, mode_t *mode)
 {
-	mode_t kill = kio_suidgid_to_clear(*mode);
+	/* remote files are the daemon's group's (rws_attr) */
+	mode_t kill = kio_suidgid_to_clear_for(req, *mode, getgid());
 	*mode &= ~kill;
 	return kill != 0;
 }
@@ -217,14 +218,14 @@ static bool killed_mode(mode_t *mode)
 /* For a write or O_TRUNC open the kernel flagged: clears the bits from the
  * file's attributes as the cache has them (a call only when it has none or
  * the bits are there); 1 if it cleared them, 0, or a negative errno. */
-static int rws_kill_suidgid(struct rc_ref *ref)
+static int rws_kill_suidgid(fuse_req_t req, struct rc_ref *ref)
 {
 	struct sfs_rstat st = {0};
 	int r = rc_getattr(ref, &st);
 	free(st.link);
 	if (r)
 		return r;
-	if (!killed_mode(&st.mode))
+	if (!killed_mode(req, &st.mode))
 		return 0;
 	struct rc_setattr sa = {.set_mode = true, .mode = st.mode & 07777};
 	struct sfs_rstat after = {0};
@@ -261,7 +262,7 @@ static void rws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 		r = rc_getattr(&ref, &st);
 		free(st.link);
 		st = (struct sfs_rstat){.mode = st.mode};
-		if (!r && killed_mode(&st.mode)) {
+		if (!r && killed_mode(req, &st.mode)) {
 			sa.set_mode = true;
 			sa.mode = st.mode & 07777;
 		}
@@ -289,7 +290,7 @@ static void rws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	bool keep = false;
 	int r = rc_open(&ref, fi->flags, &f, &keep);
 	if (!r && (fi->flags & O_TRUNC) && kio_kill_suidgid()) {
-		int k = rws_kill_suidgid(&ref);
+		int k = rws_kill_suidgid(req, &ref);
 		if (k < 0) {
 			rc_release(f);
 			r = k;
@@ -330,7 +331,7 @@ static void rws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in
 		struct rc_ref ref;
 		if (!rws_ref(req, ino, &ref))
 			return;
-		int k = rws_kill_suidgid(&ref);
+		int k = rws_kill_suidgid(req, &ref);
 		rc_ref_put(&ref);
 		if (k < 0) {
 			reply_err(req, k);

@@ -159,7 +159,7 @@ void ws_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
 	/* a truncate (or chown) by a caller without CAP_FSETID, unless the
 	 * same request sets the mode */
 	if (!(valid & FUSE_SET_ATTR_MODE) && kio_kill_suidgid() &&
-	    ws_kill_suidgid(h ? h->fd : n->fd, !h) == -1)
+	    ws_kill_suidgid(req, h ? h->fd : n->fd, !h) == -1)
 		goto fail;
 	if ((valid & FUSE_SET_ATTR_SIZE) && ws_setattr_size(n, attr->st_size, h) == -1)
 		goto fail;

@@ -66,7 +66,7 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fd == -1 && errno == EACCES && (fi->flags & O_ACCMODE) == O_WRONLY)
 		fd = open(path, (flags & ~O_ACCMODE) | O_WRONLY); /* unprivileged daemon */
 	if (fd != -1 && (flags & O_TRUNC) && kio_kill_suidgid()) {
-		int killed = ws_kill_suidgid(fd, false);
+		int killed = ws_kill_suidgid(req, fd, false);
 		if (killed == -1) {
 			err = errno;
 			close(fd);
@@ -203,14 +203,14 @@ void ws_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
  * leaves to us under FUSE_HANDLE_KILLPRIV_V2 (fs/kernel_io.c).  Before the
  * write, as the VFS does.
  */
-int ws_kill_suidgid(int fd, bool opath)
+int ws_kill_suidgid(fuse_req_t req, int fd, bool opath)
 {
 	char path[WS_PROC_PATH_MAX];
 	struct stat st;
 
 	if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1)
 		return -1;
-	mode_t kill = kio_suidgid_to_clear(st.st_mode);
+	mode_t kill = kio_suidgid_to_clear_for(req, st.st_mode, st.st_gid);
 	if (!kill)
 		return 0;
 	mode_t mode = st.st_mode & 07777 & ~kill;
@@ -245,7 +245,7 @@ void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 	out.buf[0].pos = off;
 	ws_self_begin(h->node);
 	if (kio_kill_suidgid())
-		killed = ws_kill_suidgid(h->fd, false);
+		killed = ws_kill_suidgid(req, h->fd, false);
 	res = killed == -1 ? -errno : fuse_buf_copy(&out, in, 0);
 	ws_self_end(h->node, h->fd, NULL);
 	if (killed == 1)
@@ -325,7 +325,7 @@ static int ws_kill_for_caller(fuse_req_t req, int fd)
 		return -1;
 	if (!(st.st_mode & (S_ISUID | S_ISGID)) || kio_caller_has_fsetid(req))
 		return 0;
-	return ws_kill_suidgid(fd, false);
+	return ws_kill_suidgid(req, fd, false);
 }
 
 void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,

@@ -170,7 +170,7 @@ void ws_inval_range_later(const struct ws_node *n, off_t off, off_t len);
  * the file, or its O_PATH fd when opath): 1 if the mode changed, 0 if there
  * was nothing to clear (or the daemon may not: then the host clears them on
  * its own write), -1 with errno (files.c). */
-int ws_kill_suidgid(int fd, bool opath);
+int ws_kill_suidgid(fuse_req_t req, int fd, bool opath);
 void ws_self_begin(struct ws_node *n);
 void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
 

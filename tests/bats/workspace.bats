@@ -447,10 +447,16 @@ os.copy_file_range(os.open(sys.argv[1], os.O_RDONLY), os.open(sys.argv[2], os.O_
 	chmod 6777 "$W/f"
 	fallocate -l 16384 "$W/f"
 	[ "$(modes)" = "6777 6777" ]
-	# set-group-ID without group execute is a lock mark, not a privilege
+	# set-group-ID without group execute is a lock mark, which a member of
+	# the file's group keeps and anyone else clears (Linux 6.2 on, as ext4)
+	chmod 6767 "$W/f"
+	as_nobody sh -c "echo y >> '$W/f'"
+	[ "$(modes)" = "767 767" ]
+	chgrp nogroup "$W/f"
 	chmod 6767 "$W/f"
 	as_nobody sh -c "echo y >> '$W/f'"
 	[ "$(modes)" = "2767 2767" ]
+	chgrp root "$W/f"
 	# root (CAP_FSETID) keeps both, as on the host
 	chmod 6777 "$W/f"
 	echo z >>"$W/f"

@@ -171,14 +171,18 @@ static void test_status_capeff(void)
 
 static void test_bits_to_clear(void)
 {
-	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06777), 06000);
-	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 04755), 04000);
-	/* set-group-ID without group execute stays (a locking mark) */
-	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06767), 04000);
-	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 02767), 0);
-	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 0777), 0);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06777, true), 06000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 04755, true), 04000);
+	/* set-group-ID without group execute stays for a member of the
+	 * file's group (a locking mark), goes for anyone else (Linux 6.2) */
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06767, true), 04000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 02767, true), 0);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 02767, false), 02000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 06767, false), 06000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 02777, true), 02000);
+	CHECK_INT(kio_suidgid_to_clear(S_IFREG | 0777, false), 0);
 	/* a directory's set-group-ID is inheritance, never cleared here */
-	CHECK_INT(kio_suidgid_to_clear(S_IFDIR | 02775), 0);
+	CHECK_INT(kio_suidgid_to_clear(S_IFDIR | 02775, false), 0);
 }
 
 CHECK_MAIN(CHECK_CASE(test_write_flag), CHECK_CASE(test_bits_to_clear),
