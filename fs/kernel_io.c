@@ -22,7 +22,7 @@
  * carrying FOPEN_PASSTHROUGH and its backing id are read, written and
  * mapped by the kernel on the host file directly, with no request to the
  * daemon.  The open reply is libfuse's, patched on its way out by the
- * thread that sends it (kio_reply_*_passthrough).
+ * thread that sends it (kio_reply_open, kio_reply_create).
  */
 #include "kernel_io.h"
 #include "providers/err.h"
@@ -351,7 +351,7 @@ void kio_backing_close(int id)
 		ioctl(fuse_session_fd(session), KIO_IOC_BACKING_CLOSE, &arg);
 }
 
-int kio_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, int backing_id)
+int kio_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int backing_id)
 {
 	reply_backing_id = backing_id;
 	int r = fuse_reply_open(req, fi);
@@ -359,8 +359,8 @@ int kio_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, 
 	return r;
 }
 
-int kio_reply_create_passthrough(fuse_req_t req, const struct fuse_entry_param *e,
-				 const struct fuse_file_info *fi, int backing_id)
+int kio_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+		     const struct fuse_file_info *fi, int backing_id)
 {
 	reply_backing_id = backing_id;
 	int r = fuse_reply_create(req, e, fi);

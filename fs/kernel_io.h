@@ -45,11 +45,11 @@ bool kio_passthrough(void);
  * (-EPERM without CAP_SYS_ADMIN, -ELOOP on a stacked filesystem). */
 int kio_backing_open(int fd);
 void kio_backing_close(int id);
-/* fuse_reply_open and fuse_reply_create with FOPEN_PASSTHROUGH on a
- * registered backing id; the same results. */
-int kio_reply_open_passthrough(fuse_req_t req, const struct fuse_file_info *fi, int backing_id);
-int kio_reply_create_passthrough(fuse_req_t req, const struct fuse_entry_param *e,
-				 const struct fuse_file_info *fi, int backing_id);
+/* fuse_reply_open and fuse_reply_create, with FOPEN_PASSTHROUGH on a
+ * registered backing id when it is > 0; the same results. */
+int kio_reply_open(fuse_req_t req, const struct fuse_file_info *fi, int backing_id);
+int kio_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+		     const struct fuse_file_info *fi, int backing_id);
 
 /* Drops the kernel's cached attributes of ino, not its pages, at once: for
  * a mode a handler changed that its reply does not carry (a write's).  Safe

@@ -94,7 +94,7 @@ out:
 	}
 	/* pinned past the reply: an interrupted open's node may be forgotten
 	 * at once, and ws_io_end still counts on it */
-	if (ws_reply_open(req, h, fi) == -ENOENT) {
+	if (kio_reply_open(req, fi, h->backing_id) == -ENOENT) {
 		ws_io_end(h); /* interrupted: no release will come */
 		close(h->fd);
 		free(h);
@@ -167,7 +167,7 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	ws_file_info(fi, h);
 	ws_io_begin(h, fd, fi);
 	ws_put(p);
-	if (ws_reply_create(req, h, &e, fi) == -ENOENT) {
+	if (kio_reply_create(req, &e, fi, h->backing_id) == -ENOENT) {
 		ws_io_end(h);
 		close(fd);
 		free(h);

@@ -69,13 +69,10 @@ struct ws_map {
 
 /* fi->fh of an open file / directory.  The node outlives the handle: the
  * kernel cannot forget an inode that has an open file. */
-enum ws_io { WS_IO_CACHED, WS_IO_PASSTHROUGH };
-
 struct ws_file {
 	int fd;
 	struct ws_node *node;
-	enum ws_io io;
-	int backing_id; /* WS_IO_PASSTHROUGH's */
+	int backing_id; /* > 0: open passthrough on it (iomode.c) */
 };
 
 struct ws_dir {
@@ -236,8 +233,5 @@ void ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 /* iomode.c */
 void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi);
 void ws_io_end(struct ws_file *h);
-int ws_reply_open(fuse_req_t req, struct ws_file *h, struct fuse_file_info *fi);
-int ws_reply_create(fuse_req_t req, struct ws_file *h, const struct fuse_entry_param *e,
-		    struct fuse_file_info *fi);
 
 #endif

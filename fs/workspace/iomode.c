@@ -69,36 +69,33 @@ void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
 	struct ws_node *n = h->node;
 	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY;
 	off_t size = 0;
+	/* before the lock, which every open of the workspace takes */
+	bool may = ws_io_may_pass(n, fd, &size);
 	int id;
 
-	h->io = WS_IO_CACHED;
 	h->backing_id = 0;
 	pthread_mutex_lock(&io_lock);
-	/* (an fstat under the lock: a syscall that never waits on the daemon) */
 	if (n->pt_files > 0) {
-		h->io = WS_IO_PASSTHROUGH;
-		fi->direct_io = !ws_io_may_pass(n, fd, &size);
-	} else if (n->cached_files == 0 && ws_io_may_pass(n, fd, &size) &&
-		   (writes || size >= WS_IO_PASS_READ_MIN)) {
-		/* an ioctl that never waits on the daemon either */
+		h->backing_id = n->pt_id;
+		fi->direct_io = !may;
+	} else if (n->cached_files == 0 && may && (writes || size >= WS_IO_PASS_READ_MIN)) {
+		/* an ioctl that never waits on the daemon: safe under the lock */
 		id = kio_backing_open(fd);
 		if (id > 0) {
 			n->pt_id = id;
-			h->io = WS_IO_PASSTHROUGH;
+			h->backing_id = id;
 		} else if (id == -EPERM) {
 			__atomic_store_n(&refused, true, __ATOMIC_RELAXED);
 			sfs_log(SFS_LOG_INFO, "workspace: no passthrough: backing files need "
 					      "CAP_SYS_ADMIN");
 		}
 	}
-	if (h->io == WS_IO_PASSTHROUGH) {
+	if (h->backing_id)
 		n->pt_files++;
-		h->backing_id = n->pt_id;
-	} else {
+	else
 		n->cached_files++;
-	}
 	/* the kernel refuses keep_cache beside passthrough (no pages to keep) */
-	if (h->io == WS_IO_PASSTHROUGH || n->pt_stale)
+	if (h->backing_id || n->pt_stale)
 		fi->keep_cache = 0;
 	pthread_mutex_unlock(&io_lock);
 }
@@ -109,7 +106,7 @@ void ws_io_end(struct ws_file *h)
 	int close_id = 0;
 
 	pthread_mutex_lock(&io_lock);
-	if (h->io == WS_IO_PASSTHROUGH) {
+	if (h->backing_id) {
 		if (--n->pt_files == 0) {
 			close_id = n->pt_id;
 			n->pt_id = 0;
@@ -126,19 +123,4 @@ void ws_io_end(struct ws_file *h)
 	 * open meanwhile registers a backing file of its own. */
 	if (close_id)
 		kio_backing_close(close_id);
-}
-
-int ws_reply_open(fuse_req_t req, struct ws_file *h, struct fuse_file_info *fi)
-{
-	if (h->io == WS_IO_PASSTHROUGH)
-		return kio_reply_open_passthrough(req, fi, h->backing_id);
-	return fuse_reply_open(req, fi);
-}
-
-int ws_reply_create(fuse_req_t req, struct ws_file *h, const struct fuse_entry_param *e,
-		    struct fuse_file_info *fi)
-{
-	if (h->io == WS_IO_PASSTHROUGH)
-		return kio_reply_create_passthrough(req, e, fi, h->backing_id);
-	return fuse_reply_create(req, e, fi);
 }
