@@ -307,40 +307,15 @@ bool kio_passthrough(void)
 	return __atomic_load_n(&passthrough_on, __ATOMIC_ACQUIRE);
 }
 
-/* This thread's capabilities: capget/capset act on the calling thread only. */
-static int kio_caps(bool set, struct __user_cap_data_struct data[2])
-{
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-
-	return (int)syscall(set ? SYS_capset : SYS_capget, &hdr, data);
-}
-
 int kio_backing_open(int fd)
 {
 	struct kio_backing_map map = {.fd = fd};
-	struct __user_cap_data_struct caps[2];
-	bool dropped = false;
-	int id, err;
 
 	if (!session)
 		return -ENOTCONN;
-	/* The kernel keeps this thread's credentials for the backing file's
-	 * I/O: without CAP_FSETID there, a passthrough write clears
-	 * set-user-ID and set-group-ID as the host does for a caller without
-	 * it, even a bit set after the file was opened. */
-	if (kio_caps(false, caps) == 0 && (caps[0].effective & (1u << CAP_FSETID))) {
-		caps[0].effective &= ~(1u << CAP_FSETID);
-		dropped = kio_caps(true, caps) == 0;
-	}
-	id = ioctl(fuse_session_fd(session), KIO_IOC_BACKING_OPEN, &map);
-	err = errno;
-	if (dropped) {
-		caps[0].effective |= 1u << CAP_FSETID;
-		if (kio_caps(true, caps) != 0)
-			sfs_log(SFS_LOG_ERR, "capset: cannot take CAP_FSETID back: %s",
-				strerror(errno));
-	}
-	return id < 0 ? -err : id;
+	int id = ioctl(fuse_session_fd(session), KIO_IOC_BACKING_OPEN, &map);
+
+	return id < 0 ? -errno : id;
 }
 
 void kio_backing_close(int id)

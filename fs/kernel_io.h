@@ -42,7 +42,9 @@ bool kio_caller_has_fsetid(fuse_req_t req);
 /* Whether the kernel agreed to FUSE passthrough. */
 bool kio_passthrough(void);
 /* Registers fd's file as a backing file: its id (> 0) or a negative errno
- * (-EPERM without CAP_SYS_ADMIN, -ELOOP on a stacked filesystem). */
+ * (-EPERM without CAP_SYS_ADMIN, -ELOOP on a stacked filesystem).  The
+ * kernel keeps the calling thread's credentials and does every passthrough
+ * I/O of the file with them: the caller sets them first. */
 int kio_backing_open(int fd);
 void kio_backing_close(int id);
 /* fuse_reply_open and fuse_reply_create, with FOPEN_PASSTHROUGH on a

@@ -60,36 +60,83 @@ void ws_thread_set_umask(fuse_req_t req)
 		umask(ws.dont_mask ? fuse_req_ctx(req)->umask & 0777 : 0);
 }
 
-/* Makes this thread create files as the request's caller; *switched tells
- * ws_creds_end whether there is anything to undo. */
-int ws_creds_begin(fuse_req_t req, bool *switched)
+/* Switches this thread to the caller's fsuid/fsgid with the capabilities it
+ * had, less those in drop (a mask of the low capability word); c tells
+ * creds_end what to undo, whatever this returns.  A caller with the daemon's own ids only
+ * loses drop, and only when there is something to drop. */
+static int creds_begin(fuse_req_t req, uint32_t drop, struct ws_creds *c)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+	bool same = ctx->uid == ws.fsuid && ctx->gid == ws.fsgid;
 
-	*switched = false;
-	if (!ws.root || (ctx->uid == ws.fsuid && ctx->gid == ws.fsgid))
+	c->ids = false;
+	c->dropped = 0;
+	if (!ws.root || (same && !drop))
 		return 0;
 	if (syscall(SYS_capget, &hdr, caps) == -1)
 		return errno;
-	*switched = true;
-	setfsgid(ctx->gid);
-	setfsuid(ctx->uid);
-	/* setfsuid() reports the previous id, never an error: read back. */
-	if ((uid_t)setfsuid((uid_t)-1) != ctx->uid || (gid_t)setfsgid((gid_t)-1) != ctx->gid)
-		return EPERM;
+	c->dropped = caps[0].effective & drop;
+	if (same && !c->dropped)
+		return 0;
+	if (!same) {
+		c->ids = true;
+		setfsgid(ctx->gid);
+		setfsuid(ctx->uid);
+		/* setfsuid() reports the previous id, never an error: read back. */
+		if ((uid_t)setfsuid((uid_t)-1) != ctx->uid ||
+		    (gid_t)setfsgid((gid_t)-1) != ctx->gid)
+			return EPERM;
+	}
+	/* setfsuid() to a non-root uid dropped the fs capabilities: raise
+	 * them again, less drop */
+	caps[0].effective &= ~drop;
 	if (syscall(SYS_capset, &hdr, caps) == -1)
 		return errno;
 	return 0;
 }
 
-void ws_creds_end(bool switched)
+static void creds_end(const struct ws_creds *c)
 {
-	if (!switched)
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+
+	if (c->ids) {
+		setfsuid(ws.fsuid); /* back to root raises the fs capabilities again */
+		setfsgid(ws.fsgid);
+		if ((uid_t)setfsuid((uid_t)-1) != ws.fsuid ||
+		    (gid_t)setfsgid((gid_t)-1) != ws.fsgid)
+			ws_bug("cannot restore the worker thread's fsuid/fsgid");
+	}
+	if (!c->dropped)
 		return;
-	setfsuid(ws.fsuid); /* back to root also raises the fs capabilities again */
-	setfsgid(ws.fsgid);
-	if ((uid_t)setfsuid((uid_t)-1) != ws.fsuid || (gid_t)setfsgid((gid_t)-1) != ws.fsgid)
-		ws_bug("cannot restore the worker thread's fsuid/fsgid");
+	if (syscall(SYS_capget, &hdr, caps) == -1)
+		ws_bug("capget failed on the worker thread");
+	caps[0].effective |= c->dropped;
+	if (syscall(SYS_capset, &hdr, caps) == -1)
+		ws_bug("cannot take the worker thread's capabilities back");
+}
+
+/* CAP_SYS_RESOURCE passes the checks that keep a disk's reserved blocks and
+ * quotas for root (ext4_has_free_clusters also lets fsuid 0 through). */
+#define WS_DROP_FOR_OTHERS (1u << CAP_SYS_RESOURCE)
+
+int ws_creds_begin(fuse_req_t req, struct ws_creds *c)
+{
+	return ws_io_creds_begin(req, false, c);
+}
+
+void ws_creds_end(const struct ws_creds *c)
+{
+	creds_end(c);
+}
+
+int ws_io_creds_begin(fuse_req_t req, bool drop_fsetid, struct ws_creds *c)
+{
+	uint32_t drop = drop_fsetid ? 1u << CAP_FSETID : 0;
+
+	if (fuse_req_ctx(req)->uid != 0)
+		drop |= WS_DROP_FOR_OTHERS;
+	return creds_begin(req, drop, c);
 }

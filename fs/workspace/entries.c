@@ -303,7 +303,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 {
 	struct fuse_entry_param e;
 	struct ws_node *p;
-	bool switched;
+	struct ws_creds creds;
 	uint64_t seq;
 	int err;
 
@@ -316,7 +316,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 		return;
 	ws_thread_set_umask(req);
 	seq = ws_expect(p, name, WS_EV_CREATE);
-	err = ws_creds_begin(req, &switched);
+	err = ws_creds_begin(req, &creds);
 	if (!err) {
 		int res;
 
@@ -328,7 +328,7 @@ static void ws_make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t 
 			res = mknodat(p->fd, name, mode, rdev);
 		err = res == -1 ? errno : 0;
 	}
-	ws_creds_end(switched);
+	ws_creds_end(&creds);
 	if (err)
 		ws_expect_withdraw(seq, p, name);
 	else

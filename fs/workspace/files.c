@@ -84,7 +84,7 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->fd = fd;
 	h->node = n;
 	ws_file_info(fi, h);
-	ws_io_begin(h, fd, fi);
+	ws_io_begin(req, h, fd, fi);
 out:
 	if (err) {
 		ws_put(n);
@@ -109,7 +109,7 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	struct fuse_entry_param e;
 	struct ws_node *p, *n;
 	struct ws_file *h;
-	bool switched;
+	struct ws_creds creds;
 	uint64_t seq;
 	int fd = -1, pfd, err;
 
@@ -127,14 +127,14 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	}
 	ws_thread_set_umask(req);
 	seq = ws_expect(p, name, WS_EV_CREATE);
-	err = ws_creds_begin(req, &switched);
+	err = ws_creds_begin(req, &creds);
 	if (!err) {
 		/* Always O_EXCL, so the file is certainly new and ours. */
 		fd = openat(p->fd, name, ws_open_flags(fi->flags) | O_CREAT | O_EXCL | O_NOFOLLOW,
 			    mode & 07777);
 		err = fd == -1 ? errno : 0;
 	}
-	ws_creds_end(switched);
+	ws_creds_end(&creds);
 	if (err)
 		ws_expect_withdraw(seq, p, name);
 	if (err == EEXIST && !(fi->flags & O_EXCL)) {
@@ -165,7 +165,7 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 	h->fd = fd;
 	h->node = n;
 	ws_file_info(fi, h);
-	ws_io_begin(h, fd, fi);
+	ws_io_begin(req, h, fd, fi);
 	ws_put(p);
 	if (kio_reply_create(req, &e, fi, h->backing_id) == -ENOENT) {
 		ws_io_end(h);
@@ -233,6 +233,7 @@ void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 {
 	struct ws_file *h = ws_file(fi);
 	struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	struct ws_creds creds;
 	ssize_t res;
 	int killed = 0;
 
@@ -246,7 +247,13 @@ void ws_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t 
 	ws_self_begin(h->node);
 	if (kio_kill_suidgid())
 		killed = ws_kill_suidgid(req, h->fd, false);
-	res = killed == -1 ? -errno : fuse_buf_copy(&out, in, 0);
+	if (killed == -1) {
+		res = -errno;
+	} else {
+		res = ws_io_creds_begin(req, false, &creds);
+		res = res ? -res : fuse_buf_copy(&out, in, 0);
+		ws_creds_end(&creds);
+	}
 	ws_self_end(h->node, h->fd, NULL);
 	if (killed == 1)
 		kio_inval_attr(ino);
@@ -332,6 +339,7 @@ void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 		  struct fuse_file_info *fi)
 {
 	struct ws_file *h = ws_file(fi);
+	struct ws_creds creds;
 	int err, killed;
 
 	if (ws_is_gone(h->node)) {
@@ -340,7 +348,14 @@ void ws_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len
 	}
 	ws_self_begin(h->node);
 	killed = ws_kill_for_caller(req, h->fd);
-	err = killed == -1 ? errno : fallocate(h->fd, mode, off, len) == -1 ? errno : 0;
+	if (killed == -1) {
+		err = errno;
+	} else {
+		err = ws_io_creds_begin(req, false, &creds);
+		if (!err && fallocate(h->fd, mode, off, len) == -1)
+			err = errno;
+		ws_creds_end(&creds);
+	}
 	ws_self_end(h->node, h->fd, NULL);
 	if (killed == 1)
 		kio_inval_attr(ino);
@@ -352,6 +367,7 @@ void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	struct ws_file *in, *out;
+	struct ws_creds creds;
 	ssize_t res;
 
 	/* The other side may be a synthetic file whose fh is not ours. */
@@ -367,9 +383,16 @@ void ws_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	}
 	ws_self_begin(out->node);
 	int killed = ws_kill_for_caller(req, out->fd);
-	res = killed == -1
-		  ? -1
-		  : copy_file_range(in->fd, &off_in, out->fd, &off_out, len, (unsigned)flags);
+	res = -1;
+	if (killed != -1) {
+		int err = ws_io_creds_begin(req, false, &creds);
+		if (!err)
+			res = copy_file_range(in->fd, &off_in, out->fd, &off_out, len,
+					      (unsigned)flags);
+		err = res == -1 ? (err ? err : errno) : 0;
+		ws_creds_end(&creds);
+		errno = err;
+	}
 	ws_self_end(out->node, out->fd, NULL);
 	if (killed == 1)
 		kio_inval_attr(ino_out);

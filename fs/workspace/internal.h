@@ -58,6 +58,7 @@ struct ws_node {
 	/* Open files by I/O mode (iomode.c), under its lock. */
 	unsigned pt_files, cached_files;
 	int pt_id;     /* the backing id while pt_files > 0 */
+	uid_t pt_uid;  /* the opener it was registered as */
 	bool pt_stale; /* pages the kernel caches may predate passthrough writes */
 };
 
@@ -173,8 +174,20 @@ void ws_self_end(struct ws_node *n, int fd, const struct stat *st);
 
 /* creds.c */
 void ws_thread_set_umask(fuse_req_t req);
-int ws_creds_begin(fuse_req_t req, bool *switched);
-void ws_creds_end(bool switched);
+/* What ws_creds_end undoes, called after either begin whatever it returned. */
+struct ws_creds {
+	bool ids;	  /* fsuid/fsgid switched to the caller's */
+	uint32_t dropped; /* capabilities dropped (low word) */
+};
+/* Makes this thread create files as the request's caller: its fsuid/fsgid,
+ * and for a caller other than root no CAP_SYS_RESOURCE, so that a user of
+ * the mount cannot fill root's reserved blocks.  The permission checks are
+ * the kernel's, done before the request: the fs capabilities stay. */
+int ws_creds_begin(fuse_req_t req, struct ws_creds *c);
+void ws_creds_end(const struct ws_creds *c);
+/* The same for a write, fallocate or copy, and the registration of a
+ * passthrough backing file; with drop_fsetid, no CAP_FSETID either. */
+int ws_io_creds_begin(fuse_req_t req, bool drop_fsetid, struct ws_creds *c);
 
 /* entries.c */
 void ws_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
@@ -231,7 +244,7 @@ void ws_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
 void ws_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
 
 /* iomode.c */
-void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi);
+void ws_io_begin(fuse_req_t req, struct ws_file *h, int fd, struct fuse_file_info *fi);
 void ws_io_end(struct ws_file *h);
 
 #endif

@@ -28,12 +28,17 @@
  * released, its cached opens carry no keep_cache (the kernel drops the
  * inode's pages as it opens one) until one of them is released.
  *
- * A write through passthrough is done with the credentials the daemon had
- * when it registered the backing file: root's, which keep set-user-ID and
- * set-group-ID where a caller without CAP_FSETID loses them.  So a file
- * with those bits never starts passthrough, and backing files are
- * registered without CAP_FSETID (kio_backing_open): a bit set while the
- * file is open passthrough goes at its next write, whoever writes.
+ * A write through passthrough is done with the credentials the registering
+ * thread had, so backing files are registered as the opener
+ * (ws_io_creds_begin): its fsuid/fsgid, no CAP_SYS_RESOURCE unless it is
+ * root (a user of an allow_other mount must not fill root's reserved
+ * blocks), and never CAP_FSETID, which keeps set-user-ID and set-group-ID
+ * where a caller without it loses them.  So a file with those bits never
+ * starts passthrough, and a bit set while the file is open passthrough
+ * goes at its next write, whoever writes.  The kernel takes one backing
+ * file per inode: a later opener shares it when that gives it no more than
+ * its own (the backing is not root's, or the opener is root); any other
+ * open is direct I/O, through the daemon, which writes as that caller.
  */
 #include "fs/workspace/internal.h"
 #include "fs/kernel_io.h"
@@ -64,8 +69,10 @@ static bool ws_io_may_pass(const struct ws_node *n, int fd, off_t *size)
 	return !(st.st_mode & (S_ISUID | S_ISGID));
 }
 
-void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
+void ws_io_begin(fuse_req_t req, struct ws_file *h, int fd, struct fuse_file_info *fi)
 {
+	uid_t uid = fuse_req_ctx(req)->uid;
+	struct ws_creds creds;
 	struct ws_node *n = h->node;
 	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY;
 	off_t size = 0;
@@ -77,12 +84,16 @@ void ws_io_begin(struct ws_file *h, int fd, struct fuse_file_info *fi)
 	pthread_mutex_lock(&io_lock);
 	if (n->pt_files > 0) {
 		h->backing_id = n->pt_id;
-		fi->direct_io = !may;
+		fi->direct_io = !may || (n->pt_uid == 0 && uid != 0);
 	} else if (n->cached_files == 0 && may && (writes || size >= WS_IO_PASS_READ_MIN)) {
 		/* an ioctl that never waits on the daemon: safe under the lock */
-		id = kio_backing_open(fd);
+		id = ws_io_creds_begin(req, true, &creds);
+		/* a failed switch: no passthrough for this open, not refused */
+		id = id ? 0 : kio_backing_open(fd);
+		ws_creds_end(&creds);
 		if (id > 0) {
 			n->pt_id = id;
+			n->pt_uid = uid;
 			h->backing_id = id;
 		} else if (id == -EPERM) {
 			__atomic_store_n(&refused, true, __ATOMIC_RELAXED);
