@@ -51,10 +51,15 @@ free_blocks() { stat -f -c %f "$1"; }
 total_blocks() { stat -f -c %b "$1"; }
 
 # fill_as_nobody: nobody writes through the mount until the disk refuses;
-# what is left free must still be about root's half.
+# what is left free must still be about root's half.  DAEMON_WRITES is set
+# to how many of the daemon's writes went to the file.
 fill_as_nobody() {
 	echo "new d dir=$DISK/ws" >"$MNT/ctl"
+	trace_daemon "$BATS_TEST_TMPDIR/trace" pwrite64,pwritev,write,splice
 	run as_nobody dd if=/dev/zero of="$MNT/d/workspace/fill" bs=1M count=100 conv=fsync
+	kill "$TRACER"
+	wait "$TRACER" || true
+	DAEMON_WRITES=$(grep -c "ws/fill>" "$BATS_TEST_TMPDIR/trace" || true)
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"No space left"* ]]
 	local free total
@@ -73,12 +78,15 @@ fill_as_nobody() {
 	small_disk
 	mount_ao
 	fill_as_nobody
+	# the kernel wrote, with the credentials the backing file was registered with
+	[ "$DAEMON_WRITES" -eq 0 ]
 }
 
 @test "a user of an allow_other mount cannot fill root's reserved blocks: writes through the daemon" {
 	small_disk
 	mount_ao -o passthrough=false
 	fill_as_nobody
+	[ "$DAEMON_WRITES" -gt 0 ]
 	# fallocate goes through the daemon too
 	run as_nobody fallocate -l 8M "$MNT/d/workspace/more"
 	[ "$status" -ne 0 ]
