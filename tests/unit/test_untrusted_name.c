@@ -1,0 +1,70 @@
+/*
+ * The one check of names from a sandbox's or a provider's listing
+ * (providers/untrusted/name.c) and what a listing that left some out says.
+ */
+#include "check.h"
+
+#include "providers/untrusted/name.h"
+
+#include <limits.h>
+#include <string.h>
+
+static void test_ok(void)
+{
+	CHECK(sfs_name_ok_str("a"));
+	CHECK(sfs_name_ok_str("..."));
+	CHECK(sfs_name_ok_str(".x"));
+	CHECK(sfs_name_ok_str("..x"));
+	CHECK(sfs_name_ok_str("a b\tc\n"));
+	CHECK(sfs_name_ok_str("\xc3\xa9t\xc3\xa9"));
+	CHECK(sfs_name_ok("a", 1));
+	char max[NAME_MAX + 2];
+	memset(max, 'x', sizeof(max));
+	max[NAME_MAX] = '\0';
+	CHECK(sfs_name_ok_str(max));
+	CHECK(sfs_name_ok(max, NAME_MAX));
+}
+
+static void test_bad(void)
+{
+	CHECK(!sfs_name_ok_str(""));
+	CHECK(!sfs_name_ok_str(NULL));
+	CHECK(!sfs_name_ok_str("."));
+	CHECK(!sfs_name_ok_str(".."));
+	CHECK(!sfs_name_ok_str("/"));
+	CHECK(!sfs_name_ok_str("a/b"));
+	CHECK(!sfs_name_ok_str("../../../../../../tmp/x"));
+	CHECK(!sfs_name_ok_str("/etc/passwd"));
+	CHECK(!sfs_name_ok_str("x/"));
+	CHECK(!sfs_name_ok("a\0b", 3));
+	CHECK(!sfs_name_ok("ab\0", 3));
+	CHECK(!sfs_name_ok("..", 2));
+	CHECK(!sfs_name_ok(".", 1));
+	CHECK(!sfs_name_ok("", 0));
+	CHECK(!sfs_name_ok(NULL, 3));
+	char big[NAME_MAX + 2];
+	memset(big, 'x', sizeof(big));
+	big[NAME_MAX + 1] = '\0';
+	CHECK(!sfs_name_ok_str(big));
+	CHECK(!sfs_name_ok(big, NAME_MAX + 1));
+}
+
+static void test_drops(void)
+{
+	struct sfs_name_drops d = {0};
+	sfs_name_drop(&d, "../x\"\\\n\0y", 9);
+	sfs_name_drop(&d, "second", 6);
+	CHECK_INT(d.n, 2);
+	CHECK_STREQ(d.first, "../x\\x22\\x5c\\x0a\\x00y");
+	struct sfs_name_drops l = {0};
+	char big[4000];
+	memset(big, '\x01', sizeof(big));
+	sfs_name_drop(&l, big, sizeof(big));
+	CHECK(strlen(l.first) < sizeof(l.first));
+	CHECK(strstr(l.first, "...") != NULL);
+	sfs_name_drop(NULL, "x", 1);
+	sfs_name_drops_log(&d, "sbx", "one", "dir");
+	sfs_name_drops_log(NULL, "sbx", "one", "dir");
+}
+
+CHECK_MAIN(CHECK_CASE(test_ok), CHECK_CASE(test_bad), CHECK_CASE(test_drops))
