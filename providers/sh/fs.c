@@ -75,7 +75,15 @@ static bool stat_line(const char *buf, size_t len, size_t *pos, struct sfs_rstat
 	unsigned mode;
 	long long size, mtime;
 	const char *nl = *pos < len ? memchr(buf + *pos, '\n', len - *pos) : NULL;
-	if (!nl || sscanf(buf + *pos, "%x %lld %lld", &mode, &size, &mtime) != 3)
+	/* sscanf on a copy of the line: it would read the buffer to a NUL,
+	 * past len when there is none */
+	char line[128];
+	size_t n = nl ? (size_t)(nl - (buf + *pos)) : 0;
+	if (!nl || n >= sizeof(line))
+		return false;
+	memcpy(line, buf + *pos, n);
+	line[n] = '\0';
+	if (sscanf(line, "%x %lld %lld", &mode, &size, &mtime) != 3)
 		return false;
 	st->mode = (mode_t)mode;
 	st->size = (off_t)size;
