@@ -27,6 +27,21 @@ bool sfs_name_ok_str(const char *name)
 	return name && sfs_name_ok(name, strnlen(name, NAME_MAX + 1));
 }
 
+bool sfs_rel_path_ok(const char *rel)
+{
+	if (!rel || !*rel || strnlen(rel, PATH_MAX) >= PATH_MAX)
+		return false;
+	for (const char *p = rel;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		if (!sfs_name_ok(p, n))
+			return false;
+		if (!slash)
+			return true;
+		p = slash + 1;
+	}
+}
+
 void sfs_name_drop(struct sfs_name_drops *d, const char *name, size_t len)
 {
 	if (!d || d->n++)

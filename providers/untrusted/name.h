@@ -17,6 +17,11 @@ bool sfs_name_ok(const char *name, size_t len);
 /* The same for a NUL-terminated name. */
 bool sfs_name_ok_str(const char *name);
 
+/* Whether rel is a relative path of such names: not empty, no leading or
+ * trailing '/', no empty component ("a//b"), each component sfs_name_ok
+ * (so no "." or ".." anywhere), at most PATH_MAX bytes. */
+bool sfs_rel_path_ok(const char *rel);
+
 /* What a listing left out: how many names, and the first one escaped. */
 struct sfs_name_drops {
 	size_t n;

@@ -6,6 +6,7 @@
 
 #include "providers/provider.h"
 #include "providers/sh/sh.h"
+#include "providers/tar.h"
 #include "providers/untrusted/name.h"
 
 #include <errno.h>
@@ -186,8 +187,40 @@ static void test_list_hostile(void)
 	sfs_rdirents_free(v, n);
 }
 
+static int bulk_seen(const char *path, const void *data, size_t len, void *arg)
+{
+	char *seen = arg;
+	strcat(seen, path);
+	strcat(seen, "|");
+	return 0;
+}
+
+/* A bulk read's tar from a sandbox: only regular files under checked
+ * names reach the caller ("a/./b", "a//b" do not, nor a symlink). */
+static void test_bulk_names(void)
+{
+	static unsigned char tar[SFS_TAR_BLOCK * 12];
+	memset(tar, 0, sizeof(tar));
+	const char *names[] = {"ok", "a/./b", "a//b", "ln", "d/e"};
+	const char types[] = {'0', '0', '0', '2', '0'};
+	size_t off = 0;
+	for (size_t i = 0; i < 5; i++) {
+		sfs_tar_header(tar + off, names[i], types[i], 1, 0644, 1);
+		off += SFS_TAR_BLOCK;
+		if (types[i] == '0') {
+			tar[off] = 'x';
+			off += SFS_TAR_BLOCK;
+		}
+	}
+	char seen[256] = "";
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_sh_bulk_each(tar, off + 2 * SFS_TAR_BLOCK, bulk_seen, seen, &err), 0);
+	CHECK_STREQ(seen, "ok|d/e|");
+}
+
 static void test_all(void)
 {
+	test_bulk_names();
 	test_list_hostile();
 	setup();
 	test_list_and_stat();

@@ -49,6 +49,26 @@ static void test_bad(void)
 	CHECK(!sfs_name_ok(big, NAME_MAX + 1));
 }
 
+static void test_rel_path(void)
+{
+	CHECK(sfs_rel_path_ok("a"));
+	CHECK(sfs_rel_path_ok("a/b/c.txt"));
+	CHECK(sfs_rel_path_ok(".x/..y/..."));
+	CHECK(!sfs_rel_path_ok(""));
+	CHECK(!sfs_rel_path_ok(NULL));
+	CHECK(!sfs_rel_path_ok("/etc/passwd"));
+	CHECK(!sfs_rel_path_ok("a/"));
+	CHECK(!sfs_rel_path_ok("a//b"));
+	CHECK(!sfs_rel_path_ok("./a"));
+	CHECK(!sfs_rel_path_ok("a/./b"));
+	CHECK(!sfs_rel_path_ok("a/../../b"));
+	CHECK(!sfs_rel_path_ok(".."));
+	char big[NAME_MAX + 8];
+	memset(big, 'x', sizeof(big));
+	big[sizeof(big) - 1] = '\0';
+	CHECK(!sfs_rel_path_ok(big));
+}
+
 static void test_drops(void)
 {
 	struct sfs_name_drops d = {0};
@@ -67,4 +87,5 @@ static void test_drops(void)
 	sfs_name_drops_log(NULL, "sbx", "one", "dir");
 }
 
-CHECK_MAIN(CHECK_CASE(test_ok), CHECK_CASE(test_bad), CHECK_CASE(test_drops))
+CHECK_MAIN(CHECK_CASE(test_ok), CHECK_CASE(test_bad), CHECK_CASE(test_rel_path),
+	   CHECK_CASE(test_drops))
