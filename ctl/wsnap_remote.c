@@ -20,7 +20,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,10 +96,18 @@ static int chmod_at(int dir, const char *base, mode_t mode)
 	return r;
 }
 
-/* Gives the fetched copy (open as fd, named tmp in dir) the remote file's
- * mode and mtime and renames it over base (a directory there is removed
- * first). */
-static int settle(int fd, int dir, const char *tmp, const char *base, const char *local,
+/*
+ * A file is fetched into STATE/sandboxes/KEY/wsnap-fetch/file (the daemon's
+ * own directory, one fetch at a time: the caller holds the op lock), then
+ * renamed into the mirror: no name beside it in the mirror is taken, and a
+ * sandbox's "a.sfs-fetch" cannot stand in its way.
+ */
+#define FETCH_TMP "file"
+
+/* Gives the fetched copy (open as fd, FETCH_TMP in tmpdir) the remote
+ * file's mode and mtime and renames it over base in dir (a directory there
+ * is removed first). */
+static int settle(int fd, int tmpdir, int dir, const char *base, const char *local,
 		  const struct sfs_rstat *rs, struct sfs_err *err)
 {
 	struct timespec t[2] = {{rs->mtime, 0}, {rs->mtime, 0}};
@@ -109,28 +116,28 @@ static int settle(int fd, int dir, const char *tmp, const char *base, const char
 	struct stat st;
 	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
 		sfs_rm_rf(local);
-	if (renameat(dir, tmp, dir, base) < 0)
+	if (renameat(tmpdir, FETCH_TMP, dir, base) < 0)
 		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 	return 0;
 }
 
-/* The fetched copy of the mirror's rel: base.sfs-fetch beside it, created
- * through its directory (*dir, opened beneath root). */
+/* The fetched copy of the mirror's rel: FETCH_TMP in tmpdir, and the
+ * directory it goes to (dir, opened beneath root). */
 struct fetched {
-	int dir, fd;
+	int tmpdir, dir, fd;
 	const char *base;
-	char tmp[NAME_MAX + 16];
 };
 
-static int open_tmp(int root, const char *rel, const char *local, struct fetched *f,
+static int open_tmp(int root, int tmpdir, const char *rel, const char *local, struct fetched *f,
 		    struct sfs_err *err)
 {
 	f->fd = -1;
+	f->tmpdir = tmpdir;
 	f->dir = parent_of(root, rel, &f->base);
 	if (f->dir < 0)
 		return sfs_errf(err, f->dir, "snapshot: %s: %s", local, strerror(-f->dir));
-	snprintf(f->tmp, sizeof(f->tmp), "%s.sfs-fetch", f->base);
-	f->fd = openat(f->dir, f->tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	f->fd =
+	    openat(tmpdir, FETCH_TMP, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (f->fd < 0) {
 		int r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 		close(f->dir);
@@ -144,22 +151,22 @@ static int close_tmp(struct fetched *f, int r)
 {
 	close(f->fd);
 	if (r)
-		unlinkat(f->dir, f->tmp, 0);
+		unlinkat(f->tmpdir, FETCH_TMP, 0);
 	close(f->dir);
 	return r;
 }
 
 /* Fetches one remote file into the mirror's rel (temp + rename). */
-static int fetch(struct sfs_sandbox *sb, int root, const char *rel, const char *local,
+static int fetch(struct sfs_sandbox *sb, int root, int tmpdir, const char *rel, const char *local,
 		 const struct sfs_rstat *rs, struct sfs_err *err)
 {
 	struct fetched f;
-	int r = open_tmp(root, rel, local, &f, err);
+	int r = open_tmp(root, tmpdir, rel, local, &f, err);
 	if (r)
 		return r;
 	r = sb->provider->ops->fs_read(sb, rel, f.fd, err);
 	if (!r)
-		r = settle(f.fd, f.dir, f.tmp, f.base, local, rs, err);
+		r = settle(f.fd, f.tmpdir, f.dir, f.base, local, rs, err);
 	return close_tmp(&f, r);
 }
 
@@ -227,7 +234,7 @@ static int pending_add(struct pending *p, const char *rel, const char *local,
 
 struct bulk {
 	struct pending *p;
-	int root;	     /* the mirror */
+	int root, tmpdir;    /* the mirror, the fetch directory */
 	int r;		     /* a local write that failed ends the call with it */
 	struct sfs_err lerr; /* and says why */
 };
@@ -242,12 +249,12 @@ static int on_bulk_file(const char *path, const void *data, size_t len, void *ar
 	if (i == p->n || (off_t)len != p->st[i].size)
 		return 0; /* not asked for, or changed meanwhile: fetched alone */
 	struct fetched f;
-	int r = open_tmp(b->root, p->rel[i], p->local[i], &f, &b->lerr);
+	int r = open_tmp(b->root, b->tmpdir, p->rel[i], p->local[i], &f, &b->lerr);
 	if (r)
 		return b->r = r;
 	r = sfs_write_all(f.fd, data, len);
 	r = r < 0 ? sfs_errf(&b->lerr, r, "snapshot: %s: %s", p->local[i], strerror(-r))
-		  : settle(f.fd, f.dir, f.tmp, f.base, p->local[i], &p->st[i], &b->lerr);
+		  : settle(f.fd, f.tmpdir, f.dir, f.base, p->local[i], &p->st[i], &b->lerr);
 	if (!close_tmp(&f, r))
 		p->done[i] = true;
 	return b->r = r;
@@ -255,11 +262,20 @@ static int on_bulk_file(const char *path, const void *data, size_t len, void *ar
 
 static int fetch_pending(struct sfs_sandbox *sb, int root, struct pending *p, struct sfs_err *err)
 {
+	if (!p->n)
+		return 0;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/wsnap-fetch", sb->statedir);
+	int tmpdir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tmpdir < 0)
+		return sfs_errf(err, -errno, "snapshot: %s: %s", path, strerror(errno));
 	int r = 0;
 	if (sb->provider->ops->fs_read_many && p->n > 1) {
 		const char **ask = calloc(p->n, sizeof(*ask));
-		if (!ask)
+		if (!ask) {
+			close(tmpdir);
 			return sfs_errf(err, -ENOMEM, "out of memory");
+		}
 		size_t k = 0;
 		off_t bytes = 0;
 		for (size_t i = 0; i < p->n; i++)
@@ -269,18 +285,21 @@ static int fetch_pending(struct sfs_sandbox *sb, int root, struct pending *p, st
 				bytes += p->st[i].size;
 			}
 		struct sfs_err berr = {0};
-		struct bulk b = {.p = p, .root = root};
+		struct bulk b = {.p = p, .root = root, .tmpdir = tmpdir};
 		/* a failed bulk call is not an error: what it left undone goes
 		 * one file at a time below, and that reports what fails */
 		if (k > 1)
 			sb->provider->ops->fs_read_many(sb, ask, k, on_bulk_file, &b, &berr);
 		free(ask);
-		if (b.r)
+		if (b.r) {
+			close(tmpdir);
 			return sfs_errf(err, b.r, "%s", b.lerr.msg);
+		}
 	}
 	for (size_t i = 0; !r && i < p->n; i++)
 		if (!p->done[i])
-			r = fetch(sb, root, p->rel[i], p->local[i], &p->st[i], err);
+			r = fetch(sb, root, tmpdir, p->rel[i], p->local[i], &p->st[i], err);
+	close(tmpdir);
 	return r;
 }
 
@@ -386,7 +405,11 @@ int wsnap_remote_pull(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
 	char mirror[4200];
 	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	char fetch_dir[4200];
+	snprintf(fetch_dir, sizeof(fetch_dir), "%s/wsnap-fetch", sb->statedir);
 	int r = sfs_mkdir_p(mirror, 0700);
+	if (!r && (r = sfs_mkdir_p(fetch_dir, 0700)))
+		snprintf(mirror, sizeof(mirror), "%s", fetch_dir); /* for the message */
 	if (r)
 		return sfs_errf(err, r, "snapshot: %s: %s", mirror, strerror(-r));
 	int root = open(mirror, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

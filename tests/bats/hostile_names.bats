@@ -120,3 +120,23 @@ listing_clean() {
 	still_serving other
 	nothing_outside
 }
+
+@test "hostile names: a sandbox's NAME.sfs-fetch beside NAME (symlink, directory) neither blocks a snapshot nor is followed" {
+	start sbx
+	run conf_new h
+	[ "$status" -eq 0 ]
+	conf_run h "echo hi >c.txt; ln -s $OUTSIDE c.txt.sfs-fetch; echo d >d.txt; mkdir d.txt.sfs-fetch" >/dev/null
+	run ctl_write "$MNT/h/ctl" "snapshot s kind=workspace"
+	[ "$status" -eq 0 ]
+	nothing_outside
+	[ "$(cat "$MNT/h/snapshots/s/tree/c.txt")" = hi ]
+	[ "$(readlink "$MNT/h/snapshots/s/tree/c.txt.sfs-fetch")" = "$OUTSIDE" ]
+	[ "$(cat "$MNT/h/snapshots/s/tree/d.txt")" = d ]
+	# and again, with the mirror already there
+	conf_run h "echo hello >c.txt" >/dev/null
+	run ctl_write "$MNT/h/ctl" "snapshot t kind=workspace"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$MNT/h/snapshots/t/tree/c.txt")" = hello ]
+	nothing_outside
+	still_serving other
+}
