@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,18 +326,28 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 			r = -errno;
 		if (!r)
 			r = chmod_at(dir, base, (rs->mode & 07777) | 0700);
+		/* no fd held across the recursion: a sandbox's tree may be
+		 * thousands of directories deep */
+		close(dir);
+		dir = -1;
+		if (r)
+			return sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
+		if ((r = pull_dir(sb, root, rel, local, err)))
+			return r;
+		/* its own bits last: a read-only directory is still filled */
+		if ((dir = parent_of(root, rel, &base)) < 0)
+			r = dir;
+		else
+			r = chmod_at(dir, base, rs->mode & 07777);
 		if (r)
 			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
-		else if (!(r = pull_dir(sb, root, rel, local, err)) &&
-			 (r = chmod_at(dir, base, rs->mode & 07777)))
-			/* its own bits last: a read-only directory is still filled */
-			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
 	} else if (S_ISLNK(rs->mode)) {
-		char have_t[4096];
-		ssize_t n = have && S_ISLNK(st.st_mode)
-				? readlinkat(dir, base, have_t, sizeof(have_t) - 1)
-				: -1;
-		if (n < 0 || (have_t[n] = '\0', !rs->link || strcmp(have_t, rs->link) != 0)) {
+		/* on the heap: this frame is on the stack once per level */
+		char *have_t = have && S_ISLNK(st.st_mode) ? malloc(PATH_MAX) : NULL;
+		ssize_t n = have_t ? readlinkat(dir, base, have_t, PATH_MAX - 1) : -1;
+		bool same = n >= 0 && (have_t[n] = '\0', rs->link && strcmp(have_t, rs->link) == 0);
+		free(have_t);
+		if (!same) {
 			if (have)
 				sfs_rm_rf(local);
 			if (symlinkat(rs->link ? rs->link : "", dir, base) < 0)
@@ -353,7 +364,8 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 	} else if (pending_add(todo, rel, local, rs)) {
 		r = sfs_errf(err, -ENOMEM, "out of memory");
 	}
-	close(dir);
+	if (dir >= 0)
+		close(dir);
 	return r;
 }
 
