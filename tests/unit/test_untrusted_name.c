@@ -4,7 +4,11 @@
  */
 #include "check.h"
 
+#include "providers/provider.h"
 #include "providers/untrusted/name.h"
+
+#include <jansson.h>
+#include <stdlib.h>
 
 #include <limits.h>
 #include <string.h>
@@ -69,6 +73,57 @@ static void test_rel_path(void)
 	CHECK(!sfs_rel_path_ok(big));
 }
 
+static int st_file(json_t *o, struct sfs_rstat *st)
+{
+	(void)o;
+	st->mode = 0100644;
+	return 0;
+}
+
+/* A JSON listing (daytona's array, e2b's and sprites' entries) from a
+ * hostile sandbox: only the names a path may be joined with remain. */
+static void test_json_listing(void)
+{
+	char big[300];
+	memset(big, 'b', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	json_t *arr = json_array();
+	const char *names[] = {
+	    "../../../../../../tmp/x", "ok", "..", ".", "a/b", "", "/etc", big, ".ok"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		json_array_append_new(arr, json_pack("{s:s}", "name", names[i]));
+	/* "a\0/../x": measured by its JSON length, not cut to "a" */
+	json_array_append_new(arr, json_pack("{s:s%}", "name", "a\0/../x", (size_t)7));
+	json_array_append_new(arr, json_pack("{s:i}", "name", 3)); /* not a name */
+	struct sfs_rdirent *v;
+	size_t n;
+	struct sfs_name_drops d = {0};
+	CHECK_INT(sfs_rdirents_from_json(arr, st_file, &v, &n, &d), 0);
+	CHECK_INT(n, 2);
+	CHECK_STREQ(n > 0 ? v[0].name : NULL, "ok");
+	CHECK_STREQ(n > 1 ? v[1].name : NULL, ".ok");
+	CHECK_INT(d.n, 8);
+	CHECK_STREQ(d.first, "../../../../../../tmp/x");
+	sfs_rdirents_free(v, n);
+	json_decref(arr);
+}
+
+/* Object-store keys below a prefix (S3, GCS) as names. */
+static void test_store_names(void)
+{
+	size_t len;
+	CHECK_INT(sfs_store_entry("a.txt", false, &len), 1);
+	CHECK_INT(sfs_store_entry("..", false, &len), -1);
+	CHECK_INT(sfs_store_entry("../", true, &len), -1);
+	CHECK_INT(sfs_store_entry("/", true, &len), -1);
+	char big[300];
+	memset(big, 'k', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CHECK_INT(sfs_store_entry(big, false, &len), -1);
+	big[sizeof(big) - 2] = '/';
+	CHECK_INT(sfs_store_entry(big, true, &len), -1);
+}
+
 static void test_drops(void)
 {
 	struct sfs_name_drops d = {0};
@@ -88,4 +143,4 @@ static void test_drops(void)
 }
 
 CHECK_MAIN(CHECK_CASE(test_ok), CHECK_CASE(test_bad), CHECK_CASE(test_rel_path),
-	   CHECK_CASE(test_drops))
+	   CHECK_CASE(test_json_listing), CHECK_CASE(test_store_names), CHECK_CASE(test_drops))
