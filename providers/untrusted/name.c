@@ -42,34 +42,42 @@ bool sfs_rel_path_ok(const char *rel)
 	}
 }
 
-void sfs_name_drop(struct sfs_name_drops *d, const char *name, size_t len)
+/* in[0..len) into out (cap >= 8): printable ASCII ('/' too) as it is, any
+ * other byte, '"' and backslash as \xNN (a newline cannot start a fake log
+ * line); cut with "..." where out is full. */
+static void escape_into(char *out, size_t cap, const char *in, size_t len)
 {
-	if (!d || d->n++)
-		return;
-	/* printable ASCII ('/' too) as it is, any other byte, '"' and '\\'
-	 * as \xNN; a long name is cut */
 	size_t o = 0;
-	for (size_t i = 0; name && i < len; i++) {
-		unsigned char c = (unsigned char)name[i];
-		if (o + 8 > sizeof(d->first)) {
-			memcpy(d->first + o, "...", 3);
+	for (size_t i = 0; in && i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (o + 8 > cap) {
+			memcpy(out + o, "...", 3);
 			o += 3;
 			break;
 		}
 		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-			d->first[o++] = (char)c;
+			out[o++] = (char)c;
 		else
-			o += (size_t)snprintf(d->first + o, 5, "\\x%02x", c);
+			o += (size_t)snprintf(out + o, 5, "\\x%02x", c);
 	}
-	d->first[o] = '\0';
+	out[o] = '\0';
+}
+
+void sfs_name_drop(struct sfs_name_drops *d, const char *name, size_t len)
+{
+	if (d && !d->n++)
+		escape_into(d->first, sizeof(d->first), name, len);
 }
 
 void sfs_name_drops_log(const struct sfs_name_drops *d, const char *provider, const char *sandbox,
 			const char *dir)
 {
-	if (d && d->n)
-		sfs_log(SFS_LOG_WARN,
-			"%s: %s: the listing of %s leaves out %zu name(s) that cannot be file "
-			"names (empty, ., .., '/', NUL or over 255 bytes), the first \"%s\"",
-			provider, sandbox ? sandbox : "?", dir && *dir ? dir : "/", d->n, d->first);
+	if (!d || !d->n)
+		return;
+	char where[256];
+	escape_into(where, sizeof(where), dir && *dir ? dir : "/", dir && *dir ? strlen(dir) : 1);
+	sfs_log(SFS_LOG_WARN,
+		"%s: %s: the listing of %s leaves out %zu name(s) that cannot be file names "
+		"(empty, ., .., '/', NUL or over 255 bytes), the first \"%s\"",
+		provider, sandbox ? sandbox : "?", where, d->n, d->first);
 }
