@@ -14,15 +14,19 @@
 #include "wsnap.h"
 #include "wsnap_internal.h"
 
+#include "../providers/untrusted/name.h"
 #include "../providers/util.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,47 +49,126 @@ static bool skipped(const char *name)
 	return strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strcmp(name, ".git") == 0;
 }
 
-/* Gives the fetched copy in tmp (open as fd) the remote file's mode and
- * mtime and renames it over `local` (a directory there is removed first). */
-static int settle(int fd, const char *tmp, const char *local, const struct sfs_rstat *rs,
-		  struct sfs_err *err)
+/*
+ * The mirror is made of names a sandbox gave.  The listing parsers leave
+ * out any that cannot be a file name (untrusted/name.h) and pull_dir checks
+ * again; besides, every change to the mirror is made through a directory
+ * opened beneath its root without following a symlink (openat2
+ * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), by *at calls on one component.
+ */
+static int open_beneath(int root, const char *rel, int flags)
 {
-	int r = 0;
+	struct open_how how = {.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC),
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	long fd = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof(how));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* The mirror directory holding rel's last component (O_PATH), *base that
+ * component. */
+static int parent_of(int root, const char *rel, const char **base)
+{
+	const char *slash = strrchr(rel, '/');
+	*base = slash ? slash + 1 : rel;
+	if (!slash)
+		return open_beneath(root, "", O_PATH | O_DIRECTORY);
+	char *dir = strndup(rel, (size_t)(slash - rel));
+	if (!dir)
+		return -ENOMEM;
+	int fd = open_beneath(root, dir, O_PATH | O_DIRECTORY);
+	free(dir);
+	return fd;
+}
+
+/* A file's mode on the mirror, never through a symlink. */
+static int chmod_at(int dir, const char *base, mode_t mode)
+{
+	int fd = openat(dir, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	char proc[64];
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	struct stat st;
+	int r = fstat(fd, &st) < 0 ? -errno : S_ISLNK(st.st_mode) ? -ELOOP : 0;
+	if (!r && chmod(proc, mode) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
+/*
+ * A file is fetched into STATE/sandboxes/KEY/wsnap-fetch/file (the daemon's
+ * own directory, one fetch at a time: the caller holds the op lock), then
+ * renamed into the mirror: no name beside it in the mirror is taken, and a
+ * sandbox's "a.sfs-fetch" cannot stand in its way.
+ */
+#define FETCH_TMP "file"
+
+/* Gives the fetched copy (open as fd, FETCH_TMP in tmpdir) the remote
+ * file's mode and mtime and renames it over base in dir (a directory there
+ * is removed first). */
+static int settle(int fd, int tmpdir, int dir, const char *base, const char *local,
+		  const struct sfs_rstat *rs, struct sfs_err *err)
+{
 	struct timespec t[2] = {{rs->mtime, 0}, {rs->mtime, 0}};
 	if (fchmod(fd, rs->mode & 07777) < 0 || futimens(fd, t) < 0)
-		r = sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno));
-	if (!r) {
-		struct stat st;
-		if (lstat(local, &st) == 0 && S_ISDIR(st.st_mode))
-			sfs_rm_rf(local);
-		if (rename(tmp, local) < 0)
-			r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
+		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
+	struct stat st;
+	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		sfs_rm_rf(local);
+	if (renameat(tmpdir, FETCH_TMP, dir, base) < 0)
+		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
+	return 0;
+}
+
+/* The fetched copy of the mirror's rel: FETCH_TMP in tmpdir, and the
+ * directory it goes to (dir, opened beneath root). */
+struct fetched {
+	int tmpdir, dir, fd;
+	const char *base;
+};
+
+static int open_tmp(int root, int tmpdir, const char *rel, const char *local, struct fetched *f,
+		    struct sfs_err *err)
+{
+	f->fd = -1;
+	f->tmpdir = tmpdir;
+	f->dir = parent_of(root, rel, &f->base);
+	if (f->dir < 0)
+		return sfs_errf(err, f->dir, "snapshot: %s: %s", local, strerror(-f->dir));
+	f->fd =
+	    openat(tmpdir, FETCH_TMP, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (f->fd < 0) {
+		int r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
+		close(f->dir);
+		return r;
 	}
+	return 0;
+}
+
+/* Closes f; removes its copy when r says it was not settled. */
+static int close_tmp(struct fetched *f, int r)
+{
+	close(f->fd);
+	if (r)
+		unlinkat(f->tmpdir, FETCH_TMP, 0);
+	close(f->dir);
 	return r;
 }
 
-static int open_tmp(const char *local, char *tmp, size_t cap, struct sfs_err *err)
-{
-	snprintf(tmp, cap, "%s.sfs-fetch", local);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	return fd < 0 ? sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno)) : fd;
-}
-
-/* Fetches one remote file into host path `local` (temp + rename). */
-static int fetch(struct sfs_sandbox *sb, const char *rel, const char *local,
+/* Fetches one remote file into the mirror's rel (temp + rename). */
+static int fetch(struct sfs_sandbox *sb, int root, int tmpdir, const char *rel, const char *local,
 		 const struct sfs_rstat *rs, struct sfs_err *err)
 {
-	char tmp[4300];
-	int fd = open_tmp(local, tmp, sizeof(tmp), err);
-	if (fd < 0)
-		return fd;
-	int r = sb->provider->ops->fs_read(sb, rel, fd, err);
-	if (!r)
-		r = settle(fd, tmp, local, rs, err);
-	close(fd);
+	struct fetched f;
+	int r = open_tmp(root, tmpdir, rel, local, &f, err);
 	if (r)
-		unlink(tmp);
-	return r;
+		return r;
+	r = sb->provider->ops->fs_read(sb, rel, f.fd, err);
+	if (!r)
+		r = settle(f.fd, f.tmpdir, f.dir, f.base, local, rs, err);
+	return close_tmp(&f, r);
 }
 
 /*
@@ -152,6 +235,7 @@ static int pending_add(struct pending *p, const char *rel, const char *local,
 
 struct bulk {
 	struct pending *p;
+	int root, tmpdir;    /* the mirror, the fetch directory */
 	int r;		     /* a local write that failed ends the call with it */
 	struct sfs_err lerr; /* and says why */
 };
@@ -165,28 +249,34 @@ static int on_bulk_file(const char *path, const void *data, size_t len, void *ar
 		i++;
 	if (i == p->n || (off_t)len != p->st[i].size)
 		return 0; /* not asked for, or changed meanwhile: fetched alone */
-	char tmp[4300];
-	int fd = open_tmp(p->local[i], tmp, sizeof(tmp), &b->lerr);
-	if (fd < 0)
-		return b->r = fd;
-	int r = sfs_write_all(fd, data, len);
-	r = r < 0 ? sfs_errf(&b->lerr, r, "snapshot: %s: %s", tmp, strerror(-r))
-		  : settle(fd, tmp, p->local[i], &p->st[i], &b->lerr);
-	close(fd);
+	struct fetched f;
+	int r = open_tmp(b->root, b->tmpdir, p->rel[i], p->local[i], &f, &b->lerr);
 	if (r)
-		unlink(tmp);
-	else
+		return b->r = r;
+	r = sfs_write_all(f.fd, data, len);
+	r = r < 0 ? sfs_errf(&b->lerr, r, "snapshot: %s: %s", p->local[i], strerror(-r))
+		  : settle(f.fd, f.tmpdir, f.dir, f.base, p->local[i], &p->st[i], &b->lerr);
+	if (!close_tmp(&f, r))
 		p->done[i] = true;
 	return b->r = r;
 }
 
-static int fetch_pending(struct sfs_sandbox *sb, struct pending *p, struct sfs_err *err)
+static int fetch_pending(struct sfs_sandbox *sb, int root, struct pending *p, struct sfs_err *err)
 {
+	if (!p->n)
+		return 0;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/wsnap-fetch", sb->statedir);
+	int tmpdir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tmpdir < 0)
+		return sfs_errf(err, -errno, "snapshot: %s: %s", path, strerror(errno));
 	int r = 0;
 	if (sb->provider->ops->fs_read_many && p->n > 1) {
 		const char **ask = calloc(p->n, sizeof(*ask));
-		if (!ask)
+		if (!ask) {
+			close(tmpdir);
 			return sfs_errf(err, -ENOMEM, "out of memory");
+		}
 		size_t k = 0;
 		off_t bytes = 0;
 		for (size_t i = 0; i < p->n; i++)
@@ -196,88 +286,115 @@ static int fetch_pending(struct sfs_sandbox *sb, struct pending *p, struct sfs_e
 				bytes += p->st[i].size;
 			}
 		struct sfs_err berr = {0};
-		struct bulk b = {.p = p};
+		struct bulk b = {.p = p, .root = root, .tmpdir = tmpdir};
 		/* a failed bulk call is not an error: what it left undone goes
 		 * one file at a time below, and that reports what fails */
 		if (k > 1)
 			sb->provider->ops->fs_read_many(sb, ask, k, on_bulk_file, &b, &berr);
 		free(ask);
-		if (b.r)
+		if (b.r) {
+			close(tmpdir);
 			return sfs_errf(err, b.r, "%s", b.lerr.msg);
+		}
 	}
 	for (size_t i = 0; !r && i < p->n; i++)
 		if (!p->done[i])
-			r = fetch(sb, p->rel[i], p->local[i], &p->st[i], err);
+			r = fetch(sb, root, tmpdir, p->rel[i], p->local[i], &p->st[i], err);
+	close(tmpdir);
 	return r;
 }
 
-static int pull_dir(struct sfs_sandbox *sb, const char *rel, const char *local,
+static int pull_dir(struct sfs_sandbox *sb, int root, const char *rel, const char *local,
 		    struct sfs_err *err);
 
-static int pull_entry(struct sfs_sandbox *sb, const char *rel, const char *local,
+static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const char *local,
 		      const struct sfs_rstat *rs, struct pending *todo, struct sfs_err *err)
 {
+	const char *base;
+	int dir = parent_of(root, rel, &base);
+	if (dir < 0)
+		return sfs_errf(err, dir, "snapshot: %s: %s", local, strerror(-dir));
+	int r = 0;
 	struct stat st;
-	bool have = lstat(local, &st) == 0;
+	bool have = fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (S_ISDIR(rs->mode)) {
 		if (have && !S_ISDIR(st.st_mode)) {
-			unlink(local);
+			unlinkat(dir, base, 0);
 			have = false;
 		}
-		if (!have && mkdir(local, 0700) < 0)
-			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		if (chmod(local, (rs->mode & 07777) | 0700) < 0)
-			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		int r = pull_dir(sb, rel, local, err);
+		if (!have && mkdirat(dir, base, 0700) < 0)
+			r = -errno;
+		if (!r)
+			r = chmod_at(dir, base, (rs->mode & 07777) | 0700);
+		/* no fd held across the recursion: a sandbox's tree may be
+		 * thousands of directories deep */
+		close(dir);
+		dir = -1;
+		if (r)
+			return sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
+		if ((r = pull_dir(sb, root, rel, local, err)))
+			return r;
 		/* its own bits last: a read-only directory is still filled */
-		if (!r && chmod(local, rs->mode & 07777) < 0)
-			r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		return r;
-	}
-	if (S_ISLNK(rs->mode)) {
-		char have_t[4096];
-		ssize_t n =
-		    have && S_ISLNK(st.st_mode) ? readlink(local, have_t, sizeof(have_t) - 1) : -1;
-		if (n >= 0 && (have_t[n] = '\0', rs->link && strcmp(have_t, rs->link) == 0))
-			return 0;
-		if (have)
-			sfs_rm_rf(local);
-		if (symlink(rs->link ? rs->link : "", local) < 0)
-			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		return 0;
-	}
-	if (!S_ISREG(rs->mode))
-		return 0; /* special files are not recorded */
-	if (have && S_ISREG(st.st_mode) && st.st_size == rs->size && st.st_mtime == rs->mtime &&
-	    st.st_ctime > rs->mtime + 1) {
+		if ((dir = parent_of(root, rel, &base)) < 0)
+			r = dir;
+		else
+			r = chmod_at(dir, base, rs->mode & 07777);
+		if (r)
+			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
+	} else if (S_ISLNK(rs->mode)) {
+		/* on the heap: this frame is on the stack once per level */
+		char *have_t = have && S_ISLNK(st.st_mode) ? malloc(PATH_MAX) : NULL;
+		ssize_t n = have_t ? readlinkat(dir, base, have_t, PATH_MAX - 1) : -1;
+		bool same = n >= 0 && (have_t[n] = '\0', rs->link && strcmp(have_t, rs->link) == 0);
+		free(have_t);
+		if (!same) {
+			if (have)
+				sfs_rm_rf(local);
+			if (symlinkat(rs->link ? rs->link : "", dir, base) < 0)
+				r = sfs_errf(err, -errno, "snapshot: %s: %s", local,
+					     strerror(errno));
+		}
+	} else if (!S_ISREG(rs->mode)) {
+		/* special files are not recorded */
+	} else if (have && S_ISREG(st.st_mode) && st.st_size == rs->size &&
+		   st.st_mtime == rs->mtime && st.st_ctime > rs->mtime + 1) {
 		if ((st.st_mode & 07777) != (rs->mode & 07777) &&
-		    chmod(local, rs->mode & 07777) < 0)
-			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		return 0;
+		    (r = chmod_at(dir, base, rs->mode & 07777)))
+			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
+	} else if (pending_add(todo, rel, local, rs)) {
+		r = sfs_errf(err, -ENOMEM, "out of memory");
 	}
-	return pending_add(todo, rel, local, rs) ? sfs_errf(err, -ENOMEM, "out of memory") : 0;
+	if (dir >= 0)
+		close(dir);
+	return r;
 }
 
-static int pull_dir(struct sfs_sandbox *sb, const char *rel, const char *local, struct sfs_err *err)
+static int pull_dir(struct sfs_sandbox *sb, int root, const char *rel, const char *local,
+		    struct sfs_err *err)
 {
 	struct sfs_rdirent *ents = NULL;
 	size_t n = 0;
 	struct pending todo = {0};
 	int r = sb->provider->ops->fs_list(sb, rel, &ents, &n, err);
 	for (size_t i = 0; !r && i < n; i++) {
-		if (skipped(ents[i].name))
+		/* the provider's parser left such names out; checked again
+		 * here, where they become host paths */
+		if (skipped(ents[i].name) || !sfs_name_ok_str(ents[i].name))
 			continue;
 		char *rp = join(rel, ents[i].name), *lp = join(local, ents[i].name);
-		r = rp && lp ? pull_entry(sb, rp, lp, &ents[i].st, &todo, err)
+		r = rp && lp ? pull_entry(sb, root, rp, lp, &ents[i].st, &todo, err)
 			     : sfs_errf(err, -ENOMEM, "out of memory");
 		free(rp);
 		free(lp);
 	}
 	if (!r)
-		r = fetch_pending(sb, &todo, err);
+		r = fetch_pending(sb, root, &todo, err);
 	pending_free(&todo);
 	/* what the remote directory no longer has */
-	DIR *d = r ? NULL : opendir(local);
+	int dfd = r ? -1 : open_beneath(root, rel, O_RDONLY | O_DIRECTORY);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (dfd >= 0 && !d)
+		close(dfd);
 	struct dirent *e;
 	while (d && (e = readdir(d))) {
 		if (skipped(e->d_name))
@@ -300,16 +417,25 @@ int wsnap_remote_pull(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
 	char mirror[4200];
 	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	char fetch_dir[4200];
+	snprintf(fetch_dir, sizeof(fetch_dir), "%s/wsnap-fetch", sb->statedir);
 	int r = sfs_mkdir_p(mirror, 0700);
+	if (!r && (r = sfs_mkdir_p(fetch_dir, 0700)))
+		snprintf(mirror, sizeof(mirror), "%s", fetch_dir); /* for the message */
 	if (r)
 		return sfs_errf(err, r, "snapshot: %s: %s", mirror, strerror(-r));
+	int root = open(mirror, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return sfs_errf(err, -errno, "snapshot: %s: %s", mirror, strerror(errno));
 	sfs_sb_set_progress(sb, "snapshot: fetching the workspace");
-	r = pull_dir(sb, "", mirror, err);
+	r = pull_dir(sb, root, "", mirror, err);
 	sfs_sb_set_progress(sb, NULL);
-	if (r)
+	if (r) {
+		close(root);
 		return r;
-	*fd = open(mirror, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	return *fd < 0 ? sfs_errf(err, -errno, "snapshot: %s: %s", mirror, strerror(errno)) : 0;
+	}
+	*fd = root;
+	return 0;
 }
 
 /* ---- pushing a restore back ---- */
@@ -332,8 +458,8 @@ static int remote_rm(struct sfs_sandbox *sb, const char *rel, struct sfs_err *er
 	if (dir && (r = o->fs_list(sb, rel, &ents, &n, &e)))
 		return sfs_errf(err, r, "restore: %s: %s", rel, e.msg);
 	for (size_t i = 0; !r && i < n; i++) {
-		if (strcmp(ents[i].name, ".") == 0 || strcmp(ents[i].name, "..") == 0)
-			continue;
+		if (!sfs_name_ok_str(ents[i].name))
+			continue; /* never a path of ours (the parsers leave them out) */
 		char *p = join(rel, ents[i].name);
 		r = p ? remote_rm(sb, p, err) : sfs_errf(err, -ENOMEM, "out of memory");
 		free(p);
@@ -350,6 +476,7 @@ static int remote_rm(struct sfs_sandbox *sb, const char *rel, struct sfs_err *er
 struct push {
 	struct sfs_sandbox *sb;
 	const char *mirror;
+	int root; /* the mirror, read beneath it */
 	int r;
 	struct sfs_err *err;
 };
@@ -367,9 +494,13 @@ static void push_one(void *ctx, char what, const char *rel)
 		p->r = sfs_errf(p->err, -ENOMEM, "out of memory");
 		return;
 	}
+	const char *base;
+	int dir = what == 'r' ? -1 : parent_of(p->root, rel, &base);
 	if (what == 'r') {
 		p->r = remote_rm(p->sb, rel, p->err);
-	} else if (lstat(local, &st) < 0) {
+	} else if (dir < 0) {
+		p->r = sfs_errf(p->err, dir, "restore: %s: %s", local, strerror(-dir));
+	} else if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		p->r = sfs_errf(p->err, -errno, "restore: %s: %s", local, strerror(errno));
 	} else if (what == 'm') {
 		p->r = o->fs_chmod(p->sb, rel, st.st_mode & 07777, &e);
@@ -379,16 +510,17 @@ static void push_one(void *ctx, char what, const char *rel)
 			p->r = o->fs_mkdir(p->sb, rel, st.st_mode & 07777, &e);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];
-			ssize_t n = readlink(local, t, sizeof(t) - 1);
+			ssize_t n = readlinkat(dir, base, t, sizeof(t) - 1);
 			p->r = n < 0 ? -errno : (t[n] = '\0', o->fs_symlink(p->sb, t, rel, &e));
 		} else {
-			int fd = open(local, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			p->r =
-			    fd < 0 ? -errno : o->fs_write(p->sb, rel, fd, st.st_mode & 07777, &e);
+			int fd = open_beneath(p->root, rel, O_RDONLY);
+			p->r = fd < 0 ? fd : o->fs_write(p->sb, rel, fd, st.st_mode & 07777, &e);
 			if (fd >= 0)
 				close(fd);
 		}
 	}
+	if (dir >= 0)
+		close(dir);
 	if (p->r && !p->err->msg[0])
 		sfs_errf(p->err, p->r, "restore: %s: %s", rel, e.msg[0] ? e.msg : strerror(-p->r));
 	free(local);
@@ -403,7 +535,7 @@ int wsnap_remote_restore(struct sfs_sandbox *sb, const char *commit, const char 
 		return r;
 	char mirror[4200];
 	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
-	struct push p = {sb, mirror, 0, err};
+	struct push p = {sb, mirror, fd, 0, err};
 	sfs_sb_set_progress(sb, "restore: writing the workspace");
 	r = snap_restore(commit, fd, cache, st, push_one, &p, err);
 	sfs_sb_set_progress(sb, NULL);

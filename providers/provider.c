@@ -1,5 +1,6 @@
 #include "provider.h"
 #include "redact.h"
+#include "untrusted/name.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -99,23 +100,23 @@ int sfs_store_entry(const char *rest, bool prefix, size_t *len)
 	*len = n;
 	if (prefix ? !slash || slash[1] : slash || !n)
 		return 0;
-	if (!n || (rest[0] == '.' && (n == 1 || (n == 2 && rest[1] == '.'))))
-		return -1;
-	return 1;
+	return sfs_name_ok(rest, n) ? 1 : -1;
 }
 
 void sfs_store_left_out(const char *provider, const char *sandbox, const char *scheme,
-			const char *bucket, const char *prefix, size_t n)
+			const char *bucket, const char *prefix, const struct sfs_name_drops *d)
 {
-	if (n)
-		sfs_log(SFS_LOG_DEBUG,
-			"%s: %s: the listing of %s://%s/%s leaves out %zu name(s) that cannot be "
-			"file names (., .., empty)",
-			provider, sandbox, scheme, bucket, prefix, n);
+	if (!d->n)
+		return;
+	char *where = NULL;
+	if (asprintf(&where, "%s://%s/%s", scheme, bucket, prefix ? prefix : "") < 0)
+		where = NULL;
+	sfs_name_drops_log(d, provider, sandbox, where ? where : bucket);
+	free(where);
 }
 
 int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
-			   struct sfs_rdirent **ents, size_t *n)
+			   struct sfs_rdirent **ents, size_t *n, struct sfs_name_drops *drops)
 {
 	size_t count = json_array_size(arr);
 	struct sfs_rdirent *v = calloc(count ? count : 1, sizeof(*v));
@@ -124,10 +125,16 @@ int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat 
 	size_t k = 0;
 	for (size_t i = 0; i < count; i++) {
 		json_t *e = json_array_get(arr, i);
-		const char *name = json_string_value(json_object_get(e, "name"));
-		if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "..") ||
-		    strchr(name, '/'))
+		json_t *jn = json_object_get(e, "name");
+		const char *name = json_string_value(jn);
+		if (!name)
+			continue; /* not an entry */
+		/* the length, not strlen: "a\u0000/../x" is not "a" */
+		size_t len = json_string_length(jn);
+		if (!sfs_name_ok(name, len)) {
+			sfs_name_drop(drops, name, len);
 			continue;
+		}
 		int bad = !(v[k].name = strdup(name)) || conv(e, &v[k].st);
 		k++;
 		if (bad) {

@@ -89,20 +89,25 @@ void sfs_rdirents_free(struct sfs_rdirent *ents, size_t n);
  * P+rest (prefix false) or the common prefix P+rest (prefix true, rest ends
  * in '/'): 1 with *len the length of the entry's name; 0 for no entry (the
  * directory's own marker, a sub-directory's marker among the objects);
- * -1 for a name that cannot be a file name here, left out of the listing:
- * ".", "..", "./", "../" or "/" (the empty name of a key holding "//"). */
+ * -1 for a name that cannot be a file name here (untrusted/name.h), left
+ * out of the listing: ".", "..", "./", "../", "/" (the empty name of a key
+ * holding "//") or one over NAME_MAX. */
 int sfs_store_entry(const char *rest, bool prefix, size_t *len);
-/* One debug line for a listing of scheme://bucket/prefix that left out n
- * such names (none for n 0).  Keys like ROOT/../x or ROOT//x are made by
- * something else, never by us: "." and ".." are the kernel's, and the cache
- * never looks such names up (rc_name_ok), so nothing reaches outside ROOT. */
+/* One warning for a listing of scheme://bucket/prefix that left names out
+ * (none when d->n is 0).  Keys like ROOT/../x or ROOT//x are made by
+ * something else, never by us: they are not file names, and nothing
+ * reaches outside ROOT through them. */
+struct sfs_name_drops;
 void sfs_store_left_out(const char *provider, const char *sandbox, const char *scheme,
-			const char *bucket, const char *prefix, size_t n);
+			const char *bucket, const char *prefix, const struct sfs_name_drops *d);
 /* A provider's JSON array of entries as a listing: each element's "name"
- * (empty, ".", ".." and names holding '/' are left out) with conv's
- * attributes of it.  0, or -ENOMEM (nothing allocated is left). */
+ * with conv's attributes of it.  A name that cannot be a file name
+ * (untrusted/name.h: empty, ".", "..", holding '/' or NUL, over NAME_MAX)
+ * is left out and counted in drops (may be NULL); an element without a
+ * string name is skipped.  0, or -ENOMEM (nothing allocated is left). */
+struct sfs_name_drops;
 int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat *st),
-			   struct sfs_rdirent **ents, size_t *n);
+			   struct sfs_rdirent **ents, size_t *n, struct sfs_name_drops *drops);
 
 struct sfs_snapshot {
 	char *id;

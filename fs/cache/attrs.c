@@ -155,17 +155,25 @@ void rc_dir_update_locked(struct rc_node *d, const char *name, const struct sfs_
 
 /* Moves a provider listing's names and attributes into cache entries (v keeps
  * empty shells for sfs_rdirents_free); NULL on ENOMEM, v untouched. */
-static struct rent *take_entries(struct sfs_rdirent *v, size_t n)
+/* The entries of a provider's listing; *kept of them: a name that cannot be
+ * a file name is left out here too, whatever the provider's parser let
+ * through (its parser logged it). */
+static struct rent *take_entries(struct sfs_rdirent *v, size_t n, size_t *kept)
 {
 	struct rent *ents = calloc(n ? n : 1, sizeof(*ents));
 	if (!ents)
 		return NULL;
+	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
-		ents[i].name = v[i].name;
-		ents[i].st = v[i].st;
+		if (!rc_name_ok(v[i].name))
+			continue; /* sfs_rdirents_free frees it */
+		ents[k].name = v[i].name;
+		ents[k].st = v[i].st;
 		v[i].name = NULL;
 		v[i].st.link = NULL;
+		k++;
 	}
+	*kept = k;
 	return ents;
 }
 
@@ -257,13 +265,14 @@ static int ensure_listing(struct rc_node *d, struct sfs_sandbox *sb)
 	size_t n = 0;
 	int r = RC_CALL(d->rs, sb, "list", path, fs_list, path, &v, &n);
 	free(path);
-	struct rent *ents = r ? NULL : take_entries(v, n);
+	size_t kept = 0;
+	struct rent *ents = r ? NULL : take_entries(v, n, &kept);
 	sfs_rdirents_free(v, n);
 	if (!r && !ents)
 		r = -ENOMEM;
 	pthread_mutex_lock(&R.mu);
 	if (!r)
-		install_listing_locked(d, ents, n,
+		install_listing_locked(d, ents, kept,
 				       d->rs->gen == gen &&
 					   !rc_dir_touched_since_locked(d->rs, wctr, d->path),
 				       rc_now(), wctr, gen);

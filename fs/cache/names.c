@@ -19,10 +19,10 @@
 static int child_path(struct rc_ref *dir, const char *name, char **path)
 {
 	*path = NULL;
-	if (!rc_name_ok(name))
-		return -EINVAL;
 	if (strlen(name) > 255)
 		return -ENAMETOOLONG;
+	if (!rc_name_ok(name))
+		return -EINVAL;
 	pthread_mutex_lock(&R.mu);
 	*path = rc_join_path(dir->n->path, name);
 	pthread_mutex_unlock(&R.mu);

@@ -2,6 +2,7 @@
  * and the accessor every operation starts with (rc_ref_get). */
 #include "internal.h"
 
+#include "../../providers/untrusted/name.h"
 #include "../../providers/util.h"
 
 #include <errno.h>
@@ -75,7 +76,7 @@ void rc_ents_free(struct rent *v, size_t n)
 
 bool rc_name_ok(const char *name)
 {
-	return name[0] && strcmp(name, ".") && strcmp(name, "..") && !strchr(name, '/');
+	return sfs_name_ok_str(name);
 }
 
 void rc_entry_free(struct rc_entry *e)

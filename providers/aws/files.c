@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../provider.h"
+#include "../untrusted/name.h"
 #include "../strbuf.h"
 
 int aws_ws_open(struct sfs_sandbox *sb, struct aws_ws *w, struct sfs_err *err)
@@ -159,11 +160,13 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		if (!*ents)
 			rc = oom(err);
 	}
-	size_t odd = 0, len; /* names left out: not file names */
+	struct sfs_name_drops drops = {0}; /* names left out: not file names */
+	size_t len;
 	for (size_t i = 0; !rc && i < l.nobjs; i++) {
 		const char *name = l.objs[i].key + pl;
 		int k = sfs_store_entry(name, false, &len);
-		odd += k < 0;
+		if (k < 0)
+			sfs_name_drop(&drops, name, len);
 		if (k <= 0)
 			continue; /* the directory's own marker */
 		(*ents)[*n].name = strdup(name);
@@ -177,7 +180,8 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	for (size_t i = 0; !rc && i < l.nprefixes; i++) {
 		const char *p = l.prefixes[i] + pl;
 		int k = sfs_store_entry(p, true, &len);
-		odd += k < 0;
+		if (k < 0)
+			sfs_name_drop(&drops, p, len);
 		if (k <= 0)
 			continue;
 		(*ents)[*n].name = strndup(p, len);
@@ -188,7 +192,7 @@ int aws_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		fill_list_stat(&(*ents)[*n].st, true, 0, 0);
 		(*n)++;
 	}
-	sfs_store_left_out("aws", sb->name, "s3", w.bucket, prefix, odd);
+	sfs_store_left_out("aws", sb->name, "s3", w.bucket, prefix, &drops);
 	if (rc) {
 		sfs_rdirents_free(*ents, *n);
 		*ents = NULL;

@@ -1,6 +1,7 @@
 /* The toolbox file API behind workspace/ (fs/cache/ caches on top). */
 #include "daytona.h"
 
+#include "../untrusted/name.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -101,9 +102,13 @@ int dt_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 		json_decref(o);
 		return sfs_errf(err, -EPROTO, "daytona: listing %s: not a list", path);
 	}
-	r = sfs_rdirents_from_json(o, dt_file_info_from_json, ents, n);
+	struct sfs_name_drops drops = {0};
+	r = sfs_rdirents_from_json(o, dt_file_info_from_json, ents, n, &drops);
 	json_decref(o);
-	return r ? sfs_errf(err, r, "out of memory") : 0;
+	if (r)
+		return sfs_errf(err, r, "out of memory");
+	sfs_name_drops_log(&drops, "daytona", sb->name, path);
+	return 0;
 }
 
 static int status_err(const char *what, const char *path, struct sfs_http_resp *resp,

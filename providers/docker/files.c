@@ -11,6 +11,7 @@
 
 #include "../sh/sh.h"
 #include "../tar.h"
+#include "../untrusted/name.h"
 
 #include <curl/curl.h>
 
@@ -180,11 +181,13 @@ int dk_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **en
 	}
 	struct sfs_rdirent *v = NULL;
 	size_t count = 0;
-	r = sfs_sh_list_parse(out.b.buf, out.b.len, &v, &count);
+	struct sfs_name_drops drops = {0};
+	r = sfs_sh_list_parse(out.b.buf, out.b.len, &v, &count, &drops);
 	dk_buf_free(&out);
 	if (r)
 		return sfs_errf(err, r == -EAGAIN ? -EIO : r, "docker: list %s: %s", full,
 				r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	sfs_name_drops_log(&drops, "docker", sb->name, path);
 	*ents = v;
 	*n = count;
 	return 0;

@@ -4,6 +4,7 @@
 #include "e2b.h"
 
 #include "../sh/sh.h"
+#include "../untrusted/name.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -127,9 +128,14 @@ int e2b_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	json_decref(body);
 	if (r)
 		return r;
-	r = sfs_rdirents_from_json(json_object_get(o, "entries"), e2b_entry_from_json, ents, n);
+	struct sfs_name_drops drops = {0};
+	r = sfs_rdirents_from_json(json_object_get(o, "entries"), e2b_entry_from_json, ents, n,
+				   &drops);
 	json_decref(o);
-	return r ? sfs_errf(err, r, "out of memory") : 0;
+	if (r)
+		return sfs_errf(err, r, "out of memory");
+	sfs_name_drops_log(&drops, "e2b", sb->name, path);
+	return 0;
 }
 
 static int envd(void *sb, const char *route, struct sfs_http_req *req, struct sfs_http_resp *resp,

@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "../provider.h"
+#include "../untrusted/name.h"
 #include "../strbuf.h"
 
 static int oom(struct sfs_err *err)
@@ -138,11 +139,13 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		if (!*ents)
 			rc = oom(err);
 	}
-	size_t odd = 0, len; /* names left out: not file names */
+	struct sfs_name_drops drops = {0}; /* names left out: not file names */
+	size_t len;
 	for (size_t i = 0; !rc && i < l.nobjs; i++) {
 		const char *name = l.objs[i].name + pl;
 		int k = sfs_store_entry(name, false, &len);
-		odd += k < 0;
+		if (k < 0)
+			sfs_name_drop(&drops, name, len);
 		if (k <= 0)
 			continue; /* the directory's own marker, a sub-directory's */
 		if (!((*ents)[*n].name = strdup(name)) ||
@@ -156,7 +159,8 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 	for (size_t i = 0; !rc && i < l.nprefixes; i++) {
 		const char *p = l.prefixes[i] + pl;
 		int k = sfs_store_entry(p, true, &len);
-		odd += k < 0;
+		if (k < 0)
+			sfs_name_drop(&drops, p, len);
 		if (k <= 0)
 			continue;
 		if (!((*ents)[*n].name = strndup(p, len))) {
@@ -172,7 +176,7 @@ int gcp_fs_list(struct sfs_sandbox *sb, const char *path, struct sfs_rdirent **e
 		fill_stat(&(*ents)[*n].st, true, marker);
 		(*n)++;
 	}
-	sfs_store_left_out("gcp", sb->name, "gs", w.bucket, prefix, odd);
+	sfs_store_left_out("gcp", sb->name, "gs", w.bucket, prefix, &drops);
 	if (rc) {
 		sfs_rdirents_free(*ents, *n);
 		*ents = NULL;

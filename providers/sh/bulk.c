@@ -9,6 +9,7 @@
 
 #include "../strbuf.h"
 #include "../tar.h"
+#include "../untrusted/name.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -43,7 +44,9 @@ static int bulk_entry(void *ctx, const struct sfs_tar_entry *e)
 {
 	struct bulk *b = ctx;
 	sfs_buf_reset(&b->data);
-	return e->type == '0' ? 0 : SFS_TAR_SKIP;
+	/* a regular file under a path of checked names only: the archive is
+	 * the sandbox's, and its names may be joined into paths */
+	return e->type == '0' && sfs_rel_path_ok(e->name) ? 0 : SFS_TAR_SKIP;
 }
 
 static int bulk_data(void *ctx, const struct sfs_tar_entry *e, const void *p, size_t n)

@@ -6,6 +6,7 @@
 #include "sh.h"
 
 #include "../provider.h"
+#include "../untrusted/name.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -74,7 +75,15 @@ static bool stat_line(const char *buf, size_t len, size_t *pos, struct sfs_rstat
 	unsigned mode;
 	long long size, mtime;
 	const char *nl = *pos < len ? memchr(buf + *pos, '\n', len - *pos) : NULL;
-	if (!nl || sscanf(buf + *pos, "%x %lld %lld", &mode, &size, &mtime) != 3)
+	/* sscanf on a copy of the line: it would read the buffer to a NUL,
+	 * past len when there is none */
+	char line[128];
+	size_t n = nl ? (size_t)(nl - (buf + *pos)) : 0;
+	if (!nl || n >= sizeof(line))
+		return false;
+	memcpy(line, buf + *pos, n);
+	line[n] = '\0';
+	if (sscanf(line, "%x %lld %lld", &mode, &size, &mtime) != 3)
 		return false;
 	st->mode = (mode_t)mode;
 	st->size = (off_t)size;
@@ -94,7 +103,8 @@ static int take_string(const char *buf, size_t len, size_t *pos, char **out)
 	return 0;
 }
 
-int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, size_t *n)
+int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, size_t *n,
+		      struct sfs_name_drops *drops)
 {
 	*ents = NULL;
 	*n = 0;
@@ -129,8 +139,19 @@ int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, si
 		sfs_rdirents_free(v, count);
 		return r;
 	}
+	/* the names the sandbox gave that cannot be one here are left out */
+	size_t k = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (sfs_name_ok_str(v[i].name)) {
+			v[k++] = v[i];
+			continue;
+		}
+		sfs_name_drop(drops, v[i].name, strlen(v[i].name));
+		free(v[i].name);
+		free(v[i].st.link);
+	}
 	*ents = v;
-	*n = count;
+	*n = k;
 	return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "sh.h"
 
 #include "../provider.h"
+#include "../untrusted/name.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -73,10 +74,13 @@ int sfs_sh_xfs_list(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, const c
 {
 	char *out = NULL;
 	size_t len = 0;
+	struct sfs_name_drops drops = {0};
 	int r = on_path(x, sb, "list", sfs_sh_fs_list, path, NULL, &out, &len, err);
-	if (!r && (r = sfs_sh_list_parse(out, len, ents, n)))
+	if (!r && (r = sfs_sh_list_parse(out, len, ents, n, &drops)))
 		r = sfs_errf(err, r == -ENOMEM ? -ENOMEM : -EIO, "%s: list %s: %s", x->what, path,
 			     r == -EAGAIN ? "it changed while being read" : strerror(-r));
+	if (!r)
+		sfs_name_drops_log(&drops, x->what, sb->name, path);
 	free(out);
 	return r;
 }

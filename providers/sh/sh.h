@@ -255,11 +255,14 @@ extern const char sfs_sh_fs_symlink[];
 int sfs_sh_fs_errno(int code);
 
 /* A list script's output: the entries with their attributes (and symlink
- * targets).  -EAGAIN when it is inconsistent (the directory changed while
- * it was read), -ENOMEM. */
+ * targets).  A name that cannot be a file name here (untrusted/name.h) is
+ * left out and counted in drops (may be NULL).  -EAGAIN when it is
+ * inconsistent (the directory changed while it was read), -ENOMEM. */
 struct sfs_rdirent;
 struct sfs_rstat;
-int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, size_t *n);
+struct sfs_name_drops;
+int sfs_sh_list_parse(const char *buf, size_t len, struct sfs_rdirent **ents, size_t *n,
+		      struct sfs_name_drops *drops);
 /* A stat script's output; st->link is malloc'd for a symlink. */
 int sfs_sh_stat_parse(const char *buf, size_t len, struct sfs_rstat *st);
 

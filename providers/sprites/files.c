@@ -8,6 +8,7 @@
 #include "sprites.h"
 
 #include "../sh/sh.h"
+#include "../untrusted/name.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -76,30 +77,23 @@ static int fs_call(struct sfs_sandbox *sb, const char *method, const char *route
 	return r ? r : sp_api_req(path, req, resp, err);
 }
 
-static int parse_entry(json_t *o, struct sfs_rdirent *d)
+/* An entry's attributes (sfs_rdirents_from_json checks its name). */
+static int stat_from_json(json_t *o, struct sfs_rstat *st)
 {
-	memset(d, 0, sizeof *d);
-	const char *name = json_string_value(json_object_get(o, "name"));
 	const char *type = json_string_value(json_object_get(o, "type"));
 	const char *mode = json_string_value(json_object_get(o, "mode"));
-	if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-		return -EPROTO;
 	mode_t t = S_IFREG;
 	if ((type && !strcmp(type, "directory")) || json_is_true(json_object_get(o, "isDir")))
 		t = S_IFDIR;
 	else if (type && !strcmp(type, "symlink"))
 		t = S_IFLNK;
-	d->st.mode = t | (mode ? (mode_t)strtoul(mode, NULL, 8) & 07777 : 0644);
+	st->mode = t | (mode ? (mode_t)strtoul(mode, NULL, 8) & 07777 : 0644);
 	json_int_t size = json_integer_value(json_object_get(o, "size"));
-	d->st.size = size > 0 ? (off_t)size : 0;
-	d->st.mtime = sfs_parse_time(json_string_value(json_object_get(o, "modTime")));
+	st->size = size > 0 ? (off_t)size : 0;
+	st->mtime = sfs_parse_time(json_string_value(json_object_get(o, "modTime")));
 	const char *target = json_string_value(json_object_get(o, "target"));
-	if (t == S_IFLNK && target && !(d->st.link = strdup(target)))
+	if (t == S_IFLNK && target && !(st->link = strdup(target)))
 		return -ENOMEM;
-	if (!(d->name = strdup(name))) {
-		free(d->st.link);
-		return -ENOMEM;
-	}
 	return 0;
 }
 
@@ -126,26 +120,12 @@ static int list_raw(struct sfs_sandbox *sb, const char *rel, struct sfs_rdirent 
 		json_decref(o);
 		return sfs_errf(err, -EPROTO, "sprites: list %s: no entries in the answer", rel);
 	}
-	size_t cap = json_array_size(arr);
-	struct sfs_rdirent *e = calloc(cap ? cap : 1, sizeof *e);
-	if (!e) {
-		json_decref(o);
-		return sfs_errf(err, -ENOMEM, "out of memory");
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < cap; i++) {
-		int pr = parse_entry(json_array_get(arr, i), &e[k]);
-		if (pr == -ENOMEM) {
-			sfs_rdirents_free(e, k);
-			json_decref(o);
-			return sfs_errf(err, -ENOMEM, "out of memory");
-		}
-		if (!pr)
-			k++; /* a nameless or path-like entry is skipped */
-	}
+	struct sfs_name_drops drops = {0};
+	r = sfs_rdirents_from_json(arr, stat_from_json, ents, n, &drops);
 	json_decref(o);
-	*ents = e;
-	*n = k;
+	if (r)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	sfs_name_drops_log(&drops, "sprites", sb->name, rel);
 	return 0;
 }
 

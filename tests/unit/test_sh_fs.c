@@ -6,6 +6,8 @@
 
 #include "providers/provider.h"
 #include "providers/sh/sh.h"
+#include "providers/tar.h"
+#include "providers/untrusted/name.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -80,7 +82,7 @@ static void test_list_and_stat(void)
 	CHECK_INT(run(sfs_sh_fs_list, tmp, NULL, &out, &len), 0);
 	struct sfs_rdirent *v;
 	size_t n;
-	CHECK_INT(sfs_sh_list_parse(out, len, &v, &n), 0);
+	CHECK_INT(sfs_sh_list_parse(out, len, &v, &n, NULL), 0);
 	CHECK_INT(n, 3);
 	int seen = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -96,7 +98,7 @@ static void test_list_and_stat(void)
 	CHECK_INT(seen, 7);
 	sfs_rdirents_free(v, n);
 	/* cut short: the directory changed meanwhile */
-	CHECK_INT(sfs_sh_list_parse(out, len - 3, &v, &n), -EAGAIN);
+	CHECK_INT(sfs_sh_list_parse(out, len - 3, &v, &n, NULL), -EAGAIN);
 	free(out);
 
 	struct sfs_rstat st;
@@ -148,8 +150,78 @@ static void cleanup(void)
 	}
 }
 
+/* A hostile sandbox's list answer, as its shell would print it: names
+ * that would leave the directory are left out, their stat lines and
+ * symlink targets with them, and the rest keep their own. */
+static void test_list_hostile(void)
+{
+	static const char out[] = "../../../../../../tmp/x\0ok\0..\0.\0a/b\0ln\0"
+				  "\0"
+				  "81a4 3 100\n41ed 0 100\n41ed 0 100\n41ed 0 100\n81a4 1 100\n"
+				  "a1ff 3 100\n"
+				  "../t\0";
+	struct sfs_rdirent *v;
+	size_t n;
+	struct sfs_name_drops d = {0};
+	CHECK_INT(sfs_sh_list_parse(out, sizeof(out) - 1, &v, &n, &d), 0);
+	CHECK_INT(n, 2);
+	CHECK_STREQ(n > 0 ? v[0].name : NULL, "ok");
+	CHECK(n > 0 && S_ISDIR(v[0].st.mode));
+	CHECK_STREQ(n > 1 ? v[1].name : NULL, "ln");
+	CHECK(n > 1 && S_ISLNK(v[1].st.mode));
+	CHECK_STREQ(n > 1 ? v[1].st.link : NULL, "../t");
+	CHECK_INT(d.n, 4);
+	CHECK_STREQ(d.first, "../../../../../../tmp/x");
+	for (size_t i = 0; i < n; i++)
+		CHECK(sfs_name_ok_str(v[i].name));
+	sfs_rdirents_free(v, n);
+	/* a name over NAME_MAX */
+	char big[300 + 32];
+	memset(big, 'a', 300);
+	memcpy(big + 300,
+	       "\0\0"
+	       "81a4 0 1\n",
+	       12);
+	CHECK_INT(sfs_sh_list_parse(big, 311, &v, &n, NULL), 0);
+	CHECK_INT(n, 0);
+	sfs_rdirents_free(v, n);
+}
+
+static int bulk_seen(const char *path, const void *data, size_t len, void *arg)
+{
+	char *seen = arg;
+	strcat(seen, path);
+	strcat(seen, "|");
+	return 0;
+}
+
+/* A bulk read's tar from a sandbox: only regular files under checked
+ * names reach the caller ("a/./b", "a//b" do not, nor a symlink). */
+static void test_bulk_names(void)
+{
+	static unsigned char tar[SFS_TAR_BLOCK * 12];
+	memset(tar, 0, sizeof(tar));
+	const char *names[] = {"ok", "a/./b", "a//b", "ln", "d/e"};
+	const char types[] = {'0', '0', '0', '2', '0'};
+	size_t off = 0;
+	for (size_t i = 0; i < 5; i++) {
+		sfs_tar_header(tar + off, names[i], types[i], 1, 0644, 1);
+		off += SFS_TAR_BLOCK;
+		if (types[i] == '0') {
+			tar[off] = 'x';
+			off += SFS_TAR_BLOCK;
+		}
+	}
+	char seen[256] = "";
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_sh_bulk_each(tar, off + 2 * SFS_TAR_BLOCK, bulk_seen, seen, &err), 0);
+	CHECK_STREQ(seen, "ok|d/e|");
+}
+
 static void test_all(void)
 {
+	test_bulk_names();
+	test_list_hostile();
 	setup();
 	test_list_and_stat();
 	test_changes();

@@ -16,7 +16,10 @@ chosen port is printed as "listening on 127.0.0.1:PORT" and written to
 --port-file.  Fault switches can be changed while running:
     POST /_emu/faults {"latency_ms":..,"fail_rate":..,"drop_rate":..,
                        "slow_rate":..,"hang":bool,"stall_path":"substring",
-                       "fail_paths":"substring"}
+                       "fail_paths":"substring",
+                       "hostile_names":["../../tmp/x", ".."]}
+(hostile_names: directory entries put first in every GET /files listing,
+as a hostile sandbox would name them)
 GET /_emu/stats gives request counts.  Both need no auth and are not Daytona.
 """
 
@@ -340,6 +343,10 @@ class Handler(sfs_emu.Handler):
         if parts == ["files"] and m == "GET":
             d = resolve(sb, q.get("path"))
             out = []
+            # hostile_names (fault): directory entries a hostile sandbox
+            # would name ("../../tmp/x", ".."), first in every listing
+            for name in self.emu.faults.get("hostile_names") or []:
+                out.append(dict(file_info(d), name=name))
             for name in sorted(os.listdir(d)):
                 try:
                     out.append(file_info(os.path.join(d, name), name))
