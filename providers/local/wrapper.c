@@ -8,8 +8,10 @@
  *   journal  the command's stdout and stderr, merged, relayed through a pipe
  *            (relay.c) and cut at JOURNAL_MAX bytes with a marker line
  *   stdin    a FIFO; the wrapper keeps a writer open until SIGUSR1 (EOF)
- *   pid      "PID WPID": the command's pid, which is also its process group,
- *            then the wrapper's (for SIGUSR1)
+ *   pid      "PID WPID WSTART": the command's pid, which is also its process
+ *            group, then the wrapper's (for SIGUSR1) and its start time
+ *            (/proc/PID/stat field 22), which proves a live WPID is still
+ *            this wrapper
  *   status   "exit N" or "signal N", written atomically when the command ends
  *            (its temp file is reserved at the start: a full disk at the end
  *            cannot make the run `lost`)
@@ -320,8 +322,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	close(in_fd);
 	close(out[1]);
 
-	char num[48];
-	snprintf(num, sizeof(num), "%d %d\n", (int)pid, (int)getpid());
+	/* our start time proves a later reader's pidfd on WPID is us, not a
+	 * process that got our number after we ended (descendants.c) */
+	char num[80];
+	snprintf(num, sizeof(num), "%d %d %llu\n", (int)pid, (int)getpid(),
+		 (unsigned long long)sfs_proc_start_time(getpid()));
 	write_small_file(dir, "pid", num, false, false);
 	if (write(ready_fd, "ok\n", 3) < 0) {
 		/* the daemon will notice the run through its files */
