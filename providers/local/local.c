@@ -306,7 +306,7 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 
 /* Builds the run's environment: the daemon's (an isolated run's own
  * instead: isolated.c), the sandbox's env and secrets, minus
- * local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
+ * local.scrub_env names, plus SANDBOXFS_RUN_DIR and the command (SFS_LOCAL_CMD_ENV). */
 static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struct local_iso *iso,
 			struct sfs_err *err)
 {
@@ -357,6 +357,8 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struc
 	free(list);
 	if (!r)
 		r = sfs_kv_set(&env, "SANDBOXFS_RUN_DIR", run->dir);
+	if (!r)
+		r = sfs_kv_set(&env, SFS_LOCAL_CMD_ENV, run->cmd);
 	char **envp = r ? NULL : calloc(env.n + 1, sizeof(char *));
 	for (size_t i = 0; envp && i < env.n; i++) {
 		if (asprintf(&envp[i], "%s=%s", env.v[i].key, env.v[i].val) < 0) {
@@ -444,10 +446,13 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	char fdarg[16], maxarg[32];
 	snprintf(fdarg, sizeof(fdarg), "%d", SFS_LOCAL_READY_FD);
 	snprintf(maxarg, sizeof(maxarg), "%.0f", sfs_opt_get_double("journal.max_size"));
-	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG,
-			run->dir,    iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
-			fdarg,	     maxarg,
-			run->cmd,    iso.bwrap ? holder : NULL,
+	char *argv[] = {"sandboxfs",
+			SFS_LOCAL_WRAP_ARG,
+			run->dir,
+			iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
+			fdarg,
+			maxarg,
+			iso.bwrap ? holder : NULL,
 			NULL};
 	pid_t pid;
 	int sr = sfs_local_spawn_wrapper(argv, envp, pipefd[1], &pid);

@@ -14,6 +14,10 @@
 /* argv[1] that makes the sandboxfs binary act as the run wrapper. */
 #define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
 
+/* The environment variable that brings the run's command to the wrapper
+ * and its shell (an argv is readable by every host user). */
+#define SFS_LOCAL_CMD_ENV "SANDBOXFS_CMD"
+
 /* The libc-only wrapper program, looked for beside the sandboxfs binary. */
 #define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
 /* The fd the wrapper reports "ok" (or why not) on. */
@@ -27,8 +31,8 @@
  * /dev/null on 0-2 and ready_fd as SFS_LOCAL_READY_FD; -errno. */
 int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd, pid_t *pid);
 
-/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD JOURNAL_MAX CMD
- * [HOLDER].  Single-threaded
+/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD JOURNAL_MAX
+ * [HOLDER], the command in SFS_LOCAL_CMD_ENV.  Single-threaded
  * after exec; returns the process exit status. */
 int sfs_local_wrapper_main(int argc, char **argv);
 

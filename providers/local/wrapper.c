@@ -16,7 +16,9 @@
  *            (its temp file is reserved at the start: a full disk at the end
  *            cannot make the run `lost`)
  *
- * With isolation=bwrap a seventh argument names the sandbox's namespace
+ * The command is in the environment as SANDBOXFS_CMD, never in an argv.
+ *
+ * With isolation=bwrap a sixth argument names the sandbox's namespace
  * holder: the wrapper's child joins it (join.c) and starts the command in
  * it, so `pid` is that child's pid and the group holds both.
  *
@@ -188,14 +190,17 @@ static void report(int ready_fd, const char *what)
 
 int sfs_local_wrapper_main(int argc, char **argv)
 {
-	if (argc != 7 && argc != 8) {
+	/* the command comes in the environment, not argv: a command line is
+	 * every host user's to read (ps), an environment its owner's only */
+	const char *cmd = getenv(SFS_LOCAL_CMD_ENV);
+	if ((argc != 6 && argc != 7) || !cmd) {
 		fprintf(stderr,
-			"usage: sandboxfs %s RUNDIR CWD READY_FD JOURNAL_MAX CMD [HOLDER]\n",
-			SFS_LOCAL_WRAP_ARG);
+			"usage: %s=CMD sandboxfs %s RUNDIR CWD READY_FD JOURNAL_MAX [HOLDER]\n",
+			SFS_LOCAL_CMD_ENV, SFS_LOCAL_WRAP_ARG);
 		return 2;
 	}
-	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[6];
-	const char *holder = argc == 8 ? argv[7] : NULL;
+	const char *dir = argv[2], *cwd = argv[3];
+	const char *holder = argc == 7 ? argv[6] : NULL;
 	int ready_fd = atoi(argv[4]);
 	unsigned long long journal_max = strtoull(argv[5], NULL, 10);
 	char path[4200];
@@ -313,7 +318,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 				strerror(errno));
 			_exit(126);
 		}
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		/* the shell takes the command from the environment too (its
+		 * argv is the same for every run) and drops the variable before
+		 * the command runs, so nothing the command starts sees it */
+		execl("/bin/sh", "sh", "-c",
+		      "eval \"unset " SFS_LOCAL_CMD_ENV "; $" SFS_LOCAL_CMD_ENV "\"", (char *)NULL);
 		dprintf(2, "sandboxfs: /bin/sh: %s\n", strerror(errno));
 		_exit(127);
 	}

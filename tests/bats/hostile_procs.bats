@@ -6,6 +6,10 @@
 # attack failed and that the daemon still serves another sandbox.
 
 load helpers
+load iso_helpers
+
+# a secret the daemon reads from its environment (secret.K=env:VAR)
+export SFS_HP_SECRET="sfs-procs-secret-8e1f4c27b9"
 
 setup() {
 	sfs_mount
@@ -16,6 +20,7 @@ teardown() {
 		local p
 		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/foreign.pids"
 	fi
+	iso_kill_holders
 	sfs_teardown
 }
 
@@ -100,5 +105,55 @@ still_serves() {
 	# the run's own sleep went with the sandbox
 	run pgrep -g "$pg"
 	[ "$status" -ne 0 ]
+	still_serves b
+}
+
+# no_cmdline_has FILE: no process's command line (/proc/*/cmdline, ps) holds
+# the text in FILE (read from a file, so this check's own argv is clean).
+no_cmdline_has() {
+	if grep -laF -f "$1" /proc/[0-9]*/cmdline 2>/dev/null; then return 1; fi
+	if ps -eo pid,args | grep -F -f "$1"; then return 1; fi
+	return 0
+}
+
+# secret_not_on_cmdline SANDBOX STATEDIR: a run whose command holds the
+# secret's value (typed in, as a user may) shows it on no command line
+# while it runs.
+secret_not_on_cmdline() {
+	local n rd
+	n=$(ctl_write "$MNT/$1/ctl" "exec sleep 1000; echo \$TOK $SFS_HP_SECRET")
+	rd="$2/runs/$n"
+	wait_sleep_running "$rd"
+	printf '%s\n' "$SFS_HP_SECRET" >"$BATS_TEST_TMPDIR/needle"
+	no_cmdline_has "$BATS_TEST_TMPDIR/needle"
+	# while the secret reaches the run as its variable, and the command is whole
+	[ "$(tr '\0' '\n' <"/proc/$(cut -d' ' -f1 "$rd/pid")/environ" | grep -c "^TOK=$SFS_HP_SECRET$")" = 1 ]
+	echo "kill $n KILL" >"$MNT/$1/ctl"
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "killed KILL" ]
+}
+
+@test "a run's command (with a secret in it) is on no command line: not the wrapper's, not the shell's" {
+	echo "new a secret.TOK=env:SFS_HP_SECRET" >"$MNT/ctl"
+	sb=$(ls -d "$STATE"/sandboxes/*)
+	mkdir "$MNT/b"
+	secret_not_on_cmdline a "$sb"
+	# the command still runs whole, quotes and all
+	n=$(ctl_write "$MNT/a/ctl" "exec printf '%s|' \"a b\" 'c'; echo \$# \$0")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/a/runs/$n/journal")" = "a b|c|0 sh" ]
+	# and nothing the command starts sees how it came
+	n=$(ctl_write "$MNT/a/ctl" "exec env")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	run grep -c '^SANDBOXFS_CMD=' "$MNT/a/runs/$n/journal"
+	[ "$output" = 0 ]
+	still_serves b
+}
+
+@test "isolation=bwrap: a run's command (with a secret in it) is on no command line" {
+	iso_require
+	echo "new a isolation=bwrap secret.TOK=env:SFS_HP_SECRET" >"$MNT/ctl"
+	sb=$(ls -d "$STATE"/sandboxes/*)
+	mkdir "$MNT/b"
+	secret_not_on_cmdline a "$sb"
 	still_serves b
 }

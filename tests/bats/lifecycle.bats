@@ -59,7 +59,7 @@ kill_daemon() {
 	mkdir "$r2"
 	orphan='echo orphan-out; while [ ! -e go ]; do sleep 0.1; done; exit 42'
 	printf '%s' "$orphan" >"$r2/.cmd"
-	SANDBOXFS_RUN_DIR="$r2" setsid "$SFS_BIN" __local-run-wrapper "$r2" "$ws" 9 1073741824 "$orphan" \
+	SANDBOXFS_RUN_DIR="$r2" SANDBOXFS_CMD="$orphan" setsid "$SFS_BIN" __local-run-wrapper "$r2" "$ws" 9 1073741824 \
 		9>/dev/null </dev/null >/dev/null 2>&1 3>&- &
 	wait_for grep -qs orphan-out "$r2/journal"
 	mkdir "$d/runs/3"
@@ -95,7 +95,7 @@ kill_daemon() {
 	r1="$d/runs/1"
 	mkdir -p "$r1"
 	printf '%s' 'echo up; sleep 300' >"$r1/.cmd"
-	SANDBOXFS_RUN_DIR="$r1" setsid "$SFS_BIN" __local-run-wrapper "$r1" "$ws" 9 1073741824 "$(cat "$r1/.cmd")" \
+	SANDBOXFS_RUN_DIR="$r1" SANDBOXFS_CMD="$(cat "$r1/.cmd")" setsid "$SFS_BIN" __local-run-wrapper "$r1" "$ws" 9 1073741824 \
 		9>/dev/null </dev/null >/dev/null 2>&1 3>&- &
 	wait_for grep -qs up "$r1/journal"
 	sfs_mount
