@@ -346,7 +346,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 	if (pid == 0) {
 		/* async-signal-safe only: no message but through the log */
 		setsid();
-		int nul = open("/dev/null", O_RDONLY);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0 ||
 		    dup2(info[1], 3) < 0 || dup2(ws, 4) < 0 || (px >= 0 && dup2(px, 5) < 0))
 			_exit(126);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -748,20 +749,43 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	return sfs_cow_remove(sb->statedir, err);
 }
 
+/* Runs argv (looked up in PATH) to its end, with /dev/null on 0 and 1 and
+ * the daemon's stderr.  posix_spawn, not fork: the daemon is threaded, and
+ * the child must not run any of its code, inherit any other descriptor
+ * (closefrom 3) or the mask and dispositions of whichever thread asked. */
 static int run_cmd(char *const argv[], struct sfs_err *err)
 {
-	pid_t pid = fork();
-	if (pid < 0)
-		return sfs_errf(err, -errno, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		if (nul >= 0) {
-			dup2(nul, 0);
-			dup2(nul, 1);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	int r = posix_spawn_file_actions_init(&fa);
+	if (r)
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
+	r = posix_spawnattr_init(&attr);
+	if (r) {
+		posix_spawn_file_actions_destroy(&fa);
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
 	}
+	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (!r)
+		r = posix_spawnattr_setsigmask(&attr, &none);
+	if (!r)
+		r = posix_spawnattr_setsigdefault(&attr, &all);
+	if (!r)
+		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+	if (!r)
+		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
+	if (!r)
+		r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	pid_t pid;
+	if (!r)
+		r = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r)
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)

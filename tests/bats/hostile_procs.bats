@@ -157,3 +157,59 @@ secret_not_on_cmdline() {
 	secret_not_on_cmdline a "$sb"
 	still_serves b
 }
+
+# fds_ok LISTING: an `ls -l /proc/PID/fd` listing (with the lines of
+# /proc/PID/status for SigBlk and SigIgn after it) shows fds 0-2 and, as
+# 3, the /proc directory ls itself had open; nothing blocked, and no
+# standard signal ignored.
+fds_ok() {
+	local fds blk ign
+	fds=$(grep -- ' -> ' "$1" | awk '{ print $(NF-2) }' | tr '\n' ' ')
+	[ "$fds" = "0 1 2 3 " ] || { cat "$1"; return 1; }
+	grep -Eq ' 3 -> /proc/[0-9]+/fd$' "$1" || { cat "$1"; return 1; }
+	blk=$(awk '$1=="SigBlk:" { print $2 }' "$1")
+	ign=$(awk '$1=="SigIgn:" { print $2 }' "$1")
+	[ "$((0x$blk))" = 0 ] || { cat "$1"; return 1; }
+	# 1-31: what glibc reserves above them is not the run's business
+	[ "$((0x$ign & 0x7fffffff))" = 0 ] || { cat "$1"; return 1; }
+}
+
+# run_fds SANDBOX: what a run of SANDBOX inherits, checked by fds_ok.
+run_fds() {
+	local n
+	# ls inherits what the run's shell has, and adds its 3
+	n=$(ctl_write "$MNT/$1/ctl" 'exec ls -l /proc/self/fd; grep -E "^Sig(Blk|Ign):" /proc/self/status')
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ]
+	cp "$MNT/$1/runs/$n/journal" "$BATS_TEST_TMPDIR/fds.$1"
+	fds_ok "$BATS_TEST_TMPDIR/fds.$1"
+}
+
+@test "a run inherits fds 0-2 only, no blocked signal: local and isolation=bwrap" {
+	mkdir "$MNT/a" "$MNT/c"
+	run_fds a
+	if command -v bwrap >/dev/null; then
+		echo "new b isolation=bwrap" >"$MNT/ctl"
+		run_fds b
+	fi
+	still_serves c
+}
+
+@test "fork's copy (cp) inherits fds 0-2 only and no blocked signal from the threaded daemon" {
+	# a cp first in the daemon's PATH that says what it inherited
+	bin="$BATS_TEST_TMPDIR/bin"
+	mkdir -p "$bin"
+	cat >"$bin/cp" <<SH
+#!/bin/sh
+exec /bin/sh -c 'ls -l /proc/self/fd >"\$0" 2>/dev/null; grep -E "^Sig(Blk|Ign):" /proc/self/status >>"\$0"; exec /bin/cp "\$@"' "$BATS_TEST_TMPDIR/cp.fds" "\$@"
+SH
+	chmod 755 "$bin/cp"
+	sfs_unmount
+	export PATH="$bin:$PATH"
+	sfs_mount
+	mkdir "$MNT/a"
+	echo hello >"$MNT/a/workspace/f"
+	echo "fork a2" >"$MNT/a/ctl"
+	[ "$(cat "$MNT/a2/workspace/f")" = hello ]
+	fds_ok "$BATS_TEST_TMPDIR/cp.fds"
+	still_serves a2
+}
