@@ -38,7 +38,7 @@ int sfs_config_load(const char *path, int must_exist, struct sfs_err *err)
 int sfs_config_load_with(const char *path, int must_exist, const struct sfs_opt_table *tables,
 			 size_t ntables, struct sfs_err *err)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f = fopen(path, "re");
 	if (!f) {
 		if (errno == ENOENT && !must_exist)
 			return 0;

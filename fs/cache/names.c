@@ -144,7 +144,7 @@ int rc_mknod(struct rc_ref *dir, const char *name, mode_t mode, struct rc_entry 
 	if (!r) {
 		/* an empty file's contents to send */
 		FILE *tmp = tmpfile();
-		fd = tmp ? dup(fileno(tmp)) : -1;
+		fd = tmp ? fcntl(fileno(tmp), F_DUPFD_CLOEXEC, 0) : -1;
 		if (tmp)
 			fclose(tmp);
 		if (fd < 0)

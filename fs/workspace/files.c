@@ -272,7 +272,7 @@ void ws_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	/* close() of a duplicate reports write-back errors (NFS-style) without
 	 * giving up the handle, which stays open until release. */
-	int fd = dup(ws_file(fi)->fd);
+	int fd = fcntl(ws_file(fi)->fd, F_DUPFD_CLOEXEC, 0);
 
 	if (fd == -1) {
 		ws_reply_err(req, errno);

@@ -39,7 +39,7 @@ static long saved_pid(struct sfs_run *run)
 {
 	char file[4200], text[64];
 	snprintf(file, sizeof(file), "%s/e2b", run->dir);
-	FILE *f = fopen(file, "r");
+	FILE *f = fopen(file, "re");
 	long pid = 0;
 	if (f) {
 		if (fgets(text, sizeof(text), f))

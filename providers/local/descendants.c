@@ -11,10 +11,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 size_t sfs_local_tree_select(const struct sfs_local_proc *procs, size_t n, pid_t root, bool *mark)
@@ -44,19 +46,27 @@ size_t sfs_local_tree_select(const struct sfs_local_proc *procs, size_t n, pid_t
 	return count;
 }
 
-/* Reads pid's parent and state from /proc/PID/stat: "pid (comm) S ppid ...",
- * comm may hold spaces and ')' so the last ')' ends it. */
-static int read_stat(pid_t pid, pid_t *ppid, char *state)
+/* Reads what /proc/PID/stat says of pid: "pid (comm) S ppid pgrp session
+ * ... starttime(22)"; comm may hold spaces and ')' so the last ')' ends it.
+ * start may be NULL. */
+static int read_stat(pid_t pid, pid_t *ppid, pid_t *sid, char *state, uint64_t *start)
 {
-	char path[64], buf[512];
+	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	if (sfs_proc_read(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	char *end = strrchr(buf, ')');
-	int parent;
-	if (!end || sscanf(end + 1, " %c %d", state, &parent) != 2)
+	int parent, session;
+	unsigned long long st = 0;
+	if (!end || sscanf(end + 1,
+			   " %c %d %*d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+			   "%*d %*d %llu",
+			   state, &parent, &session, &st) != 4)
 		return -1;
 	*ppid = parent;
+	*sid = session;
+	if (start)
+		*start = st;
 	return 0;
 }
 
@@ -76,7 +86,8 @@ static int list_procs(bool with_zombies, struct sfs_local_proc **out, size_t *n)
 			continue;
 		struct sfs_local_proc p = {.pid = atoi(e->d_name)};
 		char state;
-		if (read_stat(p.pid, &p.ppid, &state) < 0 || (state == 'Z' && !with_zombies))
+		if (read_stat(p.pid, &p.ppid, &p.sid, &state, &p.start) < 0 ||
+		    (state == 'Z' && !with_zombies))
 			continue;
 		if (*n == cap) {
 			cap = cap ? cap * 2 : 256;
@@ -93,6 +104,38 @@ static int list_procs(bool with_zombies, struct sfs_local_proc **out, size_t *n)
 		(*out)[(*n)++] = p;
 	}
 	closedir(d);
+	return 0;
+}
+
+/* The processes of w's run as one walk of /proc sees them: the descendants
+ * of the wrapper and the members of its session (a bwrap run's orphans
+ * belong to the namespace's pid 1, not to the wrapper, but stay in the
+ * session), never the wrapper itself.  Only valid while the wrapper lives:
+ * the caller checks that after the walk (then the session id and every
+ * parent link seen in the walk were the wrapper's). */
+static int run_procs(const struct sfs_local_wrapper *w, bool with_zombies,
+		     struct sfs_local_proc **out, size_t *n)
+{
+	struct sfs_local_proc *procs;
+	size_t total;
+	*out = NULL;
+	*n = 0;
+	int r = list_procs(with_zombies, &procs, &total);
+	if (r)
+		return r;
+	bool *mark = calloc(total ? total : 1, sizeof(*mark));
+	if (!mark) {
+		free(procs);
+		return -ENOMEM;
+	}
+	sfs_local_tree_select(procs, total, w->pid, mark);
+	size_t k = 0;
+	for (size_t i = 0; i < total; i++)
+		if (procs[i].pid != w->pid && (mark[i] || procs[i].sid == w->pid))
+			procs[k++] = procs[i];
+	free(mark);
+	*out = procs;
+	*n = k;
 	return 0;
 }
 
@@ -123,53 +166,93 @@ int sfs_local_descendants(pid_t root, bool with_zombies, pid_t **out, size_t *n)
 	return 0;
 }
 
-static bool listed(const pid_t *pids, size_t n, pid_t pid)
+static bool listed(const struct sfs_local_proc *done, size_t n, const struct sfs_local_proc *p)
 {
 	for (size_t i = 0; i < n; i++)
-		if (pids[i] == pid)
+		if (done[i].pid == p->pid && done[i].start == p->start)
 			return true;
 	return false;
 }
 
-/* Signals every descendant of root once, walking /proc again until a walk
- * finds none it has not signalled: a process forked while we walked shows up
- * in the next walk.  The number of walks is capped so a fork bomb under
- * TERM cannot hold us; KILL's repeats (the caller escalates) catch the rest. */
-int sfs_local_signal_descendants(pid_t root, int sig)
+/* Signals the process p that a walk saw, through a pidfd: the pidfd names
+ * one process for good, and the start time read after it was opened says
+ * that process is the one the walk saw, not a newcomer with its number. */
+static void signal_proc(const struct sfs_local_proc *p, int sig)
 {
-	pid_t *done = NULL;
+	int fd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (fd < 0)
+		return; /* ended meanwhile, as wanted */
+	pid_t ppid, sid;
+	char state;
+	uint64_t start;
+	if (read_stat(p->pid, &ppid, &sid, &state, &start) == 0 && start == p->start)
+		syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0);
+	close(fd);
+}
+
+int sfs_local_run_signal(const struct sfs_local_wrapper *w, int sig)
+{
+	struct sfs_local_proc *done = NULL;
 	size_t ndone = 0, cap = 0;
 	int r = 0;
+	/* Walks again until a walk finds none it has not signalled: a
+	 * process forked while we walked shows up in the next walk.  The
+	 * number of walks is capped so a fork bomb under TERM cannot hold us;
+	 * KILL's repeats (the caller escalates) catch the rest. */
 	for (int walk = 0; walk < 200; walk++) {
-		pid_t *pids;
+		struct sfs_local_proc *procs;
 		size_t n;
-		r = sfs_local_descendants(root, false, &pids, &n);
+		r = run_procs(w, false, &procs, &n);
 		if (r)
 			break;
+		if (!sfs_local_wrapper_alive(w)) {
+			/* the walk cannot tell the run's processes from
+			 * others any more: nothing is signalled */
+			free(procs);
+			r = -ESRCH;
+			break;
+		}
 		size_t fresh = 0;
 		for (size_t i = 0; i < n; i++) {
-			if (listed(done, ndone, pids[i]))
+			if (listed(done, ndone, &procs[i]))
 				continue;
 			if (ndone == cap) {
 				cap = cap ? cap * 2 : 64;
-				pid_t *grown = realloc(done, cap * sizeof(*done));
+				struct sfs_local_proc *grown = realloc(done, cap * sizeof(*done));
 				if (!grown) {
-					free(pids);
+					free(procs);
 					free(done);
 					return -ENOMEM;
 				}
 				done = grown;
 			}
-			done[ndone++] = pids[i];
+			done[ndone++] = procs[i];
 			fresh++;
-			kill(pids[i], sig); /* ESRCH: it ended meanwhile, as wanted */
+			signal_proc(&procs[i], sig);
 		}
-		free(pids);
+		free(procs);
 		if (!fresh)
 			break;
 	}
 	free(done);
 	return r;
+}
+
+int sfs_local_run_alive(const struct sfs_local_wrapper *w)
+{
+	/* the common case without a walk: a live child of the live wrapper */
+	int kids = sfs_local_has_live_children(w->pid);
+	if (!sfs_local_wrapper_alive(w))
+		return 0;
+	if (kids > 0)
+		return 1;
+	struct sfs_local_proc *procs;
+	size_t n;
+	int r = run_procs(w, false, &procs, &n);
+	if (r)
+		return r;
+	free(procs);
+	return sfs_local_wrapper_alive(w) && n > 0;
 }
 
 int sfs_local_has_live_children(pid_t pid)
@@ -188,30 +271,78 @@ int sfs_local_has_live_children(pid_t pid)
 		return 1; /* hundreds of children: some are surely alive */
 	char *p = buf, *end;
 	for (long child; (child = strtol(p, &end, 10)) > 0; p = end) {
-		pid_t ppid;
+		pid_t ppid, sid;
 		char state;
-		if (read_stat((pid_t)child, &ppid, &state) == 0 && state != 'Z')
+		if (read_stat((pid_t)child, &ppid, &sid, &state, NULL) == 0 && state != 'Z')
 			return 1;
 	}
 	return 0;
 }
 
-pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid)
+/* Whether wpid's argv is "... SFS_LOCAL_WRAP_ARG RUN_DIR ...". */
+static bool wrapper_argv(const char *run_dir, pid_t wpid)
 {
-	/* The pid file may outlive the wrapper and its number be reused: only a
-	 * process whose argv is "... SFS_LOCAL_WRAP_ARG RUN_DIR ..." is it. */
-	if (wpid <= 1)
-		return -1;
 	char path[64], buf[4400];
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)wpid);
 	ssize_t len = sfs_proc_read(path, buf, sizeof(buf));
 	if (len <= 0)
-		return -1;
+		return false;
 	const char *arg1 = buf + strlen(buf) + 1;
 	if (arg1 >= buf + len || strcmp(arg1, SFS_LOCAL_WRAP_ARG) != 0)
-		return -1;
+		return false;
 	const char *arg2 = arg1 + strlen(arg1) + 1;
-	if (arg2 >= buf + len || strcmp(arg2, run_dir) != 0)
-		return -1;
-	return wpid;
+	return arg2 < buf + len && strcmp(arg2, run_dir) == 0;
+}
+
+int sfs_local_wrapper_open(const char *run_dir, pid_t wpid, uint64_t wstart,
+			   struct sfs_local_wrapper *w)
+{
+	/* The pid file outlives the wrapper and its number may be reused:
+	 * the number is only where to look.  A pidfd pins one process; read
+	 * after it is open, the start time the wrapper recorded and its argv
+	 * (the run's directory) say that process is this run's wrapper. */
+	w->pidfd = -1;
+	w->pid = -1;
+	w->start = 0;
+	if (wpid <= 1)
+		return -ESRCH;
+	int fd = (int)syscall(SYS_pidfd_open, wpid, 0);
+	if (fd < 0)
+		return -errno;
+	uint64_t start = sfs_proc_start_time(wpid);
+	if (!start || (wstart && start != wstart) || !wrapper_argv(run_dir, wpid)) {
+		close(fd);
+		return -ESRCH;
+	}
+	struct sfs_local_wrapper proven = {.pidfd = fd, .pid = wpid, .start = start};
+	/* still the same process after the reads (not one that reused the
+	 * number after the pidfd's own process ended) */
+	if (!sfs_local_wrapper_alive(&proven)) {
+		close(fd);
+		return -ESRCH;
+	}
+	*w = proven;
+	return 0;
+}
+
+bool sfs_local_wrapper_alive(const struct sfs_local_wrapper *w)
+{
+	if (w->pidfd < 0)
+		return false;
+	struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+	return poll(&p, 1, 0) == 0;
+}
+
+int sfs_local_wrapper_signal(const struct sfs_local_wrapper *w, int sig)
+{
+	if (w->pidfd < 0 || syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0) < 0)
+		return w->pidfd < 0 ? -ESRCH : -errno;
+	return 0;
+}
+
+void sfs_local_wrapper_close(struct sfs_local_wrapper *w)
+{
+	if (w->pidfd >= 0)
+		close(w->pidfd);
+	w->pidfd = -1;
 }

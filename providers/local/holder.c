@@ -255,6 +255,8 @@ static pid_t wait_target(pid_t init, pid_t outer)
 	return -1;
 }
 
+static pid_t parent_of(pid_t pid);
+
 int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, struct sfs_err *err)
 {
 	int r = sfs_holder_check(spec->bwrap, err);
@@ -346,7 +348,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 	if (pid == 0) {
 		/* async-signal-safe only: no message but through the log */
 		setsid();
-		int nul = open("/dev/null", O_RDONLY);
+		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (nul < 0 || dup2(nul, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0 ||
 		    dup2(info[1], 3) < 0 || dup2(ws, 4) < 0 || (px >= 0 && dup2(px, 5) < 0))
 			_exit(126);
@@ -421,9 +423,14 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 	if (target <= 0) {
 		char why[512];
 		last_log_line(spec->log_path, why, sizeof(why));
+		/* init only while it is still the child of bwrap's outer
+		 * process, which is ours and unreaped: its number is pinned */
+		int ifd = init > 1 ? (int)syscall(SYS_pidfd_open, init, 0) : -1;
+		if (ifd >= 0 && parent_of(init) == pid)
+			syscall(SYS_pidfd_send_signal, ifd, SIGKILL, NULL, 0);
+		if (ifd >= 0)
+			close(ifd);
 		kill(pid, SIGKILL);
-		if (init > 0)
-			kill(init, SIGKILL);
 		waitpid(pid, NULL, 0);
 		return sfs_errf(err, -EOPNOTSUPP, "isolation=bwrap: the sandbox did not start: %s",
 				why[0] ? why : "bwrap gave no reason");
@@ -456,22 +463,66 @@ bool sfs_holder_alive(const struct sfs_holder *h)
 	return h->target > 0 && h->start && sfs_proc_start_time(h->target) == h->start;
 }
 
+/* pid's parent as /proc/PID/stat says, -1 if unreadable. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (sfs_proc_read(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	char *p = strrchr(buf, ')');
+	int ppid = 0;
+	return p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid > 1 ? ppid : -1;
+}
+
+static bool pidfd_running(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) == 0;
+}
+
+/* A pidfd on child's parent, proven: opened, then child (pinned by
+ * child_fd, still running) is seen to still have that parent, so the pidfd
+ * names the parent and not a process that got its number; -1 if not. */
+static int parent_pidfd(pid_t child, int child_fd)
+{
+	pid_t parent = parent_of(child);
+	if (parent <= 1)
+		return -1;
+	int fd = (int)syscall(SYS_pidfd_open, parent, 0);
+	if (fd < 0)
+		return -1;
+	if (parent_of(child) != parent || !pidfd_running(child_fd) || !pidfd_running(fd)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int sfs_holder_kill(const struct sfs_holder *h)
 {
 	if (!sfs_holder_alive(h))
 		return 0;
-	/* the target's parent is bwrap's pid 1 (checked: a pid can be reused) */
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)h->target);
-	pid_t init = h->init;
-	if (sfs_proc_read(path, buf, sizeof(buf)) > 0) {
-		char *p = strrchr(buf, ')');
-		int ppid = 0;
-		if (p && sscanf(p + 1, " %*c %d", &ppid) == 1 && ppid > 1)
-			init = ppid;
+	/* The recorded numbers are only where to look (a pid can be reused):
+	 * a pidfd on the target, its start time checked after the open; the
+	 * target's parent is bwrap's pid 1, whose pidfd is proven by the
+	 * target still having it as its parent. */
+	int tfd = (int)syscall(SYS_pidfd_open, h->target, 0);
+	if (tfd < 0)
+		return errno == ESRCH ? 0 : -errno;
+	if (sfs_proc_start_time(h->target) != h->start) {
+		close(tfd);
+		return 0;
 	}
-	if (init > 1 && kill(init, SIGKILL) < 0 && errno != ESRCH)
-		return -errno;
+	int ifd = parent_pidfd(h->target, tfd);
+	close(tfd);
+	if (ifd < 0)
+		return sfs_holder_alive(h) ? -ESRCH : 0;
+	int r = syscall(SYS_pidfd_send_signal, ifd, SIGKILL, NULL, 0) < 0 && errno != ESRCH ? -errno
+											    : 0;
+	close(ifd);
+	if (r)
+		return r;
 	struct timespec step = {0, 10 * 1000 * 1000};
 	for (int i = 0; i < 500 && sfs_holder_alive(h); i++)
 		nanosleep(&step, NULL);

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,21 +220,26 @@ static int local_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	return 0;
 }
 
-/* The run's pids from its pid file, "PID WPID" (-1 where unknown); a run
- * an earlier wrapper started keeps WPID in a file of its own. */
-static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid)
+/* The run's pids from its pid file, "PID WPID WSTART" (-1, 0 where
+ * unknown): the command's group, the wrapper and the wrapper's start time;
+ * a run an earlier wrapper started has no WSTART, or keeps WPID in a file
+ * of its own.  Numbers only: sfs_local_wrapper_open proves them. */
+static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid, uint64_t *wstart)
 {
 	char path[4200], *text = NULL;
 	*pgid = *wpid = -1;
+	*wstart = 0;
 	snprintf(path, sizeof(path), "%s/pid", run->dir);
 	if (sfs_read_file(path, &text, NULL) < 0)
 		return;
 	int a = 0, b = 0;
-	int got = sscanf(text, "%d %d", &a, &b);
+	unsigned long long c = 0;
+	int got = sscanf(text, "%d %d %llu", &a, &b, &c);
 	free(text);
 	*pgid = got >= 1 && a > 1 ? a : -1;
-	if (got == 2) {
+	if (got >= 2) {
 		*wpid = b > 1 ? b : -1;
+		*wstart = got == 3 ? c : 0;
 		return;
 	}
 	snprintf(path, sizeof(path), "%s/wpid", run->dir);
@@ -242,11 +248,6 @@ static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid)
 	b = atoi(text);
 	free(text);
 	*wpid = b > 1 ? b : -1;
-}
-
-static bool group_alive(pid_t pgid)
-{
-	return kill(-pgid, 0) == 0 || errno == EPERM;
 }
 
 static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
@@ -306,7 +307,7 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 
 /* Builds the run's environment: the daemon's (an isolated run's own
  * instead: isolated.c), the sandbox's env and secrets, minus
- * local.scrub_env names, plus SANDBOXFS_RUN_DIR. */
+ * local.scrub_env names, plus SANDBOXFS_RUN_DIR and the command (SFS_LOCAL_CMD_ENV). */
 static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struct local_iso *iso,
 			struct sfs_err *err)
 {
@@ -357,6 +358,8 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struc
 	free(list);
 	if (!r)
 		r = sfs_kv_set(&env, "SANDBOXFS_RUN_DIR", run->dir);
+	if (!r)
+		r = sfs_kv_set(&env, SFS_LOCAL_CMD_ENV, run->cmd);
 	char **envp = r ? NULL : calloc(env.n + 1, sizeof(char *));
 	for (size_t i = 0; envp && i < env.n; i++) {
 		if (asprintf(&envp[i], "%s=%s", env.v[i].key, env.v[i].val) < 0) {
@@ -444,10 +447,13 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 	char fdarg[16], maxarg[32];
 	snprintf(fdarg, sizeof(fdarg), "%d", SFS_LOCAL_READY_FD);
 	snprintf(maxarg, sizeof(maxarg), "%.0f", sfs_opt_get_double("journal.max_size"));
-	char *argv[] = {"sandboxfs", SFS_LOCAL_WRAP_ARG,
-			run->dir,    iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
-			fdarg,	     maxarg,
-			run->cmd,    iso.bwrap ? holder : NULL,
+	char *argv[] = {"sandboxfs",
+			SFS_LOCAL_WRAP_ARG,
+			run->dir,
+			iso.bwrap ? SFS_ISO_WORKSPACE : (char *)dir,
+			fdarg,
+			maxarg,
+			iso.bwrap ? holder : NULL,
 			NULL};
 	pid_t pid;
 	int sr = sfs_local_spawn_wrapper(argv, envp, pipefd[1], &pid);
@@ -489,48 +495,45 @@ static int local_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct s
 
 /* What a kill of a run must reach: its process group, and every other
  * descendant of its wrapper (one that left the group with setsid, a
- * daemonizing server), which the wrapper as subreaper keeps as its own. */
+ * daemonizing server), which the wrapper as subreaper keeps as its own.
+ * Never by the numbers in the pid file alone: a finished run's group id
+ * may be anybody's process group by now.  Only a run whose wrapper is
+ * proven alive (a pidfd on it, its recorded start time and argv) is
+ * signalled, and only processes a walk of /proc finds in its session or
+ * below it, each through a pidfd of its own (descendants.c). */
 struct run_procs {
-	pid_t pgid;    /* -1: no pid file */
-	pid_t wrapper; /* -1: gone (or the pid file names another process now) */
+	pid_t pgid;			  /* -1: no pid file */
+	struct sfs_local_wrapper wrapper; /* pidfd -1: gone (or not proven) */
 };
 
 static struct run_procs run_procs_of(struct sfs_run *run)
 {
 	struct run_procs p;
 	pid_t wpid;
-	read_pids(run, &p.pgid, &wpid);
-	p.wrapper = sfs_local_wrapper_pid(run->dir, wpid);
+	uint64_t wstart;
+	read_pids(run, &p.pgid, &wpid, &wstart);
+	if (p.pgid < 0 || sfs_local_wrapper_open(run->dir, wpid, wstart, &p.wrapper) < 0)
+		p.wrapper.pidfd = -1;
 	return p;
 }
 
-/* The group counts while any member is unreaped (kill(2) sees zombies);
- * the other descendants while one is not a zombie. */
+static void run_procs_close(struct run_procs *p)
+{
+	sfs_local_wrapper_close(&p->wrapper);
+}
+
 static bool procs_alive(const struct run_procs *p)
 {
-	if (p->pgid > 0 && group_alive(p->pgid))
-		return true;
-	if (p->wrapper <= 0)
+	if (p->wrapper.pidfd < 0)
 		return false;
-	int kids = sfs_local_has_live_children(p->wrapper);
-	if (kids >= 0)
-		return kids > 0;
-	pid_t *pids;
-	size_t n;
-	if (sfs_local_descendants(p->wrapper, false, &pids, &n) < 0)
-		return true; /* cannot tell: never report a run ended that may not be */
-	free(pids);
-	return n > 0;
+	/* cannot tell (ENOMEM...): never report a run ended that may not be */
+	return sfs_local_run_alive(&p->wrapper) != 0;
 }
 
 static int procs_signal(const struct run_procs *p, int sig)
 {
-	int r = 0;
-	if (p->pgid > 0 && kill(-p->pgid, sig) < 0 && errno != ESRCH)
-		r = -errno;
-	if (p->wrapper > 0)
-		sfs_local_signal_descendants(p->wrapper, sig);
-	return r;
+	int r = sfs_local_run_signal(&p->wrapper, sig);
+	return r == -ESRCH ? 0 : r;
 }
 
 static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, bool escalate,
@@ -539,13 +542,15 @@ static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, 
 	struct run_procs procs = run_procs_of(run);
 	if (procs.pgid < 0)
 		return sfs_errf(err, -ESRCH, "run %d: no process group recorded", run->n);
-	if (!procs_alive(&procs))
+	if (!procs_alive(&procs)) {
+		run_procs_close(&procs);
 		return sfs_errf(err, -ESRCH, "run %d: no process is left to signal", run->n);
+	}
 	int r = procs_signal(&procs, sig);
-	if (r)
-		return sfs_errf(err, r, "run %d: kill: %s", run->n, strerror(-r));
-	if (!escalate)
-		return 0;
+	if (r || !escalate) {
+		run_procs_close(&procs);
+		return r ? sfs_errf(err, r, "run %d: kill: %s", run->n, strerror(-r)) : 0;
+	}
 	double grace = sfs_opt_get_double("local.kill_grace");
 	struct timespec step = {0, 20 * 1000 * 1000};
 	for (double waited = 0; waited < grace && procs_alive(&procs); waited += 0.02)
@@ -556,7 +561,9 @@ static int local_run_kill(struct sfs_sandbox *sb, struct sfs_run *run, int sig, 
 		procs_signal(&procs, SIGKILL);
 		nanosleep(&step, NULL);
 	}
-	if (procs_alive(&procs))
+	bool survived = procs_alive(&procs);
+	run_procs_close(&procs);
+	if (survived)
 		return sfs_errf(err, -EIO,
 				"run %d: process group %d or a descendant survived SIGKILL", run->n,
 				procs.pgid);
@@ -598,8 +605,15 @@ static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const 
 static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	pid_t pgid, wpid;
-	read_pids(run, &pgid, &wpid);
-	if (wpid < 0 || kill(wpid, SIGUSR1) < 0)
+	uint64_t wstart;
+	read_pids(run, &pgid, &wpid, &wstart);
+	struct sfs_local_wrapper w;
+	int r = sfs_local_wrapper_open(run->dir, wpid, wstart, &w);
+	if (!r) {
+		r = sfs_local_wrapper_signal(&w, SIGUSR1);
+		sfs_local_wrapper_close(&w);
+	}
+	if (r)
 		return sfs_errf(err, -ESRCH, "run %d: the run wrapper is gone", run->n);
 	return 0;
 }
@@ -676,11 +690,14 @@ static void end_all_runs(struct sfs_sandbox *sb)
 	free(runs);
 	if (!procs)
 		return;
+	/* a finished run (no live wrapper) is not signalled at all */
 	size_t live = 0;
 	for (size_t i = 0; i < n; i++) {
-		if (procs[i].pgid > 0 && procs_alive(&procs[i])) {
+		if (procs_alive(&procs[i])) {
 			procs_signal(&procs[i], SIGTERM);
 			procs[live++] = procs[i];
+		} else {
+			run_procs_close(&procs[i]);
 		}
 	}
 	double grace = sfs_opt_get_double("local.kill_grace");
@@ -689,9 +706,12 @@ static void end_all_runs(struct sfs_sandbox *sb)
 		double limit = sig == SIGTERM ? grace : 5.0;
 		for (double waited = 0; live && waited < limit; waited += 0.02) {
 			size_t k = 0;
-			for (size_t i = 0; i < live; i++)
+			for (size_t i = 0; i < live; i++) {
 				if (procs_alive(&procs[i]))
 					procs[k++] = procs[i];
+				else
+					run_procs_close(&procs[i]);
+			}
 			live = k;
 			/* under KILL, again on every look: catches a fork
 			 * between two walks */
@@ -701,9 +721,11 @@ static void end_all_runs(struct sfs_sandbox *sb)
 				nanosleep(&step, NULL);
 		}
 	}
-	for (size_t i = 0; i < live; i++)
+	for (size_t i = 0; i < live; i++) {
 		sfs_log(SFS_LOG_ERR, "%s: process group %d or a descendant survived SIGKILL",
 			sb->name, procs[i].pgid);
+		run_procs_close(&procs[i]);
+	}
 	free(procs);
 }
 
@@ -727,20 +749,43 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	return sfs_cow_remove(sb->statedir, err);
 }
 
+/* Runs argv (looked up in PATH) to its end, with /dev/null on 0 and 1 and
+ * the daemon's stderr.  posix_spawn, not fork: the daemon is threaded, and
+ * the child must not run any of its code, inherit any other descriptor
+ * (closefrom 3) or the mask and dispositions of whichever thread asked. */
 static int run_cmd(char *const argv[], struct sfs_err *err)
 {
-	pid_t pid = fork();
-	if (pid < 0)
-		return sfs_errf(err, -errno, "fork: %s", strerror(errno));
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDWR);
-		if (nul >= 0) {
-			dup2(nul, 0);
-			dup2(nul, 1);
-		}
-		execvp(argv[0], argv);
-		_exit(127);
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	int r = posix_spawn_file_actions_init(&fa);
+	if (r)
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
+	r = posix_spawnattr_init(&attr);
+	if (r) {
+		posix_spawn_file_actions_destroy(&fa);
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
 	}
+	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	if (!r)
+		r = posix_spawnattr_setsigmask(&attr, &none);
+	if (!r)
+		r = posix_spawnattr_setsigdefault(&attr, &all);
+	if (!r)
+		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+	if (!r)
+		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
+	if (!r)
+		r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	pid_t pid;
+	if (!r)
+		r = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r)
+		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
 	int st;
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)

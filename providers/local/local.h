@@ -7,11 +7,16 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
 
 /* argv[1] that makes the sandboxfs binary act as the run wrapper. */
 #define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
+
+/* The environment variable that brings the run's command to the wrapper
+ * and its shell (an argv is readable by every host user). */
+#define SFS_LOCAL_CMD_ENV "SANDBOXFS_CMD"
 
 /* The libc-only wrapper program, looked for beside the sandboxfs binary. */
 #define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
@@ -26,8 +31,8 @@
  * /dev/null on 0-2 and ready_fd as SFS_LOCAL_READY_FD; -errno. */
 int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd, pid_t *pid);
 
-/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD JOURNAL_MAX CMD
- * [HOLDER].  Single-threaded
+/* The run wrapper: argv = exe ARG RUNDIR CWD READY_FD JOURNAL_MAX
+ * [HOLDER], the command in SFS_LOCAL_CMD_ENV.  Single-threaded
  * after exec; returns the process exit status. */
 int sfs_local_wrapper_main(int argc, char **argv);
 
@@ -46,10 +51,14 @@ int sfs_relay_pump(struct sfs_relay *r, size_t limit);
  * ended: its output is in the journal before its status); as pump. */
 int sfs_relay_drain(struct sfs_relay *r);
 
-/* descendants.c: a run's processes that left its process group.  The
- * wrapper is their subreaper, so all of them descend from it. */
+/* descendants.c: the processes of a run.  The wrapper is a session leader
+ * and the subreaper of everything the command starts, so a run's processes
+ * are its descendants and its session's members; both are told apart from
+ * other processes only while the wrapper lives, which a pidfd on it shows. */
 struct sfs_local_proc {
 	pid_t pid, ppid;
+	pid_t sid;	/* session */
+	uint64_t start; /* start time, /proc/PID/stat field 22 */
 };
 /* Pure: marks (mark[i]) the entries of procs that descend from root (root
  * itself not included); returns how many. */
@@ -57,15 +66,33 @@ size_t sfs_local_tree_select(const struct sfs_local_proc *procs, size_t n, pid_t
 /* The descendants of root now in /proc (zombies too when with_zombies), in
  * *out (free it); -errno. */
 int sfs_local_descendants(pid_t root, bool with_zombies, pid_t **out, size_t *n);
-/* Sends sig to every live descendant of root, walking /proc until a walk
- * finds none new (a process forked meanwhile is caught); -errno. */
-int sfs_local_signal_descendants(pid_t root, int sig);
 /* 1 if pid (single-threaded) has a child that is not a zombie, 0 if not,
  * -1 if the kernel cannot tell (no CONFIG_PROC_CHILDREN, pid gone). */
 int sfs_local_has_live_children(pid_t pid);
-/* wpid if it is the run wrapper of run_dir (checked in /proc, since a pid
- * file outlives its process), else -1. */
-pid_t sfs_local_wrapper_pid(const char *run_dir, pid_t wpid);
+/* A run's wrapper, proven: pidfd names it for good. */
+struct sfs_local_wrapper {
+	int pidfd; /* -1: none */
+	pid_t pid; /* also its session id */
+	uint64_t start;
+};
+/* Opens the wrapper that the pid file of run_dir names (wpid, and wstart
+ * when the wrapper recorded it, else 0): 0 when that process is alive and
+ * is run_dir's wrapper, else -ESRCH (or -errno). */
+int sfs_local_wrapper_open(const char *run_dir, pid_t wpid, uint64_t wstart,
+			   struct sfs_local_wrapper *w);
+/* Whether the wrapper has not ended (its pidfd is not readable). */
+bool sfs_local_wrapper_alive(const struct sfs_local_wrapper *w);
+/* Signals the wrapper itself (SIGUSR1 closes the run's stdin); -errno. */
+int sfs_local_wrapper_signal(const struct sfs_local_wrapper *w, int sig);
+void sfs_local_wrapper_close(struct sfs_local_wrapper *w);
+/* Sends sig to each process of w's run (never the wrapper) through a pidfd
+ * opened on what a walk of /proc found, walking again until a walk finds
+ * none new (a process forked meanwhile is caught); nothing once the
+ * wrapper has ended (-ESRCH); -errno. */
+int sfs_local_run_signal(const struct sfs_local_wrapper *w, int sig);
+/* 1 if w's run has a live process (not a zombie), 0 if not or the wrapper
+ * has ended, -errno. */
+int sfs_local_run_alive(const struct sfs_local_wrapper *w);
 
 /* isolated.c: a sandbox's isolation settings (in local.c's state, behind
  * its leaf lock; copied out and back by the op holder). */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,8 +49,17 @@ int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd
 		posix_spawn_file_actions_destroy(&fa);
 		return -r;
 	}
-	/* a session of its own: the daemon's terminal and signals are not the run's */
-	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+	/* a session of its own: the daemon's terminal and signals are not the
+	 * run's; nor the mask and dispositions of the thread that spawns */
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+						POSIX_SPAWN_SETSIGDEF);
+	if (!r)
+		r = posix_spawnattr_setsigmask(&attr, &none);
+	if (!r)
+		r = posix_spawnattr_setsigdefault(&attr, &all);
 	if (!r)
 		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
 	if (!r)

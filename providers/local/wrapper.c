@@ -8,13 +8,17 @@
  *   journal  the command's stdout and stderr, merged, relayed through a pipe
  *            (relay.c) and cut at JOURNAL_MAX bytes with a marker line
  *   stdin    a FIFO; the wrapper keeps a writer open until SIGUSR1 (EOF)
- *   pid      "PID WPID": the command's pid, which is also its process group,
- *            then the wrapper's (for SIGUSR1)
+ *   pid      "PID WPID WSTART": the command's pid, which is also its process
+ *            group, then the wrapper's (for SIGUSR1) and its start time
+ *            (/proc/PID/stat field 22), which proves a live WPID is still
+ *            this wrapper
  *   status   "exit N" or "signal N", written atomically when the command ends
  *            (its temp file is reserved at the start: a full disk at the end
  *            cannot make the run `lost`)
  *
- * With isolation=bwrap a seventh argument names the sandbox's namespace
+ * The command is in the environment as SANDBOXFS_CMD, never in an argv.
+ *
+ * With isolation=bwrap a sixth argument names the sandbox's namespace
  * holder: the wrapper's child joins it (join.c) and starts the command in
  * it, so `pid` is that child's pid and the group holds both.
  *
@@ -186,14 +190,17 @@ static void report(int ready_fd, const char *what)
 
 int sfs_local_wrapper_main(int argc, char **argv)
 {
-	if (argc != 7 && argc != 8) {
+	/* the command comes in the environment, not argv: a command line is
+	 * every host user's to read (ps), an environment its owner's only */
+	const char *cmd = getenv(SFS_LOCAL_CMD_ENV);
+	if ((argc != 6 && argc != 7) || !cmd) {
 		fprintf(stderr,
-			"usage: sandboxfs %s RUNDIR CWD READY_FD JOURNAL_MAX CMD [HOLDER]\n",
-			SFS_LOCAL_WRAP_ARG);
+			"usage: %s=CMD sandboxfs %s RUNDIR CWD READY_FD JOURNAL_MAX [HOLDER]\n",
+			SFS_LOCAL_CMD_ENV, SFS_LOCAL_WRAP_ARG);
 		return 2;
 	}
-	const char *dir = argv[2], *cwd = argv[3], *cmd = argv[6];
-	const char *holder = argc == 8 ? argv[7] : NULL;
+	const char *dir = argv[2], *cwd = argv[3];
+	const char *holder = argc == 7 ? argv[6] : NULL;
 	int ready_fd = atoi(argv[4]);
 	unsigned long long journal_max = strtoull(argv[5], NULL, 10);
 	char path[4200];
@@ -311,7 +318,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 				strerror(errno));
 			_exit(126);
 		}
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		/* the shell takes the command from the environment too (its
+		 * argv is the same for every run) and drops the variable before
+		 * the command runs, so nothing the command starts sees it */
+		execl("/bin/sh", "sh", "-c",
+		      "eval \"unset " SFS_LOCAL_CMD_ENV "; $" SFS_LOCAL_CMD_ENV "\"", (char *)NULL);
 		dprintf(2, "sandboxfs: /bin/sh: %s\n", strerror(errno));
 		_exit(127);
 	}
@@ -320,8 +331,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	close(in_fd);
 	close(out[1]);
 
-	char num[48];
-	snprintf(num, sizeof(num), "%d %d\n", (int)pid, (int)getpid());
+	/* our start time proves a later reader's pidfd on WPID is us, not a
+	 * process that got our number after we ended (descendants.c) */
+	char num[80];
+	snprintf(num, sizeof(num), "%d %d %llu\n", (int)pid, (int)getpid(),
+		 (unsigned long long)sfs_proc_start_time(getpid()));
 	write_small_file(dir, "pid", num, false, false);
 	if (write(ready_fd, "ok\n", 3) < 0) {
 		/* the daemon will notice the run through its files */

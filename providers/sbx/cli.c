@@ -72,6 +72,68 @@ static void close_pair(int p[2])
 		}
 }
 
+/* What of the daemon's environment the CLI gets: what any program needs
+ * (PATH, HOME, locale, temp dir, proxies, CA files), where a CLI keeps its
+ * config and login (XDG_*, the docker client's DOCKER_*), and its own
+ * SBX_*.  Never the rest: the daemon's environment holds every other
+ * provider's credentials (AWS_*, E2B_API_KEY, DAYTONA_API_KEY...). */
+static bool cli_env_allowed(const char *kv)
+{
+	static const char *const names[] = {
+	    "PATH",
+	    "HOME",
+	    "USER",
+	    "LOGNAME",
+	    "LANG",
+	    "LANGUAGE",
+	    "TZ",
+	    "TMPDIR",
+	    "TERM",
+	    "SSL_CERT_FILE",
+	    "SSL_CERT_DIR",
+	    "HTTP_PROXY",
+	    "HTTPS_PROXY",
+	    "NO_PROXY",
+	    "http_proxy",
+	    "https_proxy",
+	    "no_proxy",
+	    "DOCKER_HOST",
+	    "DOCKER_CONFIG",
+	    "DOCKER_CONTEXT",
+	    "DOCKER_CERT_PATH",
+	    "DOCKER_TLS_VERIFY",
+	};
+	static const char *const prefixes[] = {"LC_", "XDG_", "SBX_"};
+	const char *eq = strchr(kv, '=');
+	if (!eq)
+		return false;
+	size_t n = (size_t)(eq - kv);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && !strncmp(kv, names[i], n))
+			return true;
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (!strncmp(kv, prefixes[i], strlen(prefixes[i])))
+			return true;
+	return false;
+}
+
+/* The CLI's environment (cli_env_allowed), pointing into environ: free
+ * the array only. */
+static char **cli_env(void)
+{
+	size_t n = 0;
+	for (char **e = environ; e && *e; e++)
+		n++;
+	char **env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (char **e = environ; e && *e; e++)
+		if (cli_env_allowed(*e))
+			env[k++] = *e;
+	return env;
+}
+
 static int spawn(const char *cli, const char *const *args, int pin[2], int pout[2], int perr[2],
 		 pid_t *pid)
 {
@@ -98,8 +160,9 @@ static int spawn(const char *cli, const char *const *args, int pin[2], int pout[
 	}
 	sigset_t none, dfl;
 	sigemptyset(&none);
-	sigemptyset(&dfl);
-	sigaddset(&dfl, SIGPIPE); /* libfuse ignores it; the CLI gets the default */
+	/* every signal at its default: libfuse ignores SIGPIPE, a daemon
+	 * started from a script may ignore INT and QUIT */
+	sigfillset(&dfl);
 	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 						POSIX_SPAWN_SETSIGDEF);
 	if (!r)
@@ -119,8 +182,15 @@ static int spawn(const char *cli, const char *const *args, int pin[2], int pout[
 		r = perr[1] >= 0
 			? posix_spawn_file_actions_adddup2(&fa, perr[1], 2)
 			: posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	/* nothing else of the daemon's, whatever lacks close-on-exec */
 	if (!r)
-		r = posix_spawn(pid, cli, &fa, &attr, argv, environ);
+		r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	char **envp = r ? NULL : cli_env();
+	if (!r && !envp)
+		r = ENOMEM;
+	if (!r)
+		r = posix_spawn(pid, cli, &fa, &attr, argv, envp);
+	free(envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	free(argv);

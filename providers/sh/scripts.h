@@ -48,7 +48,9 @@
 	"exit 0\n"
 
 /* $1 run dir, $2 signal number, $3 escalate (0|1), $4 grace in ms.
- * Prints ok | gone | no-pid | survived. */
+ * Prints ok | gone | no-pid | survived.  A run with a status has ended:
+ * the group id in its pid file may be another's by now, so nothing is
+ * signalled. */
 #define SH_KILL                                                                                    \
 	SH_RUNDIR                                                                                  \
 	"i=0\n"                                                                                    \
@@ -58,6 +60,7 @@
 	"done\n"                                                                                   \
 	"p=$(cat \"$d/pid\")\n"                                                                    \
 	"alive() { kill -0 -\"$p\" 2>/dev/null || kill -0 \"$p\" 2>/dev/null; }\n"                 \
+	"[ -e \"$d/status\" ] && { echo gone; exit 0; }\n"                                         \
 	"alive || { echo gone; exit 0; }\n"                                                        \
 	"kill -\"$2\" -\"$p\" 2>/dev/null || kill -\"$2\" \"$p\" 2>/dev/null\n"                    \
 	"[ \"$3\" = 1 ] || { echo ok; exit 0; }\n"                                                 \

@@ -214,3 +214,25 @@ lines"
 	conf_new r1 >/dev/null
 	[ "$(conf_run r1 'echo real')" = real ]
 }
+
+@test "sbx: the CLI gets none of the daemon's credentials, only what it needs" {
+	fake_only
+	# a CLI that records its environment, then is the fake
+	cli="$BATS_TEST_TMPDIR/sbx-env"
+	cat >"$cli" <<SH
+#!/bin/sh
+env >>"$BATS_TEST_TMPDIR/cli.env"
+exec "$(command -v sbx)" "\$@"
+SH
+	chmod 755 "$cli"
+	sfs_unmount
+	E2B_API_KEY=e2b-cred-7f3a AWS_SECRET_ACCESS_KEY=aws-cred-91c2 DAYTONA_API_KEY=dt-cred-55e1 \
+		SFS_UNRELATED=other-4410 sfs_mount -o "sbx.cli=$cli"
+	conf_new e1 >/dev/null
+	[ "$(conf_run e1 'echo ran')" = ran ]
+	# the CLI ran with what it needs (its own config, PATH, HOME)
+	grep -q "^SBX_FAKE_ROOT=" "$BATS_TEST_TMPDIR/cli.env"
+	grep -q "^PATH=" "$BATS_TEST_TMPDIR/cli.env"
+	run grep -E "cred-|other-4410|^E2B_|^AWS_|^DAYTONA_" "$BATS_TEST_TMPDIR/cli.env"
+	[ "$status" -ne 0 ]
+}

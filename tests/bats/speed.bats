@@ -12,7 +12,7 @@ teardown() {
 # wrapper_exe RUNDIR: the executable of the run's wrapper, while it lives
 wrapper_exe() {
 	local pid wpid
-	read -r pid wpid <"$1/pid"
+	read -r pid wpid _ <"$1/pid"
 	readlink "/proc/$wpid/exe"
 }
 
@@ -28,7 +28,7 @@ wrapper_exe() {
 	# the wrapper's own files (the command's and its own pid in one; its lock
 	# on the directory), and kill through them
 	[ "$(ls -A "$rundir" | tr '\n' ' ')" = "cmd journal pid stdin " ]
-	read -r pid wpid <"$rundir/pid"
+	read -r pid wpid _ <"$rundir/pid"
 	[ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ]
 	[ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = "$wpid" ]
 	run flock -n "$rundir" true

@@ -4,7 +4,9 @@
 
 #include "providers/local/local.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -15,14 +17,14 @@
 static void test_select_any_order(void)
 {
 	const struct sfs_local_proc procs[] = {
-	    {40, 30}, /* great-grandchild, listed first */
-	    {30, 20}, /* grandchild (a setsid'd one looks the same) */
-	    {20, 10}, /* child of the root */
-	    {21, 10}, /* another child */
-	    {10, 1},  /* the root itself: not its own descendant */
-	    {1, 0},   /* its parent */
-	    {50, 1},  /* unrelated */
-	    {60, 50}, /* unrelated child */
+	    {40, 30, 0, 0}, /* great-grandchild, listed first */
+	    {30, 20, 0, 0}, /* grandchild (a setsid'd one looks the same) */
+	    {20, 10, 0, 0}, /* child of the root */
+	    {21, 10, 0, 0}, /* another child */
+	    {10, 1, 0, 0},  /* the root itself: not its own descendant */
+	    {1, 0, 0, 0},   /* its parent */
+	    {50, 1, 0, 0},  /* unrelated */
+	    {60, 50, 0, 0}, /* unrelated child */
 	};
 	bool mark[8];
 	CHECK_INT((int)sfs_local_tree_select(procs, 8, 10, mark), 4);
@@ -62,7 +64,11 @@ static void test_live_signal(void)
 	CHECK_INT((int)n, 2);
 	free(pids);
 	CHECK_INT(sfs_local_has_live_children(getpid()), 1);
-	CHECK_INT(sfs_local_signal_descendants(getpid(), SIGKILL), 0);
+	struct sfs_local_wrapper self = {.pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0),
+					 .pid = getpid()};
+	CHECK(self.pidfd >= 0);
+	CHECK_INT(sfs_local_run_alive(&self), 1);
+	CHECK_INT(sfs_local_run_signal(&self, SIGKILL), 0);
 	int st;
 	CHECK_INT(waitpid(child, &st, 0), child);
 	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
@@ -72,6 +78,8 @@ static void test_live_signal(void)
 	CHECK_INT((int)n, 0);
 	free(pids);
 	CHECK_INT(sfs_local_has_live_children(getpid()), 0);
+	CHECK_INT(sfs_local_run_alive(&self), 0);
+	sfs_local_wrapper_close(&self);
 	close(pipefd[0]);
 	close(pipefd[1]);
 }
@@ -104,9 +112,11 @@ static void test_zombie_is_not_live(void)
 /* A pid file naming a process that is not this run's wrapper is refused. */
 static void test_wrapper_pid_checked(void)
 {
-	CHECK_INT(sfs_local_wrapper_pid("/no/run", getpid()), -1);
-	CHECK_INT(sfs_local_wrapper_pid("/no/run", -1), -1);
-	CHECK_INT(sfs_local_wrapper_pid("/no/run", 1), -1);
+	struct sfs_local_wrapper w;
+	CHECK_INT(sfs_local_wrapper_open("/no/run", getpid(), 0, &w), -ESRCH);
+	CHECK_INT(w.pidfd, -1);
+	CHECK(sfs_local_wrapper_open("/no/run", -1, 0, &w) < 0);
+	CHECK(sfs_local_wrapper_open("/no/run", 1, 0, &w) < 0);
 }
 
 CHECK_MAIN(CHECK_CASE(test_select_any_order), CHECK_CASE(test_live_signal),

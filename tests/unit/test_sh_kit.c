@@ -298,6 +298,27 @@ static void test_group_kill(void)
 	CHECK_INT(sfs_sh_kill_answer("gone", 4, &err), -ESRCH);
 	CHECK_INT(sfs_sh_kill_answer("ok", 4, NULL), 0);
 	CHECK_INT(sfs_sh_kill_answer("survived", 4, NULL), -EIO);
+
+	/* the run has ended (status): its pid file's group id, now another's
+	 * (a process group of its own reusing the number), is not signalled */
+	pid_t foreign = fork();
+	if (foreign == 0) {
+		setsid();
+		pause();
+		_exit(0);
+	}
+	for (int i = 0; i < 500 && getpgid(foreign) != foreign; i++)
+		usleep(10000);
+	char num[32];
+	snprintf(num, sizeof(num), "%d\n", (int)foreign);
+	put("runs/4/pid", num);
+	CHECK_INT(sfs_sh_kill(&c, abs, SIGKILL, true, 0, NULL), 0);
+	CHECK_INT(run(&c, out, sizeof(out)), 0);
+	sfs_sh_cmd_free(&c);
+	CHECK_STREQ(out, "gone\n");
+	CHECK(!dead(foreign));
+	kill(foreign, SIGKILL);
+	waitpid(foreign, NULL, 0);
 	rm_rf("runs");
 	rm_rf("grandchild");
 }

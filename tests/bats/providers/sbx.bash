@@ -37,7 +37,7 @@ p_emu_env() {
 	# SFS_DOCKER_IMAGE on the test dockerd (default: host directories)
 	if [ "${SFS_SBX_FAKE_BACKEND:-}" = docker ]; then
 		export SBX_FAKE_BACKEND=docker
-		export SFS_DOCKER_IMAGE="${SFS_DOCKER_IMAGE:-127.0.0.1:1/none:latest}"
+		export SBX_FAKE_IMAGE="${SFS_DOCKER_IMAGE:-127.0.0.1:1/none:latest}"
 	else
 		unset SBX_FAKE_BACKEND
 	fi

@@ -1,0 +1,215 @@
+#!/usr/bin/env bats
+# bats file_tags=core
+# The processes the daemon signals and starts, under hostile use: a run's
+# recorded group id that now names somebody else's processes, secrets on
+# command lines, descriptors a run inherits.  Each test checks that the
+# attack failed and that the daemon still serves another sandbox.
+
+load helpers
+load iso_helpers
+
+# a secret the daemon reads from its environment (secret.K=env:VAR)
+export SFS_HP_SECRET="sfs-procs-secret-8e1f4c27b9"
+
+setup() {
+	sfs_mount
+}
+
+teardown() {
+	if [ -f "$BATS_TEST_TMPDIR/foreign.pids" ]; then
+		local p
+		while read -r p; do kill -9 "$p" 2>/dev/null || true; done <"$BATS_TEST_TMPDIR/foreign.pids"
+	fi
+	iso_kill_holders
+	sfs_teardown
+}
+
+# run_dir NAME N: the host directory (STATE/sandboxes/KEY/runs/N) of run N of
+# a sandbox that owns its workspace.
+run_dir() {
+	echo "$(dirname "$(awk '$1=="workspace"{print $2}' "$MNT/$1/status")")/runs/$2"
+}
+
+# foreign_group: starts a `sleep` in a session and process group of its own,
+# as some other host user's program would be, and sets FOREIGN to its pid
+# (which is also its group and session id).
+leads_own_group() { [ "$(ps -o pgid= -p "$1" | tr -d ' ')" = "$1" ]; }
+foreign_group() {
+	setsid sleep 1000 </dev/null >/dev/null 2>&1 3>&- &
+	FOREIGN=$!
+	echo "$FOREIGN" >>"$BATS_TEST_TMPDIR/foreign.pids"
+	wait_for leads_own_group "$FOREIGN"
+}
+
+# still_serves NAME: another sandbox still runs a command to its end.
+still_serves() {
+	local n
+	n=$(ctl_write "$MNT/$1/ctl" "exec echo alive") || return 1
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ] || return 1
+	[ "$(cat "$MNT/$1/runs/$n/journal")" = alive ]
+}
+
+@test "rmdir spares a process group that now has the id a finished run recorded" {
+	mkdir "$MNT/a" "$MNT/b"
+	n=$(ctl_write "$MNT/a/ctl" "exec true")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	rd=$(run_dir a "$n")
+	foreign_group
+	# what pid reuse does by itself after a few hundred runs: the finished
+	# run's group id (and its wrapper's) now name a group that is not ours
+	read -r _ wpid wstart <"$rd/pid"
+	printf '%s %s %s\n' "$FOREIGN" "$wpid" "$wstart" >"$rd/pid"
+	rmdir "$MNT/a"
+	kill -0 "$FOREIGN"
+	[ "$(cat "/proc/$FOREIGN/comm")" = sleep ]
+	still_serves b
+}
+
+@test "rmdir spares a foreign process that has a finished run's wrapper pid and group" {
+	mkdir "$MNT/a" "$MNT/b"
+	n=$(ctl_write "$MNT/a/ctl" "exec true")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	rd=$(run_dir a "$n")
+	foreign_group
+	printf '%s %s\n' "$FOREIGN" "$FOREIGN" >"$rd/pid"
+	rmdir "$MNT/a"
+	kill -0 "$FOREIGN"
+	still_serves b
+}
+
+@test "kill of a running run signals the run, not the group its pid file was made to name" {
+	mkdir "$MNT/a" "$MNT/b"
+	n=$(ctl_write "$MNT/a/ctl" "exec sleep 1000")
+	rd=$(run_dir a "$n")
+	wait_sleep_running "$rd"
+	foreign_group
+	read -r _ wpid wstart <"$rd/pid"
+	printf '%s %s %s\n' "$FOREIGN" "$wpid" "$wstart" >"$rd/pid"
+	echo "kill $n" >"$MNT/a/ctl"
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "killed TERM" ]
+	kill -0 "$FOREIGN"
+	still_serves b
+}
+
+@test "rmdir with a running run ends it and spares a foreign group named in its pid file" {
+	mkdir "$MNT/a" "$MNT/b"
+	n=$(ctl_write "$MNT/a/ctl" "exec sleep 1000")
+	rd=$(run_dir a "$n")
+	wait_sleep_running "$rd"
+	read -r pg _ <"$rd/pid"
+	foreign_group
+	read -r _ wpid wstart <"$rd/pid"
+	printf '%s %s %s\n' "$FOREIGN" "$wpid" "$wstart" >"$rd/pid"
+	rmdir "$MNT/a"
+	kill -0 "$FOREIGN"
+	# the run's own sleep went with the sandbox
+	run pgrep -g "$pg"
+	[ "$status" -ne 0 ]
+	still_serves b
+}
+
+# no_cmdline_has FILE: no process's command line (/proc/*/cmdline, ps) holds
+# the text in FILE (read from a file, so this check's own argv is clean).
+no_cmdline_has() {
+	if grep -laF -f "$1" /proc/[0-9]*/cmdline 2>/dev/null; then return 1; fi
+	if ps -eo pid,args | grep -F -f "$1"; then return 1; fi
+	return 0
+}
+
+# secret_not_on_cmdline SANDBOX STATEDIR: a run whose command holds the
+# secret's value (typed in, as a user may) shows it on no command line
+# while it runs.
+secret_not_on_cmdline() {
+	local n rd
+	n=$(ctl_write "$MNT/$1/ctl" "exec sleep 1000; echo \$TOK $SFS_HP_SECRET")
+	rd="$2/runs/$n"
+	wait_sleep_running "$rd"
+	printf '%s\n' "$SFS_HP_SECRET" >"$BATS_TEST_TMPDIR/needle"
+	no_cmdline_has "$BATS_TEST_TMPDIR/needle"
+	# while the secret reaches the run as its variable, and the command is whole
+	[ "$(tr '\0' '\n' <"/proc/$(cut -d' ' -f1 "$rd/pid")/environ" | grep -c "^TOK=$SFS_HP_SECRET$")" = 1 ]
+	echo "kill $n KILL" >"$MNT/$1/ctl"
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "killed KILL" ]
+}
+
+@test "a run's command (with a secret in it) is on no command line: not the wrapper's, not the shell's" {
+	echo "new a secret.TOK=env:SFS_HP_SECRET" >"$MNT/ctl"
+	sb=$(ls -d "$STATE"/sandboxes/*)
+	mkdir "$MNT/b"
+	secret_not_on_cmdline a "$sb"
+	# the command still runs whole, quotes and all
+	n=$(ctl_write "$MNT/a/ctl" "exec printf '%s|' \"a b\" 'c'; echo \$# \$0")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/a/runs/$n/journal")" = "a b|c|0 sh" ]
+	# and nothing the command starts sees how it came
+	n=$(ctl_write "$MNT/a/ctl" "exec env")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	run grep -c '^SANDBOXFS_CMD=' "$MNT/a/runs/$n/journal"
+	[ "$output" = 0 ]
+	still_serves b
+}
+
+@test "isolation=bwrap: a run's command (with a secret in it) is on no command line" {
+	iso_require
+	echo "new a isolation=bwrap secret.TOK=env:SFS_HP_SECRET" >"$MNT/ctl"
+	sb=$(ls -d "$STATE"/sandboxes/*)
+	mkdir "$MNT/b"
+	secret_not_on_cmdline a "$sb"
+	still_serves b
+}
+
+# fds_ok LISTING: an `ls -l /proc/PID/fd` listing (with the lines of
+# /proc/PID/status for SigBlk and SigIgn after it) shows fds 0-2 and, as
+# 3, the /proc directory ls itself had open; nothing blocked, and no
+# standard signal ignored.
+fds_ok() {
+	local fds blk ign
+	fds=$(grep -- ' -> ' "$1" | awk '{ print $(NF-2) }' | tr '\n' ' ')
+	[ "$fds" = "0 1 2 3 " ] || { cat "$1"; return 1; }
+	grep -Eq ' 3 -> /proc/[0-9]+/fd$' "$1" || { cat "$1"; return 1; }
+	blk=$(awk '$1=="SigBlk:" { print $2 }' "$1")
+	ign=$(awk '$1=="SigIgn:" { print $2 }' "$1")
+	[ "$((0x$blk))" = 0 ] || { cat "$1"; return 1; }
+	# 1-31: what glibc reserves above them is not the run's business
+	[ "$((0x$ign & 0x7fffffff))" = 0 ] || { cat "$1"; return 1; }
+}
+
+# run_fds SANDBOX: what a run of SANDBOX inherits, checked by fds_ok.
+run_fds() {
+	local n
+	# ls inherits what the run's shell has, and adds its 3
+	n=$(ctl_write "$MNT/$1/ctl" 'exec ls -l /proc/self/fd; grep -E "^Sig(Blk|Ign):" /proc/self/status')
+	[ "$(cat "$MNT/$1/runs/$n/wait")" = "exited 0" ]
+	cp "$MNT/$1/runs/$n/journal" "$BATS_TEST_TMPDIR/fds.$1"
+	fds_ok "$BATS_TEST_TMPDIR/fds.$1"
+}
+
+@test "a run inherits fds 0-2 only, no blocked signal: local and isolation=bwrap" {
+	mkdir "$MNT/a" "$MNT/c"
+	run_fds a
+	if command -v bwrap >/dev/null; then
+		echo "new b isolation=bwrap" >"$MNT/ctl"
+		run_fds b
+	fi
+	still_serves c
+}
+
+@test "fork's copy (cp) inherits fds 0-2 only and no blocked signal from the threaded daemon" {
+	# a cp first in the daemon's PATH that says what it inherited
+	bin="$BATS_TEST_TMPDIR/bin"
+	mkdir -p "$bin"
+	cat >"$bin/cp" <<SH
+#!/bin/sh
+exec /bin/sh -c 'ls -l /proc/self/fd >"\$0" 2>/dev/null; grep -E "^Sig(Blk|Ign):" /proc/self/status >>"\$0"; exec /bin/cp "\$@"' "$BATS_TEST_TMPDIR/cp.fds" "\$@"
+SH
+	chmod 755 "$bin/cp"
+	sfs_unmount
+	export PATH="$bin:$PATH"
+	sfs_mount
+	mkdir "$MNT/a"
+	echo hello >"$MNT/a/workspace/f"
+	echo "fork a2" >"$MNT/a/ctl"
+	[ "$(cat "$MNT/a2/workspace/f")" = hello ]
+	fds_ok "$BATS_TEST_TMPDIR/cp.fds"
+	still_serves a2
+}
