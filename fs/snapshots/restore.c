@@ -34,7 +34,18 @@ struct rst {
 	snap_change_fn changed;
 	void *ctx;
 	struct sfs_err *err;
+	uid_t uid; /* the workspace root's owner: what restore makes is theirs */
+	gid_t gid;
 };
+
+/* What restore made (open as fd) given to the workspace's owner: a root
+ * daemon's files would be root's in the sandbox's tree.  A daemon that is
+ * not root cannot, and its files are its own already. */
+static int give_owner(struct rst *s, int fd)
+{
+	int r = untrusted_fchown(fd, s->uid, s->gid);
+	return r == -EPERM ? 0 : r;
+}
 
 static void note(struct rst *s, char what, const char *rel)
 {
@@ -119,6 +130,8 @@ static int write_file(struct rst *s, int dirfd, const char *name, const char *re
 	int w = r ? 0 : st_write_all(fd, git_odb_object_data(o), git_odb_object_size(o));
 	if (w)
 		r = fail(s, -w, "write", rel);
+	if (!r && (w = give_owner(s, fd)) < 0)
+		r = fail(s, -w, "chown", rel);
 	if (!r && (w = untrusted_fchmod(fd, perm)) < 0)
 		r = fail(s, -w, "chmod", rel);
 	if (fd >= 0 && close(fd) < 0 && !r)
@@ -153,6 +166,17 @@ static int restore_link(struct rst *s, int dirfd, const char *name, const char *
 		return fail(s, -r, "remove", rel);
 	if (symlinkat(target, dirfd, name) < 0)
 		return fail(s, errno, "symlink", rel);
+	/* the link itself (O_PATH, not followed), checked to be one */
+	int fd = untrusted_open(dirfd, name, O_PATH);
+	struct stat lst;
+	r = fd < 0		   ? fd
+	    : fstat(fd, &lst) < 0  ? -errno
+	    : S_ISLNK(lst.st_mode) ? give_owner(s, fd)
+				   : 0;
+	if (fd >= 0)
+		close(fd);
+	if (r && r != -ENOENT)
+		return fail(s, -r, "chown", rel);
 	s->st.written++;
 	note(s, 'w', rel);
 	return 0;
@@ -184,6 +208,11 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 			return fail(s, -fd, "open", rel);
 		struct stat dst;
 		int r = fstat(fd, &dst) < 0 ? fail(s, errno, "stat", rel) : 0;
+		if (!r && !exists) {
+			int c = give_owner(s, fd);
+			if (c < 0)
+				r = fail(s, -c, "chown", rel);
+		}
 		if (!r && (!exists || (dst.st_mode & 07777) != perm)) {
 			int c = untrusted_fchmod(fd, perm);
 			if (c < 0)
@@ -211,7 +240,10 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 		 * what is hashed and chmod'ed is what was opened */
 		struct stat fst;
 		int fd = untrusted_open_file(dirfd, name, &fst);
-		if (fd >= 0 && same_blob(s, fd, rel, &fst, git_tree_entry_id(e))) {
+		/* a file with other links is replaced, never changed in place: its
+		 * other name may be outside the workspace */
+		if (fd >= 0 && fst.st_nlink == 1 &&
+		    same_blob(s, fd, rel, &fst, git_tree_entry_id(e))) {
 			s->st.unchanged++;
 			int r = 0;
 			if ((fst.st_mode & 07777) != perm) {
@@ -291,6 +323,11 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 		 snap_change_fn changed, void *ctx, struct sfs_err *err)
 {
 	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
+	struct stat rst;
+	if (fstat(rootfd, &rst) < 0)
+		return sfs_errf(err, -errno, "restore: the workspace: %s", strerror(errno));
+	s.uid = rst.st_uid;
+	s.gid = rst.st_gid;
 	struct scache sc;
 	st_writers_shared(); /* the cache it rewrites names blobs */
 	scache_open(&sc, cache);
