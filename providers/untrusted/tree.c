@@ -59,6 +59,16 @@ int untrusted_open_file(int rootfd, const char *rel, struct stat *st)
 	return fd;
 }
 
+int untrusted_lstat(int rootfd, const char *rel, struct stat *st)
+{
+	int fd = untrusted_open(rootfd, rel, O_PATH);
+	if (fd < 0)
+		return fd;
+	int r = fstat(fd, st) < 0 ? -errno : 0;
+	close(fd);
+	return r;
+}
+
 int untrusted_open_dir(int rootfd, const char *rel)
 {
 	int fd = untrusted_open(rootfd, rel, O_RDONLY | O_DIRECTORY);

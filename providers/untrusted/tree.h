@@ -39,6 +39,10 @@ int untrusted_open(int rootfd, const char *rel, int flags);
  * the fstat of the fd returned. */
 int untrusted_open_file(int rootfd, const char *rel, struct stat *st);
 
+/* The lstat of rel beneath rootfd, taken on an O_PATH fd of it: no
+ * symlink on the way is followed (-ELOOP), the last one is stat'ed itself. */
+int untrusted_lstat(int rootfd, const char *rel, struct stat *st);
+
 /* A directory for reading (fdopendir): -ENOTDIR when it is not one. */
 int untrusted_open_dir(int rootfd, const char *rel);
 
