@@ -5,6 +5,7 @@
  */
 #include "tree.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -176,4 +177,59 @@ int untrusted_chmod(int rootfd, const char *rel, mode_t type, mode_t mode)
 		r = untrusted_fchmod(fd, mode);
 	close(fd);
 	return r;
+}
+
+/* One directory (open as fd, which it closes) and all below it. */
+static int strip_dir(int fd, dev_t dev)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	if (st.st_dev != dev) {
+		close(fd);
+		return 0; /* another filesystem: not the copy's */
+	}
+	int r = st.st_mode & 06000 ? untrusted_fchmod(fd, st.st_mode) : 0;
+	DIR *d = r ? NULL : fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return r ? r : -errno;
+	}
+	struct dirent *e;
+	while (!r && (errno = 0, e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		struct stat es;
+		if (fstatat(dirfd(d), e->d_name, &es, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone meanwhile */
+		if (S_ISDIR(es.st_mode)) {
+			int sub = untrusted_open_dir(dirfd(d), e->d_name);
+			r = sub < 0 ? sub : strip_dir(sub, dev);
+		} else if (S_ISREG(es.st_mode) && (es.st_mode & 06000)) {
+			r = untrusted_chmod(dirfd(d), e->d_name, S_IFREG, es.st_mode);
+		}
+		if (r == -ENOENT || r == -EXDEV)
+			r = 0;
+	}
+	if (!r && errno)
+		r = -errno;
+	closedir(d);
+	return r;
+}
+
+int untrusted_strip_setid(int rootfd)
+{
+	int fd = untrusted_open_dir(rootfd, "");
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return strip_dir(fd, st.st_dev);
 }

@@ -68,4 +68,10 @@ int untrusted_fchown(int fd, uid_t uid, gid_t gid);
  * then untrusted_fchmod: -EAGAIN when it is of another type. */
 int untrusted_chmod(int rootfd, const char *rel, mode_t type, mode_t mode);
 
+/* Clears set-user-ID and set-group-ID on every file and directory below
+ * (and of) the directory open as rootfd, through fds: for a copy made of a
+ * sandbox's tree before anything runs in it.  Symlinks are not followed,
+ * nor mounts crossed. */
+int untrusted_strip_setid(int rootfd);
+
 #endif

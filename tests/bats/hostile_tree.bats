@@ -170,3 +170,21 @@ still_serving() {
 	[ "$(stat -c %a "$ws/d")" = 755 ]
 	still_serving
 }
+
+@test "hostile: fork copies no set-user-ID, set-group-ID or file capability out of the sandbox" {
+	new_box box
+	run_in box "cp /bin/true suid && chmod 4755 suid && mkdir sg && chmod 2775 sg && cp /bin/true sg/in && chmod 6755 sg/in"
+	# a capability as a sandbox with the privilege would plant it
+	setcap cap_net_raw+ep "$(host_ws)/suid"
+	[ -n "$(getcap "$MNT/box/workspace/suid")" ] # seen through the mount
+	run ctl_write "$MNT/box/ctl" "fork copy"
+	[ "$status" -eq 0 ]
+	C="$MNT/copy/workspace"
+	[ -z "$(getcap "$C/suid")" ]
+	[ "$(stat -c %a "$C/suid")" = 755 ]
+	[ "$(stat -c %a "$C/sg")" = 775 ]
+	[ "$(stat -c %a "$C/sg/in")" = 755 ]
+	run run_in copy "cat /proc/self/status >/dev/null && echo forked"
+	[ "$status" -eq 0 ]
+	still_serving
+}
