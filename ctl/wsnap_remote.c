@@ -9,11 +9,14 @@
  * same second is not missed) is not fetched again.  A restore is made on
  * the mirror and every change it made is then sent back (fs_write,
  * fs_mkdir, fs_symlink, fs_chmod, fs_remove).  The caller holds
- * sb->op_mutex throughout (the mirror has one user at a time).
+ * sb->op_mutex throughout (the mirror has one user at a time).  Modes
+ * from the remote side never carry set-user-ID or set-group-ID into the
+ * mirror, the store or back.
  */
 #include "wsnap.h"
 #include "wsnap_internal.h"
 
+#include "../providers/untrusted/tree.h"
 #include "../providers/util.h"
 
 #include <dirent.h>
@@ -52,7 +55,7 @@ static int settle(int fd, const char *tmp, const char *local, const struct sfs_r
 {
 	int r = 0;
 	struct timespec t[2] = {{rs->mtime, 0}, {rs->mtime, 0}};
-	if (fchmod(fd, rs->mode & 07777) < 0 || futimens(fd, t) < 0)
+	if (fchmod(fd, untrusted_perm(rs->mode)) < 0 || futimens(fd, t) < 0)
 		r = sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno));
 	if (!r) {
 		struct stat st;
@@ -226,11 +229,11 @@ static int pull_entry(struct sfs_sandbox *sb, const char *rel, const char *local
 		}
 		if (!have && mkdir(local, 0700) < 0)
 			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
-		if (chmod(local, (rs->mode & 07777) | 0700) < 0)
+		if (chmod(local, untrusted_perm(rs->mode) | 0700) < 0)
 			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 		int r = pull_dir(sb, rel, local, err);
 		/* its own bits last: a read-only directory is still filled */
-		if (!r && chmod(local, rs->mode & 07777) < 0)
+		if (!r && chmod(local, untrusted_perm(rs->mode)) < 0)
 			r = sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 		return r;
 	}
@@ -250,8 +253,8 @@ static int pull_entry(struct sfs_sandbox *sb, const char *rel, const char *local
 		return 0; /* special files are not recorded */
 	if (have && S_ISREG(st.st_mode) && st.st_size == rs->size && st.st_mtime == rs->mtime &&
 	    st.st_ctime > rs->mtime + 1) {
-		if ((st.st_mode & 07777) != (rs->mode & 07777) &&
-		    chmod(local, rs->mode & 07777) < 0)
+		if (untrusted_perm(st.st_mode) != untrusted_perm(rs->mode) &&
+		    chmod(local, untrusted_perm(rs->mode)) < 0)
 			return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 		return 0;
 	}
@@ -372,19 +375,19 @@ static void push_one(void *ctx, char what, const char *rel)
 	} else if (lstat(local, &st) < 0) {
 		p->r = sfs_errf(p->err, -errno, "restore: %s: %s", local, strerror(errno));
 	} else if (what == 'm') {
-		p->r = o->fs_chmod(p->sb, rel, st.st_mode & 07777, &e);
+		p->r = o->fs_chmod(p->sb, rel, untrusted_perm(st.st_mode), &e);
 	} else if (!(p->r = remote_rm(p->sb, rel, p->err))) {
 		/* written: whatever was there goes, then the snapshot's */
 		if (S_ISDIR(st.st_mode)) {
-			p->r = o->fs_mkdir(p->sb, rel, st.st_mode & 07777, &e);
+			p->r = o->fs_mkdir(p->sb, rel, untrusted_perm(st.st_mode), &e);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];
 			ssize_t n = readlink(local, t, sizeof(t) - 1);
 			p->r = n < 0 ? -errno : (t[n] = '\0', o->fs_symlink(p->sb, t, rel, &e));
 		} else {
-			int fd = open(local, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			p->r =
-			    fd < 0 ? -errno : o->fs_write(p->sb, rel, fd, st.st_mode & 07777, &e);
+			int fd = open(local, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+			p->r = fd < 0 ? -errno
+				      : o->fs_write(p->sb, rel, fd, untrusted_perm(st.st_mode), &e);
 			if (fd >= 0)
 				close(fd);
 		}
