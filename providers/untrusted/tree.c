@@ -39,9 +39,12 @@ int untrusted_open(int rootfd, const char *rel, int flags)
 			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
 	long fd;
+	/* a rename anywhere raced the lookup: again, a few times only (a
+	 * sandbox renaming in a loop must not spin a worker) */
+	int tries = 0;
 	do
 		fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
-	while (fd < 0 && errno == EAGAIN); /* a rename raced the lookup: again */
+	while (fd < 0 && errno == EAGAIN && ++tries < 16);
 	return fd < 0 ? -errno : (int)fd;
 }
 
