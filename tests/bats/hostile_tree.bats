@@ -18,6 +18,7 @@ setup() {
 
 teardown() {
 	iso_teardown
+	if [ -n "${AO_DIR:-}" ]; then rm -rf "$AO_DIR"; fi
 }
 
 # new_box NAME: a local sandbox, isolated with bwrap where bwrap is there
@@ -186,5 +187,27 @@ still_serving() {
 	[ "$(stat -c %a "$C/sg/in")" = 755 ]
 	run run_in copy "cat /proc/self/status >/dev/null && echo forked"
 	[ "$status" -eq 0 ]
+	still_serving
+}
+
+@test "hostile: an ACL that keeps a user out of a workspace file keeps them out of tree/ too" {
+	command -v setfacl >/dev/null || skip "acl is not installed"
+	sfs_unmount
+	AO_DIR=$(mktemp -d /tmp/sfs-tree-ao.XXXXXX)
+	chmod 755 "$AO_DIR"
+	MNT="$AO_DIR/mnt"
+	sfs_mount -o allow_other
+	mkdir "$MNT/demo"
+	echo guarded >"$MNT/demo/workspace/f"
+	chmod 644 "$MNT/demo/workspace/f"
+	setfacl -m u:nobody:--- "$MNT/demo/workspace/f"
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- cat "$MNT/demo/workspace/f"
+	[ "$status" -ne 0 ]
+	run ctl_write "$MNT/demo/ctl" "snapshot s1"
+	[ "$status" -eq 0 ]
+	run setpriv --reuid=nobody --regid=nogroup --clear-groups -- cat "$MNT/demo/snapshots/s1/tree/f"
+	[ "$status" -ne 0 ]
+	[[ "$output" != *guarded* ]]
+	[ "$(cat "$MNT/demo/snapshots/s1/tree/f")" = guarded ]
 	still_serving
 }
