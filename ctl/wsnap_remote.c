@@ -9,12 +9,15 @@
  * same second is not missed) is not fetched again.  A restore is made on
  * the mirror and every change it made is then sent back (fs_write,
  * fs_mkdir, fs_symlink, fs_chmod, fs_remove).  The caller holds
- * sb->op_mutex throughout (the mirror has one user at a time).
+ * sb->op_mutex throughout (the mirror has one user at a time).  Modes
+ * from the remote side never carry set-user-ID or set-group-ID into the
+ * mirror, the store or back.
  */
 #include "wsnap.h"
 #include "wsnap_internal.h"
 
 #include "../providers/untrusted/name.h"
+#include "../providers/untrusted/tree.h"
 #include "../providers/util.h"
 
 #include <dirent.h>
@@ -112,7 +115,7 @@ static int settle(int fd, int tmpdir, int dir, const char *base, const char *loc
 		  const struct sfs_rstat *rs, struct sfs_err *err)
 {
 	struct timespec t[2] = {{rs->mtime, 0}, {rs->mtime, 0}};
-	if (fchmod(fd, rs->mode & 07777) < 0 || futimens(fd, t) < 0)
+	if (fchmod(fd, untrusted_perm(rs->mode)) < 0 || futimens(fd, t) < 0)
 		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 	struct stat st;
 	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
@@ -325,7 +328,7 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 		if (!have && mkdirat(dir, base, 0700) < 0)
 			r = -errno;
 		if (!r)
-			r = chmod_at(dir, base, (rs->mode & 07777) | 0700);
+			r = chmod_at(dir, base, untrusted_perm(rs->mode) | 0700);
 		/* no fd held across the recursion: a sandbox's tree may be
 		 * thousands of directories deep */
 		close(dir);
@@ -338,7 +341,7 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 		if ((dir = parent_of(root, rel, &base)) < 0)
 			r = dir;
 		else
-			r = chmod_at(dir, base, rs->mode & 07777);
+			r = chmod_at(dir, base, untrusted_perm(rs->mode));
 		if (r)
 			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
 	} else if (S_ISLNK(rs->mode)) {
@@ -358,8 +361,8 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 		/* special files are not recorded */
 	} else if (have && S_ISREG(st.st_mode) && st.st_size == rs->size &&
 		   st.st_mtime == rs->mtime && st.st_ctime > rs->mtime + 1) {
-		if ((st.st_mode & 07777) != (rs->mode & 07777) &&
-		    (r = chmod_at(dir, base, rs->mode & 07777)))
+		if (untrusted_perm(st.st_mode) != untrusted_perm(rs->mode) &&
+		    (r = chmod_at(dir, base, untrusted_perm(rs->mode))))
 			sfs_errf(err, r, "snapshot: %s: %s", local, strerror(-r));
 	} else if (pending_add(todo, rel, local, rs)) {
 		r = sfs_errf(err, -ENOMEM, "out of memory");
@@ -503,18 +506,19 @@ static void push_one(void *ctx, char what, const char *rel)
 	} else if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		p->r = sfs_errf(p->err, -errno, "restore: %s: %s", local, strerror(errno));
 	} else if (what == 'm') {
-		p->r = o->fs_chmod(p->sb, rel, st.st_mode & 07777, &e);
+		p->r = o->fs_chmod(p->sb, rel, untrusted_perm(st.st_mode), &e);
 	} else if (!(p->r = remote_rm(p->sb, rel, p->err))) {
 		/* written: whatever was there goes, then the snapshot's */
 		if (S_ISDIR(st.st_mode)) {
-			p->r = o->fs_mkdir(p->sb, rel, st.st_mode & 07777, &e);
+			p->r = o->fs_mkdir(p->sb, rel, untrusted_perm(st.st_mode), &e);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];
 			ssize_t n = readlinkat(dir, base, t, sizeof(t) - 1);
 			p->r = n < 0 ? -errno : (t[n] = '\0', o->fs_symlink(p->sb, t, rel, &e));
 		} else {
-			int fd = open_beneath(p->root, rel, O_RDONLY);
-			p->r = fd < 0 ? fd : o->fs_write(p->sb, rel, fd, st.st_mode & 07777, &e);
+			int fd = open_beneath(p->root, rel, O_RDONLY | O_NONBLOCK);
+			p->r = fd < 0 ? fd
+				      : o->fs_write(p->sb, rel, fd, untrusted_perm(st.st_mode), &e);
 			if (fd >= 0)
 				close(fd);
 		}

@@ -105,8 +105,11 @@ static void fill_stat(struct stat *st, fuse_ino_t ino, const struct snap_node *n
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = ino;
-	/* read-only: what the snapshot recorded, without the write bits */
-	st->st_mode = n->mode & ~(mode_t)0222;
+	/* read-only and the mount owner's only: the recorded bits came from
+	 * the sandbox (a set-user-ID root file on a suid mount), and the
+	 * workspace's owners, groups and ACLs are not kept in a snapshot, so
+	 * no one but the owner may read what they guarded */
+	st->st_mode = (n->mode & S_IFMT) | (n->mode & 0500);
 	if (S_ISLNK(n->mode))
 		st->st_mode = n->mode;
 	st->st_nlink = S_ISDIR(n->mode) ? 2 : 1;

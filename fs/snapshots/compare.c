@@ -2,8 +2,8 @@
  * What differs between a snapshot's tree and a live directory, as a list of
  * paths, without writing anything: each directory's entries are matched by
  * name against the snapshot's (its manifest: manifest.c), a file's blob id
- * comes from the stat cache or from hashing it (git_odb_hash: nothing
- * stored), and a directory that is new, gone or of another kind is one
+ * comes from the stat cache or from hashing it (pread through
+ * providers/untrusted: nothing stored), and a directory that is new, gone or of another kind is one
  * path.  The diff is then made of just those paths (diff.c), which is what
  * keeps `cat snapshots/ID/diff` close to `git diff`: no tree is built or
  * written for the unchanged rest.
@@ -21,6 +21,8 @@
  * it, it is not read again: its names are the manifest's, each one stat'd.
  */
 #include "internal.h"
+
+#include "../../providers/untrusted/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -111,17 +113,18 @@ int rec_hash(struct scache *cache, int dirfd, const char *name, const char *rel,
 	}
 	if (cache && scache_hit(cache, rel, st, oid))
 		return 0;
-	void *data;
-	size_t len;
-	int r = rec_map(dirfd, name, &data, &len, NULL);
+	struct stat now;
+	int fd = rec_open(dirfd, name, &now);
+	if (fd < 0)
+		return fd;
+	unsigned char raw[20];
+	int r = untrusted_blob_sha1(fd, (uint64_t)now.st_size, raw);
+	close(fd);
 	if (r)
 		return r;
-	int rc = git_odb_hash(oid, data ? data : "", len, GIT_OBJECT_BLOB);
-	rec_unmap(data, len);
-	if (rc < 0)
-		return -EIO;
+	git_oid_fromraw(oid, raw);
 	if (cache)
-		scache_note(cache, rel, st, oid);
+		scache_note(cache, rel, &now, oid); /* the stat of what was read */
 	return 0;
 }
 
@@ -189,8 +192,7 @@ static int cmp_dir(struct cmp *c, int dirfd, uint32_t dir, const struct stat *st
 static int cmp_subdir(struct cmp *c, int dirfd, const char *name, const char *rel,
 		      const struct mf_ent *e)
 {
-	int fd =
-	    e->sub < 0 ? -1 : openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = e->sub < 0 ? -1 : untrusted_open_dir(dirfd, name);
 	/* the stat of what was opened (not of the name a moment before): what
 	 * the stat cache may say of this directory must be what is read */
 	struct stat dst;

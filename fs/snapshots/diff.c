@@ -12,6 +12,8 @@
  */
 #include "internal.h"
 
+#include "../../providers/untrusted/tree.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -36,29 +38,21 @@ static int print(git_repository *repo, git_tree *a, git_tree *b, struct sfs_buf 
 	return r;
 }
 
-/* Opens the directory holding path's last component, walking from rootfd
- * without following a symlink; *leaf points into path.  -ENOENT when a
- * component is missing or not a directory. */
+/* Opens the directory holding path's last component beneath rootfd
+ * (providers/untrusted: no symlink followed); *leaf points into path.
+ * -ENOENT, -ELOOP, -ENOTDIR when it is not there as a directory. */
 static int open_parent(int rootfd, const char *path, const char **leaf)
 {
-	int fd = openat(rootfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	const char *p = path;
-	for (const char *slash; fd >= 0 && (slash = strchr(p, '/'));) {
-		char comp[256];
-		size_t n = (size_t)(slash - p);
-		if (n == 0 || n >= sizeof(comp)) {
-			p = slash + 1;
-			continue;
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		int next = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		close(fd);
-		fd = next;
-		p = slash + 1;
-	}
-	*leaf = p;
-	return fd < 0 ? -errno : fd;
+	const char *slash = strrchr(path, '/');
+	*leaf = slash ? slash + 1 : path;
+	if (!slash)
+		return untrusted_open(rootfd, "", O_PATH | O_DIRECTORY);
+	char *dir = strndup(path, (size_t)(slash - path));
+	if (!dir)
+		return -ENOMEM;
+	int fd = untrusted_open(rootfd, dir, O_PATH | O_DIRECTORY);
+	free(dir);
+	return fd;
 }
 
 /* A tree holding only the listed paths as they are under rootfd. */
@@ -83,7 +77,7 @@ static int sparse_tree(struct rec *r, int rootfd, const char *const *paths, size
 		    fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			fm = rec_filemode(&st);
 		if (fm == GIT_FILEMODE_TREE) {
-			int fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int fd = untrusted_open_dir(dfd, leaf);
 			ret = fd < 0 ? 0 : rec_tree(r, fd, path, &u[k].id);
 			if (fd >= 0)
 				close(fd);

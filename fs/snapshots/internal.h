@@ -81,10 +81,11 @@ int rec_tree(struct rec *r, int dirfd, const char *rel, git_oid *out);
 /* The blob of one entry (a file or a symlink) named name in dirfd. */
 int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const struct stat *st,
 	     git_oid *out);
-/* A regular file's bytes mapped (NULL when empty), and its stat: -EAGAIN
- * when name is no longer a regular file. */
-int rec_map(int dirfd, const char *name, void **data, size_t *len, struct stat *st);
-void rec_unmap(void *data, size_t len);
+/* The regular file name in dirfd opened for reading (through
+ * providers/untrusted: no symlink, O_NONBLOCK, type checked on the fd),
+ * its stat in *st: the fd, -EAGAIN when name is no longer a regular file,
+ * -EFBIG above snapshot.max_file_size (the size in *st). */
+int rec_open(int dirfd, const char *name, struct stat *st);
 /* The blob id of a file or symlink without storing it: from the cache, or
  * hashed (and then noted in the cache, which may be NULL). */
 int rec_hash(struct scache *cache, int dirfd, const char *name, const char *rel,

@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include "../../providers/options.h"
+#include "../../providers/untrusted/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 bool rec_ignored(const char *name)
@@ -47,37 +47,39 @@ static char *join(const char *rel, const char *name)
 	return p;
 }
 
-int rec_map(int dirfd, const char *name, void **data, size_t *len, struct stat *st)
+int rec_open(int dirfd, const char *name, struct stat *st)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	int fd = untrusted_open_file(dirfd, name, st);
 	if (fd < 0)
-		return -errno;
-	struct stat now;
-	if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode)) {
-		close(fd);
-		return -EAGAIN; /* replaced by something else meanwhile */
-	}
-	*len = (size_t)now.st_size;
-	/* a run's `truncate -s 100G` would be mapped, hashed and (for a diff)
-	 * held in memory whole: refused, the size left in *len for the message */
-	if ((double)now.st_size > sfs_opt_get_double("snapshot.max_file_size")) {
+		return fd;
+	/* a run's `truncate -s 100G` would be hashed and stored whole:
+	 * refused, the size left in st for the message */
+	if ((double)st->st_size > sfs_opt_get_double("snapshot.max_file_size")) {
 		close(fd);
 		return -EFBIG;
 	}
-	*data = *len ? mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-	int e = errno;
-	close(fd);
-	if (*data == MAP_FAILED)
-		return -e;
-	if (st)
-		*st = now;
-	return 0;
+	return fd;
 }
 
-void rec_unmap(void *data, size_t len)
+static int stream_chunk(void *ctx, const void *data, size_t len)
 {
-	if (data)
-		munmap(data, len);
+	git_odb_stream *ws = ctx;
+	return git_odb_stream_write(ws, data, len) < 0 ? -EIO : 0;
+}
+
+/* The bytes of the regular file open as fd (size bytes) into the store,
+ * read with pread: a file truncated meanwhile is -EAGAIN, never a SIGBUS. */
+static int store_fd(struct rec *r, int fd, uint64_t size, git_oid *out)
+{
+	git_odb_stream *ws = NULL;
+	int rc = git_odb_open_wstream(&ws, r->odb, (git_object_size_t)size, GIT_OBJECT_BLOB);
+	if (rc < 0)
+		return st_error(r->err, rc, "snapshot: writing a blob");
+	int e = untrusted_read_each(fd, size, stream_chunk, ws);
+	if (!e && (rc = git_odb_stream_finalize_write(out, ws)) < 0)
+		e = -EIO;
+	git_odb_stream_free(ws);
+	return e;
 }
 
 int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const struct stat *st,
@@ -94,22 +96,25 @@ int rec_blob(struct rec *r, int dirfd, const char *name, const char *rel, const 
 	if (r->cache && scache_hit(r->cache, rel, st, out))
 		return 0;
 	struct stat now;
-	void *data;
-	size_t len;
-	int e = rec_map(dirfd, name, &data, &len, &now);
+	int fd = rec_open(dirfd, name, &now);
+	if (fd == -EAGAIN)
+		return sfs_errf(r->err, fd, "snapshot: %s changed while it was read", rel);
+	if (fd == -EFBIG)
+		return sfs_errf(r->err, fd,
+				"snapshot: %s is %llu bytes, above snapshot.max_file_size (%.0f); "
+				"a mount with -o snapshot.max_file_size=BYTES takes it",
+				rel, (unsigned long long)now.st_size,
+				sfs_opt_get_double("snapshot.max_file_size"));
+	if (fd < 0)
+		return sys_err(r, -fd, "read", rel);
+	int e = store_fd(r, fd, (uint64_t)now.st_size, out);
+	close(fd);
 	if (e == -EAGAIN)
 		return sfs_errf(r->err, e, "snapshot: %s changed while it was read", rel);
-	if (e == -EFBIG)
-		return sfs_errf(r->err, e,
-				"snapshot: %s is %zu bytes, above snapshot.max_file_size (%.0f); "
-				"a mount with -o snapshot.max_file_size=BYTES takes it",
-				rel, len, sfs_opt_get_double("snapshot.max_file_size"));
+	if (e == -EIO)
+		return st_error(r->err, -1, "snapshot: writing a blob");
 	if (e)
 		return sys_err(r, -e, "read", rel);
-	int rc = git_odb_write(out, r->odb, data ? data : "", len, GIT_OBJECT_BLOB);
-	rec_unmap(data, len);
-	if (rc < 0)
-		return st_error(r->err, rc, "snapshot: writing a blob");
 	r->st.hashed++;
 	if (r->cache && scache_note(r->cache, rel, &now, out))
 		return sfs_errf(r->err, -ENOMEM, "out of memory");
@@ -142,9 +147,9 @@ static int rec_entry(struct rec *r, git_treebuilder *b, int dirfd, const char *n
 	git_oid oid;
 	int rc;
 	if (fm == GIT_FILEMODE_TREE) {
-		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int fd = untrusted_open_dir(dirfd, name);
 		if (fd < 0)
-			return sys_err(r, errno, "open", rel);
+			return sys_err(r, -fd, "open", rel);
 		rc = rec_tree(r, fd, rel, &oid);
 		close(fd);
 	} else {

@@ -5,9 +5,16 @@
  * a different one is written to a temporary name and renamed over, so a
  * reader never sees half a file.  Nothing is followed through a symlink.
  * Special files (never recorded) and `.git` entries are left alone.
+ *
+ * The workspace is the sandbox's: any name may become a symlink, a FIFO or
+ * another file between two calls.  So a mode is changed through the fd that
+ * was opened and whose type was checked (providers/untrusted), never
+ * through the name again, and no set-user-ID or set-group-ID bit is ever
+ * written, whatever the snapshot recorded.
  */
 #include "internal.h"
 
+#include "../../providers/untrusted/tree.h"
 #include "../../providers/util.h"
 
 #include <dirent.h>
@@ -27,7 +34,18 @@ struct rst {
 	snap_change_fn changed;
 	void *ctx;
 	struct sfs_err *err;
+	uid_t uid; /* the workspace root's owner: what restore makes is theirs */
+	gid_t gid;
 };
+
+/* What restore made (open as fd) given to the workspace's owner: a root
+ * daemon's files would be root's in the sandbox's tree.  A daemon that is
+ * not root cannot, and its files are its own already. */
+static int give_owner(struct rst *s, int fd)
+{
+	int r = untrusted_fchown(fd, s->uid, s->gid);
+	return r == -EPERM ? 0 : r;
+}
 
 static void note(struct rst *s, char what, const char *rel)
 {
@@ -47,12 +65,14 @@ static int rm_at(int dirfd, const char *name)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
 		return errno == ENOENT ? 0 : -errno;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	int fd = untrusted_open_dir(dirfd, name);
+	if (fd < 0)
+		return fd == -ENOENT ? 0 : fd;
+	DIR *d = fdopendir(fd);
 	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -errno;
+		int e = errno;
+		close(fd);
+		return -e;
 	}
 	int r = 0;
 	struct dirent *e;
@@ -68,15 +88,24 @@ static int rm_at(int dirfd, const char *name)
 static mode_t want_perm(struct rst *s, const char *rel, git_filemode_t fm)
 {
 	uint64_t m;
-	return pmap_get(&s->modes, rel, &m) ? (mode_t)m & 07777 : st_implied_perm(fm);
+	/* never set-user-ID or set-group-ID: the snapshot's bits came from the
+	 * sandbox, and restore runs as root */
+	return untrusted_perm(pmap_get(&s->modes, rel, &m) ? (mode_t)m : st_implied_perm(fm));
 }
 
-/* Whether the regular file name (stat st) holds blob want. */
-static bool same_blob(struct rst *s, int dirfd, const char *name, const char *rel,
-		      const struct stat *st, const git_oid *want)
+/* Whether the regular file open as fd (its fstat st) holds blob want. */
+static bool same_blob(struct rst *s, int fd, const char *rel, const struct stat *st,
+		      const git_oid *want)
 {
 	git_oid have;
-	return rec_hash(s->cache, dirfd, name, rel, st, &have) == 0 && git_oid_equal(&have, want);
+	if (!scache_hit(s->cache, rel, st, &have)) {
+		unsigned char raw[20];
+		if (untrusted_blob_sha1(fd, (uint64_t)st->st_size, raw) < 0)
+			return false;
+		git_oid_fromraw(&have, raw);
+		scache_note(s->cache, rel, st, &have);
+	}
+	return git_oid_equal(&have, want);
 }
 
 static int write_file(struct rst *s, int dirfd, const char *name, const char *rel,
@@ -101,8 +130,10 @@ static int write_file(struct rst *s, int dirfd, const char *name, const char *re
 	int w = r ? 0 : st_write_all(fd, git_odb_object_data(o), git_odb_object_size(o));
 	if (w)
 		r = fail(s, -w, "write", rel);
-	if (!r && fchmod(fd, perm) < 0)
-		r = fail(s, errno, "chmod", rel);
+	if (!r && (w = give_owner(s, fd)) < 0)
+		r = fail(s, -w, "chown", rel);
+	if (!r && (w = untrusted_fchmod(fd, perm)) < 0)
+		r = fail(s, -w, "chmod", rel);
 	if (fd >= 0 && close(fd) < 0 && !r)
 		r = fail(s, errno, "write", rel);
 	if (!r && renameat(dirfd, tmp, dirfd, name) < 0)
@@ -135,6 +166,17 @@ static int restore_link(struct rst *s, int dirfd, const char *name, const char *
 		return fail(s, -r, "remove", rel);
 	if (symlinkat(target, dirfd, name) < 0)
 		return fail(s, errno, "symlink", rel);
+	/* the link itself (O_PATH, not followed), checked to be one */
+	int fd = untrusted_open(dirfd, name, O_PATH);
+	struct stat lst;
+	r = fd < 0		   ? fd
+	    : fstat(fd, &lst) < 0  ? -errno
+	    : S_ISLNK(lst.st_mode) ? give_owner(s, fd)
+				   : 0;
+	if (fd >= 0)
+		close(fd);
+	if (r && r != -ENOENT)
+		return fail(s, -r, "chown", rel);
 	s->st.written++;
 	note(s, 'w', rel);
 	return 0;
@@ -158,39 +200,64 @@ static int restore_entry(struct rst *s, int dirfd, const git_tree_entry *e, cons
 				return fail(s, -r, "remove", rel);
 			exists = false;
 		}
-		if (!exists &&
-		    (mkdirat(dirfd, name, perm) < 0 || fchmodat(dirfd, name, perm, 0) < 0))
+		if (!exists && mkdirat(dirfd, name, 0700) < 0)
 			return fail(s, errno, "mkdir", rel);
-		if (!exists) {
+		/* from here on, the directory opened (and checked to be one) */
+		int fd = untrusted_open_dir(dirfd, name);
+		if (fd < 0)
+			return fail(s, -fd, "open", rel);
+		struct stat dst;
+		int r = fstat(fd, &dst) < 0 ? fail(s, errno, "stat", rel) : 0;
+		if (!r && !exists) {
+			int c = give_owner(s, fd);
+			if (c < 0)
+				r = fail(s, -c, "chown", rel);
+		}
+		if (!r && (!exists || (dst.st_mode & 07777) != perm)) {
+			int c = untrusted_fchmod(fd, perm);
+			if (c < 0)
+				r = fail(s, -c, "chmod", rel);
+		}
+		if (!r && !exists) {
 			s->st.written++;
 			note(s, 'w', rel);
-		} else if ((st.st_mode & 07777) != perm) {
-			if (fchmodat(dirfd, name, perm, 0) < 0)
-				return fail(s, errno, "chmod", rel);
+		} else if (!r && (dst.st_mode & 07777) != perm) {
 			s->st.modes++;
 			note(s, 'm', rel);
 		}
 		git_tree *sub = NULL;
-		int rc = git_tree_lookup(&sub, s->repo, git_tree_entry_id(e));
+		int rc = r ? 0 : git_tree_lookup(&sub, s->repo, git_tree_entry_id(e));
 		if (rc < 0)
-			return st_error(s->err, rc, "restore: a tree");
-		int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		int r = fd < 0 ? fail(s, errno, "open", rel) : restore_tree(s, fd, sub, rel);
-		if (fd >= 0)
-			close(fd);
+			r = st_error(s->err, rc, "restore: a tree");
+		if (!r)
+			r = restore_tree(s, fd, sub, rel);
+		close(fd);
 		git_tree_free(sub);
 		return r;
 	}
-	if (exists && S_ISREG(st.st_mode) &&
-	    same_blob(s, dirfd, name, rel, &st, git_tree_entry_id(e))) {
-		s->st.unchanged++;
-		if ((st.st_mode & 07777) == perm)
-			return 0;
-		s->st.modes++;
-		if (fchmodat(dirfd, name, perm, 0) < 0)
-			return fail(s, errno, "chmod", rel);
-		note(s, 'm', rel);
-		return 0;
+	if (exists && S_ISREG(st.st_mode)) {
+		/* the file itself, opened (O_NONBLOCK, no symlink) and checked:
+		 * what is hashed and chmod'ed is what was opened */
+		struct stat fst;
+		int fd = untrusted_open_file(dirfd, name, &fst);
+		/* a file with other links is replaced, never changed in place: its
+		 * other name may be outside the workspace */
+		if (fd >= 0 && fst.st_nlink == 1 &&
+		    same_blob(s, fd, rel, &fst, git_tree_entry_id(e))) {
+			s->st.unchanged++;
+			int r = 0;
+			if ((fst.st_mode & 07777) != perm) {
+				s->st.modes++;
+				int c = untrusted_fchmod(fd, perm);
+				r = c < 0 ? fail(s, -c, "chmod", rel) : 0;
+				if (!r)
+					note(s, 'm', rel);
+			}
+			close(fd);
+			return r;
+		}
+		if (fd >= 0)
+			close(fd);
 	}
 	if (exists && S_ISDIR(st.st_mode)) {
 		int r = rm_at(dirfd, name);
@@ -256,6 +323,11 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 		 snap_change_fn changed, void *ctx, struct sfs_err *err)
 {
 	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
+	struct stat rst;
+	if (fstat(rootfd, &rst) < 0)
+		return sfs_errf(err, -errno, "restore: the workspace: %s", strerror(errno));
+	s.uid = rst.st_uid;
+	s.gid = rst.st_gid;
 	struct scache sc;
 	st_writers_shared(); /* the cache it rewrites names blobs */
 	scache_open(&sc, cache);

@@ -13,6 +13,8 @@
 #include "cow.h"
 #include "walk.h"
 
+#include "../untrusted/tree.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -87,7 +89,7 @@ static int lacking_visit(void *arg, int rootfd, const char *rel, const struct st
 	if (sfs_cow_hide_match(c->hide, rel, S_ISDIR(st->st_mode)))
 		return SFS_COW_WALK_SKIP;
 	struct stat ust;
-	if (fstatat(c->newfd, rel, &ust, AT_SYMLINK_NOFOLLOW) == 0)
+	if (untrusted_lstat(c->newfd, rel, &ust) == 0)
 		return S_ISDIR(st->st_mode) && S_ISDIR(ust.st_mode) ? 0 : SFS_COW_WALK_SKIP;
 	return base_deleted(c, rel, st) ?: SFS_COW_WALK_SKIP;
 }
@@ -113,7 +115,7 @@ static int upper_visit(void *arg, int rootfd, const char *rel, const struct stat
 	if (sfs_cow_hide_match(c->hide, rel, dir))
 		return SFS_COW_WALK_SKIP;
 	struct stat bst;
-	bool inbase = fstatat(c->basefd, rel, &bst, AT_SYMLINK_NOFOLLOW) == 0;
+	bool inbase = untrusted_lstat(c->basefd, rel, &bst) == 0;
 	if (S_ISCHR(st->st_mode) && st->st_rdev == 0) /* a whiteout */
 		return (inbase ? base_deleted(c, rel, &bst) : 0) ?: SFS_COW_WALK_SKIP;
 	if (dir) {
@@ -145,7 +147,7 @@ static int copy_visit(void *arg, int rootfd, const char *rel, const struct stat 
 	if (sfs_cow_hide_match(c->hide, rel, dir))
 		return SFS_COW_WALK_SKIP;
 	struct stat bst;
-	if (fstatat(c->basefd, rel, &bst, AT_SYMLINK_NOFOLLOW) < 0)
+	if (untrusted_lstat(c->basefd, rel, &bst) < 0)
 		return dir ? 0 : add_change(c, rel, 'A');
 	if (dir)
 		return S_ISDIR(bst.st_mode) ? 0 : add_change(c, rel, 'D');

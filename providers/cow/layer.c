@@ -11,6 +11,8 @@
  * unchanged files by size and mtime.
  */
 #include "cow.h"
+
+#include "../untrusted/tree.h"
 #include "walk.h"
 
 #include "../config.h"
@@ -231,11 +233,18 @@ static int mkdirs_like(int rootfd, int basefd, const char *rel, struct sfs_err *
 		if (fstatat(basefd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			return sfs_errf(err, -errno, "base workspace: %s: %s", path,
 					strerror(errno));
-		if (mkdirat(rootfd, path, st.st_mode & 07777) == 0) {
-			if (fchownat(rootfd, path, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-			    fchmodat(rootfd, path, st.st_mode & 07777, 0) < 0)
-				return sfs_errf(err, -errno, "base workspace: %s: %s", path,
-						strerror(errno));
+		if (mkdirat(rootfd, path, 0700) == 0) {
+			/* owner and mode through the directory opened, not the name:
+			 * upper is the sandbox's layer */
+			int fd = untrusted_open(rootfd, path, O_PATH | O_DIRECTORY);
+			int r = fd < 0 ? fd : untrusted_fchown(fd, st.st_uid, st.st_gid);
+			if (!r)
+				r = untrusted_fchmod(fd, st.st_mode);
+			if (fd >= 0)
+				close(fd);
+			if (r)
+				return sfs_errf(err, r, "base workspace: %s: %s", path,
+						strerror(-r));
 		} else if (errno != EEXIST) {
 			return sfs_errf(err, -errno, "base workspace: mkdir %s: %s", path,
 					strerror(errno));
@@ -301,7 +310,9 @@ static int keep_meta(int fd, const char *rel, const struct stat *st)
 	struct timespec ts[2] = {st->st_atim, st->st_mtim};
 	if (fchownat(fd, rel, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != EPERM)
 		return -errno;
-	if (!S_ISLNK(st->st_mode) && fchmodat(fd, rel, st->st_mode & 07777, 0) < 0)
+	/* never set-user-ID or set-group-ID out of a base, which may be
+	 * another sandbox's workspace */
+	if (!S_ISLNK(st->st_mode) && fchmodat(fd, rel, untrusted_perm(st->st_mode), 0) < 0)
 		return -errno;
 	return utimensat(fd, rel, ts, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
 }
@@ -310,11 +321,13 @@ static int copy_one(struct build *b, int basefd, const char *rel, const struct s
 {
 	int r = 0;
 	if (S_ISREG(st->st_mode)) {
-		int in = openat(basefd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* beneath the base, no symlink, O_NONBLOCK: still a regular file */
+		struct stat now;
+		int in = untrusted_open_file(basefd, rel, &now);
 		int out =
 		    in < 0 ? -1
 			   : openat(b->copyfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		r = in < 0 || out < 0 ? -errno : copy_data(in, out);
+		r = in < 0 ? in : out < 0 ? -errno : copy_data(in, out);
 		if (in >= 0)
 			close(in);
 		if (out >= 0)
@@ -387,7 +400,7 @@ static int root_like(const char *base, const char *dir, struct sfs_err *err)
 {
 	struct stat st;
 	if (stat(base, &st) < 0 || chown(dir, st.st_uid, st.st_gid) < 0 ||
-	    chmod(dir, st.st_mode & 07777) < 0)
+	    chmod(dir, untrusted_perm(st.st_mode)) < 0)
 		return sfs_errf(err, -errno, "base workspace: %s: %s", dir, strerror(errno));
 	return 0;
 }

@@ -2,6 +2,8 @@
  * symlink and staying on one filesystem (a mount below is not entered). */
 #include "walk.h"
 
+#include "../untrusted/tree.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -126,14 +128,5 @@ out:
 
 int sfs_cow_open_beneath(int rootfd, const char *rel, int flags)
 {
-	struct open_how how = {.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC),
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-	long fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
-	if (fd >= 0)
-		return (int)fd;
-	if (errno != ENOSYS)
-		return -errno;
-	fd = openat(rootfd, rel, flags | O_NOFOLLOW | O_CLOEXEC); /* kernels before 5.6 */
-	return fd < 0 ? -errno : (int)fd;
+	return untrusted_open(rootfd, rel, flags);
 }

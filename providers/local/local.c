@@ -9,6 +9,7 @@
 #include "../cow/cow.h"
 #include "../git/git.h"
 #include "../netpolicy/proxy.h"
+#include "../untrusted/tree.h"
 #include "../config.h"
 #include "../options.h"
 #include "../provider.h"
@@ -826,8 +827,20 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	char *dstdir = (char *)local_dir(dst, dstbuf, NULL);
 	if (!dstdir)
 		return sfs_errf(err, -EIO, "local: the new sandbox has no workspace");
-	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, dstdir, NULL};
+	/* no xattrs (a security.capability among them: ACLs are kept, as part
+	 * of the mode), and then no set-user-ID or set-group-ID bit: nothing
+	 * runs in the copy yet, and cp as root would keep them */
+	char *argv[] = {"cp", "-a", "--no-preserve=xattr", "--reflink=auto", srcdot, dstdir, NULL};
 	r = run_cmd(argv, err);
+	int dfd = r ? -1 : open(dstdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (!r && dfd < 0)
+		r = sfs_errf(err, -errno, "local: %s: %s", dstdir, strerror(errno));
+	if (dfd >= 0) {
+		int s = untrusted_strip_setid(dfd);
+		close(dfd);
+		if (s)
+			r = sfs_errf(err, s, "local: fork: the copy's modes: %s", strerror(-s));
+	}
 	if (r) {
 		struct local_iso made;
 		get_iso(dst, &made);
