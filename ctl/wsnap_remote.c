@@ -56,17 +56,9 @@ static bool skipped(const char *name)
  * The mirror is made of names a sandbox gave.  The listing parsers leave
  * out any that cannot be a file name (untrusted/name.h) and pull_dir checks
  * again; besides, every change to the mirror is made through a directory
- * opened beneath its root without following a symlink (openat2
- * RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS), by *at calls on one component.
+ * opened beneath its root without following a symlink (untrusted_open),
+ * by *at calls on one component.
  */
-static int open_beneath(int root, const char *rel, int flags)
-{
-	struct open_how how = {.flags = (unsigned)(flags | O_NOFOLLOW | O_CLOEXEC),
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-					  RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-	long fd = syscall(SYS_openat2, root, *rel ? rel : ".", &how, sizeof(how));
-	return fd < 0 ? -errno : (int)fd;
-}
 
 /* The mirror directory holding rel's last component (O_PATH), *base that
  * component. */
@@ -75,11 +67,11 @@ static int parent_of(int root, const char *rel, const char **base)
 	const char *slash = strrchr(rel, '/');
 	*base = slash ? slash + 1 : rel;
 	if (!slash)
-		return open_beneath(root, "", O_PATH | O_DIRECTORY);
+		return untrusted_open(root, "", O_PATH | O_DIRECTORY);
 	char *dir = strndup(rel, (size_t)(slash - rel));
 	if (!dir)
 		return -ENOMEM;
-	int fd = open_beneath(root, dir, O_PATH | O_DIRECTORY);
+	int fd = untrusted_open(root, dir, O_PATH | O_DIRECTORY);
 	free(dir);
 	return fd;
 }
@@ -90,12 +82,7 @@ static int chmod_at(int dir, const char *base, mode_t mode)
 	int fd = openat(dir, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	char proc[64];
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	struct stat st;
-	int r = fstat(fd, &st) < 0 ? -errno : S_ISLNK(st.st_mode) ? -ELOOP : 0;
-	if (!r && chmod(proc, mode) < 0)
-		r = -errno;
+	int r = untrusted_fchmod(fd, mode);
 	close(fd);
 	return r;
 }
@@ -394,7 +381,7 @@ static int pull_dir(struct sfs_sandbox *sb, int root, const char *rel, const cha
 		r = fetch_pending(sb, root, &todo, err);
 	pending_free(&todo);
 	/* what the remote directory no longer has */
-	int dfd = r ? -1 : open_beneath(root, rel, O_RDONLY | O_DIRECTORY);
+	int dfd = r ? -1 : untrusted_open(root, rel, O_RDONLY | O_DIRECTORY);
 	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
 	if (dfd >= 0 && !d)
 		close(dfd);
@@ -516,7 +503,7 @@ static void push_one(void *ctx, char what, const char *rel)
 			ssize_t n = readlinkat(dir, base, t, sizeof(t) - 1);
 			p->r = n < 0 ? -errno : (t[n] = '\0', o->fs_symlink(p->sb, t, rel, &e));
 		} else {
-			int fd = open_beneath(p->root, rel, O_RDONLY | O_NONBLOCK);
+			int fd = untrusted_open(p->root, rel, O_RDONLY | O_NONBLOCK);
 			p->r = fd < 0 ? fd
 				      : o->fs_write(p->sb, rel, fd, untrusted_perm(st.st_mode), &e);
 			if (fd >= 0)
