@@ -83,9 +83,12 @@ int registry_write(const char *statedir, json_t *root, bool durable, struct sfs_
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	/* the registry holds provider state: hide secrets before it hits disk;
-	 * markers may be longer than what they hide, so the text grows */
-	char *red = sfs_redact_dup(text);
+	/* the registry holds provider state: hide every registered secret
+	 * value before it hits disk (markers may be longer than what they
+	 * hide, so the text grows).  Values are not hidden for their key's
+	 * name: `env.TOKENIZERS_PARALLELISM=false` must survive a restart, and
+	 * a secret is given as secret.NAME=, which is saved as a reference. */
+	char *red = sfs_redact_values_dup(text);
 	free(text);
 	if (!red)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -137,8 +140,8 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	json_t *v;
 	json_object_foreach(json_object_get(o, "env"), k, v)
 	{
-		/* secret values are redacted on disk: they do not survive a
-		 * restart and must be set again (docs/architecture.md) */
+		/* a value hidden on disk (a registered secret's, or one of a
+		 * secret-looking name from an older registry) is not one */
 		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
 			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
 	}
