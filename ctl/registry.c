@@ -5,9 +5,11 @@
 #include "../providers/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
@@ -223,9 +225,22 @@ int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, js
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
 	json_error_t jerr;
-	json_t *root = json_load_file(path, 0, &jerr);
-	if (!root && access(path, F_OK) != 0 && errno == ENOENT)
+	/* never a symlink followed as root, nor a FIFO waited on */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
 		return 0; /* first start */
+	struct stat st;
+	int e = fd < 0 || fstat(fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? ELOOP : 0;
+	if (e) {
+		if (fd >= 0)
+			close(fd);
+		return sfs_errf(err, -e,
+				"registry %s: %s: nothing was loaded and it is left as it is; "
+				"move it away to start with no sandboxes",
+				path, e == ELOOP ? "not a regular file" : strerror(e));
+	}
+	json_t *root = json_loadfd(fd, 0, &jerr);
+	close(fd);
 	json_t *arr = root ? json_object_get(root, "sandboxes") : NULL;
 	if (!json_is_array(arr)) {
 		/* refuse rather than start empty: the next save would overwrite
