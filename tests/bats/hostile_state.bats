@@ -155,3 +155,23 @@ bad_start() {
 	[ ! -e "$BAD_STATE/registry.json" ]
 	still_serving
 }
+
+@test "hostile ctl: a key given twice on new is refused with a caret under the second, and nothing is made" {
+	run ctl_write "$MNT/ctl" 'new twice provider=local isolation=bwrap isolation=none'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'new: option "isolation" given twice'* ]]
+	# the caret is under the second isolation=
+	local shown caret
+	shown=$(grep '^  new twice' <<<"$output")
+	caret=$(grep '^ *^$' <<<"$output")
+	[ "${shown:${#caret}-1:14}" = "isolation=none" ]
+	[ ! -e "$MNT/twice" ]
+	run ctl_write "$MNT/ctl" 'new twice env.A=1 env.A=2'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *'option "env.A" given twice'* ]]
+	[ ! -e "$MNT/twice" ]
+	still_serving
+	# setup= is repeatable, as before
+	run ctl_write "$MNT/ctl" "new twice setup='echo a >>x' setup='echo b >>x'"
+	[ "$status" -eq 0 ]
+}
