@@ -433,6 +433,7 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, c.mountpoint) != 0)
 		goto out_signals;
+	__atomic_store_n(&sfs_mount_live, true, __ATOMIC_RELEASE);
 	r = kio_install(se, sfs_opt_get_bool("killpriv_v2"),
 			sfs_opt_get_bool("passthrough") && !sfs_opt_get_bool("writeback"));
 	if (r < 0) {
