@@ -317,6 +317,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(config);
+	/* The config file by its real path, resolved now (the daemon's working
+	 * directory becomes /): an isolated sandbox masks that file, and bwrap
+	 * cannot bind over a symlink. */
+	const char *given_config = sfs_config_get("config", NULL);
+	char config_real[PATH_MAX];
+	if (given_config && realpath(given_config, config_real) &&
+	    sfs_config_set("config", config_real) < 0) {
+		fprintf(stderr, "sandboxfs: out of memory\n");
+		return 1;
+	}
 	/* Every key the code reads now has its table default unless given. */
 	size_t ntables;
 	const struct sfs_opt_table *tables = sfs_opt_tables(&ntables);
