@@ -87,12 +87,15 @@ void destroy_reserve_space(void)
 	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
 	struct stat st;
 	if (lstat(path, &st) == 0) {
-		if (S_ISREG(st.st_mode) && st.st_size >= RESERVE_BYTES)
+		bool own = S_ISREG(st.st_mode) && st.st_nlink == 1;
+		if (own && st.st_size >= RESERVE_BYTES)
 			return;
-		/* a symlink (or anything but a file) is never followed as
-		 * root: the name is ours, the link goes and a file takes it */
-		if (!S_ISREG(st.st_mode)) {
-			sfs_log(SFS_LOG_WARN, "%s was not a regular file: replaced", path);
+		/* a symlink or a hard link (or anything but a file of its own)
+		 * is never written as root: the name is ours, the link goes
+		 * and a file takes it */
+		if (!own) {
+			sfs_log(SFS_LOG_WARN, "%s was not a regular file of its own: replaced",
+				path);
 			if (unlink(path) < 0)
 				return;
 		}
@@ -100,7 +103,7 @@ void destroy_reserve_space(void)
 	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
 		close(fd);
 		return;
 	}

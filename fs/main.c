@@ -383,14 +383,18 @@ int main(int argc, char **argv)
 			     0600);
 		struct stat lst;
 		int e = logfd < 0 ? errno : 0;
+		/* a symlink, a FIFO (ENXIO without a reader), a hard link to
+		 * another file ... */
 		if (!logopt[0] && (logfd < 0 ? lstat(logpath, &lst) == 0 && !S_ISREG(lst.st_mode)
-					     : fstat(logfd, &lst) < 0 || !S_ISREG(lst.st_mode)))
-			e = -1; /* a symlink, a FIFO (ENXIO without a reader) ... */
+					     : fstat(logfd, &lst) < 0 || !S_ISREG(lst.st_mode) ||
+						   lst.st_nlink != 1))
+			e = -1;
 		if (e) {
 			if (logfd >= 0)
 				close(logfd);
 			fprintf(stderr, "sandboxfs: log %s: %s\n", logpath,
-				e < 0 ? "not a regular file: remove it, or give -o log=FILE"
+				e < 0 ? "not a regular file of its own (a symlink, a hard link, "
+					"a FIFO ...): remove it, or give -o log=FILE"
 				      : strerror(e));
 			close(lockfd);
 			return 1;

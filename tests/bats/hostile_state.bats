@@ -113,13 +113,27 @@ bad_start() {
 	# the name is a file of the daemon's own now, of the reserve's size
 	[ -f "$BAD_STATE/.reserve" ] && [ ! -L "$BAD_STATE/.reserve" ]
 	[ "$(stat -c %s "$BAD_STATE/.reserve")" -eq 262144 ]
-	grep -q '.reserve was not a regular file: replaced' "$BATS_TEST_TMPDIR/bad.log"
+	grep -q '.reserve was not a regular file of its own: replaced' "$BATS_TEST_TMPDIR/bad.log"
 	mkdir "$BAD_MNT/b"
 	[ -d "$BAD_MNT/b" ]
 	fusermount3 -u "$BAD_MNT"
 	wait "$BAD_PID"
 	BAD_PID=
 	victim_untouched
+	still_serving
+}
+
+@test "hostile state: a .reserve hard link to a host file is replaced, the file untouched" {
+	ln "$VICTIM" "$BAD_STATE/.reserve"
+	"$SFS_BIN" -f --state "$BAD_STATE" "$BAD_MNT" 2>>"$BATS_TEST_TMPDIR/bad.log" 3>&- &
+	BAD_PID=$!
+	wait_for test -e "$BAD_MNT/ctl"
+	victim_untouched
+	[ "$(stat -c %h "$VICTIM")" = 1 ]
+	[ "$(stat -c '%s %h' "$BAD_STATE/.reserve")" = "262144 1" ]
+	fusermount3 -u "$BAD_MNT"
+	wait "$BAD_PID"
+	BAD_PID=
 	still_serving
 }
 
@@ -133,6 +147,14 @@ bad_start() {
 	run ! mountpoint -q "$BAD_MNT"
 	victim_untouched
 	[ -L "$BAD_STATE/sandboxfs.log" ]
+	# nor a hard link to it
+	rm "$BAD_STATE/sandboxfs.log"
+	ln "$VICTIM" "$BAD_STATE/sandboxfs.log"
+	run timeout -k 5 20 "$SFS_BIN" --state "$BAD_STATE" "$BAD_MNT" 3>&-
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"a hard link"* ]]
+	run ! mountpoint -q "$BAD_MNT"
+	victim_untouched
 	# a FIFO there is refused too, never waited on
 	rm "$BAD_STATE/sandboxfs.log"
 	mkfifo "$BAD_STATE/sandboxfs.log"
