@@ -201,15 +201,20 @@ base_roundtrip() {
 	printf 'PEM\n' >"$BASE/docs/Other.PEM"
 	sfs_mount
 	cow_new cs 'hide=.env,*.pem'
-	[ -e "$MNT/cs/workspace/.ENV" ] && [ -e "$MNT/cs/workspace/docs/Other.PEM" ]
+	[ -e "$MNT/cs/workspace/.ENV" ]
+	[ -e "$MNT/cs/workspace/docs/Other.PEM" ]
 	[ ! -e "$MNT/cs/workspace/.env" ]
 	cow_new ci 'hide=.env,*.pem' hide.case=insensitive
 	local w="$MNT/ci/workspace"
-	[ ! -e "$w/.ENV" ] && [ ! -e "$w/.env" ] && [ ! -e "$w/docs/Other.PEM" ] && [ ! -e "$w/top.pem" ]
+	[ ! -e "$w/.ENV" ]
+	[ ! -e "$w/.env" ]
+	[ ! -e "$w/docs/Other.PEM" ]
+	[ ! -e "$w/top.pem" ]
 	[ -e "$w/src/main.c" ]
 	run_wait ci 'test ! -e .ENV && test ! -e docs/Other.PEM && echo hidden' | grep -qx hidden
 	grep -q '"hide_case": "insensitive"' "$STATE"/sandboxes/*/cow/base.json
-	[ -f "$BASE/.ENV" ] && [ -f "$BASE/docs/Other.PEM" ]
+	[ -f "$BASE/.ENV" ]
+	[ -f "$BASE/docs/Other.PEM" ]
 }
 
 @test "cowbase: hide=.git hides a repository's history too; without it git show HEAD:.env reads a hidden file" {
@@ -221,13 +226,15 @@ base_roundtrip() {
 	[ ! -e "$MNT/leaky/workspace/.env" ]
 	run_wait leaky 'git show HEAD:.env' | grep -qx KEY=hunter2
 	cow_new tight 'hide=.git,.env'
-	[ ! -e "$MNT/tight/workspace/.git" ] && [ ! -e "$MNT/tight/workspace/.env" ]
+	[ ! -e "$MNT/tight/workspace/.git" ]
+	[ ! -e "$MNT/tight/workspace/.env" ]
 	run ctl_write "$MNT/tight/ctl" 'exec git show HEAD:.env'
 	n=$output
 	[ "$(cat "$MNT/tight/runs/$n/wait")" != "exited 0" ]
 	run grep -c hunter2 "$MNT/tight/runs/$n/journal"
 	[ "$output" = 0 ]
-	[ -d "$BASE/.git" ] && [ -f "$BASE/.env" ]
+	[ -d "$BASE/.git" ]
+	[ -f "$BASE/.env" ]
 }
 
 @test "cowbase: hide= with -o cow.mode=copy leaves hidden files out of the copy" {

@@ -32,7 +32,8 @@ teardown() {
 
 # victim_untouched: the host file is as setup made it.
 victim_untouched() {
-	[ -f "$VICTIM" ] && [ ! -L "$VICTIM" ]
+	[ -f "$VICTIM" ]
+	[ ! -L "$VICTIM" ]
 	[ "$(stat -c '%s %a %u %Y' "$VICTIM")-$(md5sum <"$VICTIM")" = "$VICTIM_SUM" ]
 }
 
@@ -111,7 +112,8 @@ bad_start() {
 	wait_for test -e "$BAD_MNT/ctl"
 	victim_untouched
 	# the name is a file of the daemon's own now, of the reserve's size
-	[ -f "$BAD_STATE/.reserve" ] && [ ! -L "$BAD_STATE/.reserve" ]
+	[ -f "$BAD_STATE/.reserve" ]
+	[ ! -L "$BAD_STATE/.reserve" ]
 	[ "$(stat -c %s "$BAD_STATE/.reserve")" -eq 262144 ]
 	grep -q '.reserve was not a regular file of its own: replaced' "$BATS_TEST_TMPDIR/bad.log"
 	mkdir "$BAD_MNT/b"
