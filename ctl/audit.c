@@ -129,7 +129,7 @@ static void flush_held(struct sfs_audit *a)
 		return;
 	}
 	if (a->fd < 0)
-		a->fd = open(a->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		a->fd = open(a->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (a->fd < 0) {
 		/* ENOENT: the sandbox was destroyed (or forgotten) and its state
 		 * directory removed after its last lines were buffered */

@@ -86,11 +86,27 @@ void destroy_reserve_space(void)
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
 	struct stat st;
-	if (stat(path, &st) == 0 && st.st_size >= RESERVE_BYTES)
-		return;
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (lstat(path, &st) == 0) {
+		bool own = S_ISREG(st.st_mode) && st.st_nlink == 1;
+		if (own && st.st_size >= RESERVE_BYTES)
+			return;
+		/* a symlink or a hard link (or anything but a file of its own)
+		 * is never written as root: the name is ours, the link goes
+		 * and a file takes it */
+		if (!own) {
+			sfs_log(SFS_LOG_WARN, "%s was not a regular file of its own: replaced",
+				path);
+			if (unlink(path) < 0)
+				return;
+		}
+	}
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+		close(fd);
+		return;
+	}
 	int r = posix_fallocate(fd, 0, RESERVE_BYTES);
 	close(fd);
 	if (r)
@@ -153,7 +169,7 @@ void destroy_decided_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 
 static int write_marker_once(const struct sfs_sandbox *sb, const char *path)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	int r = fsync(fd) < 0 ? -errno : 0;

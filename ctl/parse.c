@@ -196,7 +196,8 @@ static bool key_allowed(const struct ctl_verb *verb, const char *key)
 }
 
 /* A key entry ending in '*' ("setup*") may be given more than once: each
- * value is kept, in order.  Any other key given twice keeps the last. */
+ * value is kept, in order.  Any other key given twice is refused: which of
+ * `isolation=bwrap ... isolation=none` was meant is not ours to guess. */
 static bool key_repeatable(const struct ctl_verb *verb, const char *key)
 {
 	for (const char *const *k = verb->keys; k && *k; k++) {
@@ -234,8 +235,12 @@ static int take_word(struct ctl_cmd *cmd, const char *line, char **words, size_t
 			return ctl_errf_at(err, line, offsets[i], "%s: unknown option \"%s\"%s",
 					   verb->name, words[i], usage);
 		}
-		if ((key_repeatable(verb, words[i]) ? sfs_kv_add : sfs_kv_set)(&cmd->opts, words[i],
-									       eq + 1))
+		bool repeatable = key_repeatable(verb, words[i]);
+		if (!repeatable && sfs_kv_get(&cmd->opts, words[i]))
+			return ctl_errf_at(err, line, offsets[i],
+					   "%s: option \"%s\" given twice (give it once)",
+					   verb->name, words[i]);
+		if ((repeatable ? sfs_kv_add : sfs_kv_set)(&cmd->opts, words[i], eq + 1))
 			return sfs_errf(err, -ENOMEM, "%s: out of memory", verb->name);
 		free(words[i]);
 		words[i] = NULL;

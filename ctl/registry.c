@@ -5,9 +5,11 @@
 #include "../providers/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
@@ -83,9 +85,12 @@ int registry_write(const char *statedir, json_t *root, bool durable, struct sfs_
 	char *text = json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	/* the registry holds provider state: hide secrets before it hits disk;
-	 * markers may be longer than what they hide, so the text grows */
-	char *red = sfs_redact_dup(text);
+	/* the registry holds provider state: hide every registered secret
+	 * value before it hits disk (markers may be longer than what they
+	 * hide, so the text grows).  Values are not hidden for their key's
+	 * name: `env.TOKENIZERS_PARALLELISM=false` must survive a restart, and
+	 * a secret is given as secret.NAME=, which is saved as a reference. */
+	char *red = sfs_redact_values_dup(text);
 	free(text);
 	if (!red)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -137,8 +142,8 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	json_t *v;
 	json_object_foreach(json_object_get(o, "env"), k, v)
 	{
-		/* secret values are redacted on disk: they do not survive a
-		 * restart and must be set again (docs/architecture.md) */
+		/* a value hidden on disk (a registered secret's, or one of a
+		 * secret-looking name from an older registry) is not one */
 		if (json_is_string(v) && strcmp(json_string_value(v), SFS_REDACTED) != 0)
 			r |= sfs_kv_set(&sb->env, k, json_string_value(v));
 	}
@@ -220,9 +225,22 @@ int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, js
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/registry.json", statedir);
 	json_error_t jerr;
-	json_t *root = json_load_file(path, 0, &jerr);
-	if (!root && access(path, F_OK) != 0 && errno == ENOENT)
+	/* never a symlink followed as root, nor a FIFO waited on */
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
 		return 0; /* first start */
+	struct stat st;
+	int e = fd < 0 || fstat(fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? ELOOP : 0;
+	if (e) {
+		if (fd >= 0)
+			close(fd);
+		return sfs_errf(err, -e,
+				"registry %s: %s: nothing was loaded and it is left as it is; "
+				"move it away to start with no sandboxes",
+				path, e == ELOOP ? "not a regular file" : strerror(e));
+	}
+	json_t *root = json_loadfd(fd, 0, &jerr);
+	close(fd);
 	json_t *arr = root ? json_object_get(root, "sandboxes") : NULL;
 	if (!json_is_array(arr)) {
 		/* refuse rather than start empty: the next save would overwrite

@@ -118,8 +118,11 @@ static int read_file(const char *name, const char *path, struct sfs_buf *b, stru
 	/* a file of sandboxfs's own mount is served by this daemon: a run's
 	 * wait or a journal read would park this thread (and with enough of
 	 * them every FUSE thread) until it ends; refused, wherever the path
-	 * led (symlinks, bind mounts) */
-	else if (sfs_mount_dir && stat(sfs_mount_dir, &mnt) == 0 && mnt.st_dev == st.st_dev)
+	 * led (symlinks, bind mounts).  Before the mount is up (a restart
+	 * reading its secrets again) sfs_mount_dir is the host's directory
+	 * under it, and a file beside it is any host file. */
+	else if (sfs_mount_dir && __atomic_load_n(&sfs_mount_live, __ATOMIC_ACQUIRE) &&
+		 stat(sfs_mount_dir, &mnt) == 0 && mnt.st_dev == st.st_dev)
 		r = sfs_errf(err, -EINVAL,
 			     "the secret %s: file:%s is a file of the sandboxfs mount itself (%s); "
 			     "a secret is read from a host file",

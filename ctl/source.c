@@ -153,7 +153,7 @@ static int upload_tree(struct sfs_sandbox *sb, const char *mirror, const char *s
 		return sfs_errf(err, r, "new: source=: %s: %s", tree, strerror(-r));
 	r = sfs_git_checkout(mirror, src, oid, branch, tree, report, sb, err);
 	int fd = -1;
-	if (!r && (fd = open(tarp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+	if (!r && (fd = open(tarp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
 		r = sfs_errf(err, -errno, "new: source=: %s: %s", tarp, strerror(errno));
 	if (!r)
 		r = sfs_tar_write_dir(tree, fd, err);

@@ -793,7 +793,7 @@ static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *
 	char path[4300], tmp[4320];
 	snprintf(path, sizeof(path), "%s/cmd", dir);
 	snprintf(tmp, sizeof(tmp), "%s/.cmd.tmp", dir);
-	*fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	*fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (*fd < 0)
 		return sfs_errf(err, -errno, "%s: %s", tmp, strerror(errno));
 	size_t len = strlen(cmd);

@@ -2,8 +2,9 @@
 
 #include <stddef.h>
 
-static const char *const new_keys[] = {"provider", "image", "source", "ref",	 "depth",  "setup*",
-				       "base",	   "hide",  "env.",   "secret.", "redact", NULL};
+static const char *const new_keys[] = {"provider", "image",  "source", "ref",	    "depth",
+				       "setup*",   "base",   "hide",   "hide.case", "env.",
+				       "secret.",  "redact", NULL};
 static const char *const resume_keys[] = {"provider", "id", NULL};
 static const char *const fork_keys[] = {"from", NULL};
 static const char *const snapshot_keys[] = {"kind", NULL};
@@ -11,7 +12,8 @@ static const char *const snapshot_keys[] = {"kind", NULL};
 const struct ctl_verb ctl_mount_verbs[] = {
     {V_NEW, "new", 1, 1, CTL_OPTS | CTL_ANY_KEYS, new_keys,
      "new NAME [provider=P] [image=I] [source=URL [ref=REF] [depth=N]] [setup=CMD]... "
-     "[base=HOSTDIR [hide=PATTERN,...]] [env.K=V]... [secret.K=env:VAR|file:PATH]... "
+     "[base=HOSTDIR [hide=PATTERN,...] [hide.case=insensitive]] [env.K=V]... "
+     "[secret.K=env:VAR|file:PATH]... "
      "[redact=journal]"},
     {V_RESUME, "resume", 1, 1, CTL_OPTS, resume_keys, "resume NAME provider=P id=REMOTE-ID"},
     {V_FORGET, "forget", 1, 1, 0, NULL, "forget NAME"},

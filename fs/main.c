@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static void usage(FILE *out)
@@ -212,11 +213,71 @@ static char *default_path(const char *root_path, const char *xdg, const char *fa
 	return out;
 }
 
+/* The state directory (resolved: no symlinks left in it) is the daemon's
+ * own: the registry, run directories and the files a root daemon writes
+ * there are trusted.  So, as ssh's StrictModes does for ~/.ssh, it must be
+ * owned by the daemon's user and not writable by group or others, and no
+ * directory above it may let anyone else rename it away or swap it: each
+ * is owned by root or us and not writable by others unless sticky.  0, or
+ * -1 with the reason printed. */
+static int check_state_dir(const char *statedir)
+{
+	uid_t me = geteuid();
+	struct stat st;
+	if (lstat(statedir, &st) < 0) {
+		fprintf(stderr, "sandboxfs: state dir %s: %s\n", statedir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "sandboxfs: state dir %s: not a directory\n", statedir);
+		return -1;
+	}
+	if (st.st_uid != me) {
+		fprintf(stderr,
+			"sandboxfs: state dir %s belongs to uid %u, not to sandboxfs's user (uid "
+			"%u): refused, since whoever owns it controls what this daemon reads and "
+			"writes there; chown it or give another --state\n",
+			statedir, (unsigned)st.st_uid, (unsigned)me);
+		return -1;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		fprintf(stderr,
+			"sandboxfs: state dir %s may be written by others (mode %04o): refused; "
+			"`chmod go-w` it\n",
+			statedir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	char up[PATH_MAX];
+	snprintf(up, sizeof(up), "%s", statedir);
+	for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
+		if (slash == up)
+			slash[1] = '\0'; /* "/" itself, last */
+		else
+			*slash = '\0';
+		if (lstat(up, &st) < 0) {
+			fprintf(stderr, "sandboxfs: state dir %s: %s: %s\n", statedir, up,
+				strerror(errno));
+			return -1;
+		}
+		bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX);
+		if ((st.st_uid != 0 && st.st_uid != me) || others_write) {
+			fprintf(stderr,
+				"sandboxfs: state dir %s is inside %s (uid %u, mode %04o), which "
+				"someone other than root or sandboxfs's user may change: refused\n",
+				statedir, up, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+			return -1;
+		}
+		if (slash == up)
+			break;
+	}
+	return 0;
+}
+
 static int lock_state(const char *statedir)
 {
 	char path[PATH_MAX + 16];
 	snprintf(path, sizeof(path), "%s/lock", statedir);
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -256,6 +317,16 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(config);
+	/* The config file by its real path, resolved now (the daemon's working
+	 * directory becomes /): an isolated sandbox masks that file, and bwrap
+	 * cannot bind over a symlink. */
+	const char *given_config = sfs_config_get("config", NULL);
+	char config_real[PATH_MAX];
+	if (given_config && realpath(given_config, config_real) &&
+	    sfs_config_set("config", config_real) < 0) {
+		fprintf(stderr, "sandboxfs: out of memory\n");
+		return 1;
+	}
 	/* Every key the code reads now has its table default unless given. */
 	size_t ntables;
 	const struct sfs_opt_table *tables = sfs_opt_tables(&ntables);
@@ -287,11 +358,47 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(state);
+	if (check_state_dir(statedir) < 0)
+		return 1;
 	int lockfd = lock_state(statedir);
 	if (lockfd < 0) {
 		fprintf(stderr, "sandboxfs: state dir %s: %s\n", statedir,
 			lockfd == -EBUSY ? "in use by another sandboxfs" : strerror(-lockfd));
 		return 1;
+	}
+
+	/* A daemon's stderr is /dev/null: the log goes to a file, opened now
+	 * so that a failure is still told.  STATE/sandboxfs.log is never a
+	 * symlink followed as root; a log= path is the administrator's. */
+	int logfd = -1;
+	if (!c.foreground) {
+		const char *logopt = sfs_config_get("log", "");
+		char logpath[PATH_MAX + 32];
+		snprintf(logpath, sizeof(logpath), "%s", logopt);
+		if (!logpath[0])
+			snprintf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
+		logfd = open(logpath,
+			     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY |
+				 (logopt[0] ? 0 : O_NOFOLLOW | O_NONBLOCK),
+			     0600);
+		struct stat lst;
+		int e = logfd < 0 ? errno : 0;
+		/* a symlink, a FIFO (ENXIO without a reader), a hard link to
+		 * another file ... */
+		if (!logopt[0] && (logfd < 0 ? lstat(logpath, &lst) == 0 && !S_ISREG(lst.st_mode)
+					     : fstat(logfd, &lst) < 0 || !S_ISREG(lst.st_mode) ||
+						   lst.st_nlink != 1))
+			e = -1;
+		if (e) {
+			if (logfd >= 0)
+				close(logfd);
+			fprintf(stderr, "sandboxfs: log %s: %s\n", logpath,
+				e < 0 ? "not a regular file of its own (a symlink, a hard link, "
+					"a FIFO ...): remove it, or give -o log=FILE"
+				      : strerror(e));
+			close(lockfd);
+			return 1;
+		}
 	}
 
 	/* Long: the workspace watcher pushes outside changes into the kernel
@@ -340,6 +447,7 @@ int main(int argc, char **argv)
 		goto out_session;
 	if (fuse_session_mount(se, c.mountpoint) != 0)
 		goto out_signals;
+	__atomic_store_n(&sfs_mount_live, true, __ATOMIC_RELEASE);
 	r = kio_install(se, sfs_opt_get_bool("killpriv_v2"),
 			sfs_opt_get_bool("passthrough") && !sfs_opt_get_bool("writeback"));
 	if (r < 0) {
@@ -348,17 +456,10 @@ int main(int argc, char **argv)
 	}
 	if (fuse_daemonize(c.foreground) != 0)
 		goto out_unmount;
-	if (!c.foreground) {
-		/* a daemon's stderr is /dev/null: the log goes to a file */
-		char logpath[PATH_MAX + 32];
-		snprintf(logpath, sizeof(logpath), "%s", sfs_config_get("log", ""));
-		if (!logpath[0])
-			snprintf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
-		int lfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (lfd >= 0) {
-			dup2(lfd, 2);
-			close(lfd);
-		}
+	if (logfd >= 0) {
+		dup2(logfd, 2);
+		close(logfd);
+		logfd = -1;
 	}
 	/* threads start after the fork of daemonizing: a thread does not
 	 * survive fork, and a lock it held then would stay held in the child */
@@ -399,6 +500,8 @@ out_tree:
 	tree_shutdown();
 	sfs_http_shutdown();
 	sfs_kv_free(&sfs_config);
+	if (logfd >= 0)
+		close(logfd);
 	close(lockfd);
 	fuse_opt_free_args(&args);
 	return rc;

@@ -376,7 +376,8 @@ static void run_job(struct job *job)
 static int open_mirror_locked(struct journal *j)
 {
 	if (j->mirror_fd < 0)
-		j->mirror_fd = open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		j->mirror_fd =
+		    open(j->path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
 	return j->mirror_fd;
 }
 

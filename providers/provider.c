@@ -150,6 +150,7 @@ int sfs_rdirents_from_json(json_t *arr, int (*conv)(json_t *o, struct sfs_rstat 
 pthread_mutex_t sfs_records_mu = PTHREAD_MUTEX_INITIALIZER;
 const char *sfs_state_dir;
 const char *sfs_mount_dir;
+bool sfs_mount_live;
 
 void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 {

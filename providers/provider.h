@@ -360,6 +360,9 @@ extern pthread_mutex_t sfs_records_mu;
 extern const char *sfs_state_dir;
 /* The mount point (a real path), set once at startup; NULL in unit tests. */
 extern const char *sfs_mount_dir;
+/* True once this daemon's mount is on sfs_mount_dir (__atomic loads):
+ * before, a file there is the host's, never one this daemon serves. */
+extern bool sfs_mount_live;
 
 /* ---- the record's owner functions (each takes sfs_records_mu) ---------- */
 

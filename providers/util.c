@@ -40,7 +40,8 @@ int sfs_write_file_replace(const char *path, const void *data, size_t len, bool 
 	char tmp[4200];
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) >= (int)sizeof(tmp))
 		return sfs_errf(err, -ENAMETOOLONG, "%s: path too long", path);
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* a name planted where the temp file goes is never followed */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "%s: %s", tmp, strerror(errno));
 	const char *p = data;

@@ -21,7 +21,7 @@ int rc_open_cache_file(struct rc_node *n, struct sfs_sandbox *sb)
 		return -ENOMEM;
 	char name[4200];
 	rc_cache_file_name(n, "", name, sizeof(name));
-	int fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(name, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	pthread_mutex_lock(&R.mu);

@@ -165,7 +165,7 @@ static int write_unsynced(const char *path, const void *data, size_t len)
 {
 	char tmp[4200];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()); /* one per thread */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	int r = st_write_all(fd, data, len);

@@ -221,7 +221,7 @@ static int cf_snapshot(struct sfs_sandbox *sb, const char *label, char **id, str
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return sfs_errf(err, -errno, "cloudflare: %s: %s", dir, strerror(errno));
 	snprintf(tmp, sizeof(tmp), "%s.part", file);
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "cloudflare: %s: %s", tmp, strerror(errno));
 	r = cf_persist(sb->id, fd, err);

@@ -24,27 +24,37 @@
  * is refused, as are empty patterns and `.`/`..` components. */
 struct sfs_cow_hide;
 
-/* Parses a comma-separated list; *out is NULL for an empty list. */
-int sfs_cow_hide_parse(const char *list, struct sfs_cow_hide **out, struct sfs_err *err);
+/* Parses a comma-separated list; *out is NULL for an empty list.  nocase
+ * (hide.case=insensitive): ASCII letters match either case, so `.env`
+ * also hides `.ENV` (on a case-insensitive filesystem, or made by a tool
+ * that changes case); other bytes, UTF-8 letters included, match exactly. */
+int sfs_cow_hide_parse(const char *list, bool nocase, struct sfs_cow_hide **out,
+		       struct sfs_err *err);
+/* hide.case=VALUE: "sensitive" (also NULL, the default) or "insensitive"
+ * into *nocase; -EINVAL for anything else. */
+int sfs_cow_hide_case(const char *value, bool *nocase, struct sfs_err *err);
 /* Whether relpath (no leading slash; "a/b/c") is hidden by a pattern that
  * names it or one of its parent directories. */
 bool sfs_cow_hide_match(const struct sfs_cow_hide *h, const char *relpath, bool is_dir);
 void sfs_cow_hide_free(struct sfs_cow_hide *h);
 /* One glob against one string, `/` never matched by `*` or `?` (`**` may). */
 bool sfs_cow_glob(const char *pat, const char *str);
+/* The same with ASCII case folded. */
+bool sfs_cow_glob_nocase(const char *pat, const char *str);
 
 /* ---- the layers (layer.c) ----------------------------------------------- */
 
 #define SFS_COW_DIR "cow"
 
-/* Checks base= and hide= before anything is made: base an absolute path of
- * an existing directory, outside the mount and the state directory. */
-int sfs_cow_check(const char *base, const char *hide, struct sfs_err *err);
+/* Checks base=, hide= and hide.case= before anything is made: base an
+ * absolute path of an existing directory, outside the mount and the state
+ * directory. */
+int sfs_cow_check(const char *base, const char *hide, const char *hide_case, struct sfs_err *err);
 /* Makes STATEDIR/cow (upper, work, merged, base.json), puts the hide
  * whiteouts in upper and mounts the merged view; merged (PATH_MAX bytes)
  * gets its path.  On failure nothing is left. */
-int sfs_cow_create(const char *statedir, const char *base, const char *hide, char *merged,
-		   struct sfs_err *err);
+int sfs_cow_create(const char *statedir, const char *base, const char *hide, const char *hide_case,
+		   char *merged, struct sfs_err *err);
 /* After a restart: the merged view mounted again unless it still is (a
  * daemon that died, or one that stopped, leaves it mounted for the runs
  * that live on); merged gets its path.  -ENOENT when statedir has no cow. */

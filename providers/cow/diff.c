@@ -196,6 +196,7 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 	const char *base = json_string_value(json_object_get(j, "base"));
 	const char *mode = json_string_value(json_object_get(j, "mode"));
 	const char *hide = json_string_value(json_object_get(j, "hide"));
+	const char *hide_case = json_string_value(json_object_get(j, "hide_case"));
 	bool overlay = mode && strcmp(mode, "overlay") == 0;
 	int r = 0;
 	c->meta = calloc(1, sizeof(*c->meta));
@@ -209,7 +210,10 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 			 statedir, overlay ? "upper" : "merged");
 		c->base = c->meta->base;
 		c->newroot = c->meta->newroot;
-		r = sfs_cow_hide_parse(hide, &c->hide, err);
+		bool nocase = false;
+		r = sfs_cow_hide_case(hide_case, &nocase, err);
+		if (!r)
+			r = sfs_cow_hide_parse(hide, nocase, &c->hide, err);
 	}
 	json_decref(j);
 	if (!r && ((c->basefd = open(c->base, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||

@@ -18,11 +18,22 @@ struct cow_pattern {
 struct sfs_cow_hide {
 	struct cow_pattern *v;
 	size_t n;
+	bool nocase; /* hide.case=insensitive: ASCII letters match either case */
 };
+
+static char fold(char c, bool nocase)
+{
+	return nocase && c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+static char unfold(char c)
+{
+	return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+}
 
 /* A [...] class at p (just after '['); *end gets the position after ']'.
  * -1 when the class is unterminated (then '[' is a literal). */
-static int class_match(const char *p, char c, const char **end)
+static int class_match(const char *p, char c, bool nocase, const char **end)
 {
 	bool neg = *p == '!' || *p == '^';
 	if (neg)
@@ -42,7 +53,9 @@ static int class_match(const char *p, char c, const char **end)
 			if (hi == '\\' && q[1])
 				hi = *++q;
 		}
-		if (c >= lo && c <= hi)
+		if ((c >= lo && c <= hi) ||
+		    (nocase && ((fold(c, true) >= lo && fold(c, true) <= hi) ||
+				(unfold(c) >= lo && unfold(c) <= hi))))
 			hit = true;
 		q++;
 	} while (*q != ']');
@@ -51,7 +64,7 @@ static int class_match(const char *p, char c, const char **end)
 }
 
 /* One pattern item at *p against c; *p moves past it.  Stars are not items. */
-static bool item_match(const char **p, char c)
+static bool item_match(const char **p, char c, bool nocase)
 {
 	const char *q = *p, *end;
 	switch (*q) {
@@ -59,7 +72,7 @@ static bool item_match(const char **p, char c)
 		*p = q + 1;
 		return true;
 	case '[': {
-		int m = class_match(q + 1, c, &end);
+		int m = class_match(q + 1, c, nocase, &end);
 		if (m >= 0) {
 			*p = end;
 			return m;
@@ -73,7 +86,7 @@ static bool item_match(const char **p, char c)
 		/* fall through */
 	default:
 		*p = q + 1;
-		return *q == c;
+		return fold(*q, nocase) == fold(c, nocase);
 	}
 }
 
@@ -88,7 +101,7 @@ static const char *seg_end(const char *p)
 
 /* One component: the classic wildcard match, backtracking only to the last
  * star, so a miss costs at most len(p) * len(s) steps, whatever the pattern. */
-static bool seg_match(const char *p, const char *pe, const char *s, const char *se)
+static bool seg_match(const char *p, const char *pe, const char *s, const char *se, bool nocase)
 {
 	const char *star_p = NULL, *star_s = NULL;
 	while (s < se) {
@@ -100,7 +113,7 @@ static bool seg_match(const char *p, const char *pe, const char *s, const char *
 			continue;
 		}
 		const char *np = p;
-		if (p < pe && item_match(&np, *s) && np <= pe) {
+		if (p < pe && item_match(&np, *s, nocase) && np <= pe) {
 			p = np;
 			s++;
 			continue;
@@ -115,7 +128,7 @@ static bool seg_match(const char *p, const char *pe, const char *s, const char *
 	return p == pe;
 }
 
-static bool glob_from(const char *p, const char *s)
+static bool glob_from(const char *p, const char *s, bool nocase)
 {
 	for (;;) {
 		const char *pe = seg_end(p);
@@ -124,14 +137,14 @@ static bool glob_from(const char *p, const char *s)
 				return true; /* a trailing ** matches everything */
 			/* zero or more whole directories */
 			for (const char *t = s;; t = strchr(t, '/') + 1) {
-				if (glob_from(pe + 1, t))
+				if (glob_from(pe + 1, t, nocase))
 					return true;
 				if (!strchr(t, '/'))
 					return false;
 			}
 		}
 		const char *se = strchrnul(s, '/');
-		if (!seg_match(p, pe, s, se))
+		if (!seg_match(p, pe, s, se, nocase))
 			return false;
 		if (!*pe || !*se)
 			return !*pe && !*se;
@@ -142,7 +155,20 @@ static bool glob_from(const char *p, const char *s)
 
 bool sfs_cow_glob(const char *p, const char *s)
 {
-	return glob_from(p, s);
+	return glob_from(p, s, false);
+}
+
+bool sfs_cow_glob_nocase(const char *p, const char *s)
+{
+	return glob_from(p, s, true);
+}
+
+int sfs_cow_hide_case(const char *value, bool *nocase, struct sfs_err *err)
+{
+	*nocase = value && strcmp(value, "insensitive") == 0;
+	if (!value || *nocase || strcmp(value, "sensitive") == 0)
+		return 0;
+	return sfs_errf(err, -EINVAL, "new: hide.case=%s: sensitive or insensitive", value);
 }
 
 /* ** components a pattern may have: each tries every directory level */
@@ -198,7 +224,8 @@ static int add_pattern(struct sfs_cow_hide *h, const char *text, size_t len, str
 	return 0;
 }
 
-int sfs_cow_hide_parse(const char *list, struct sfs_cow_hide **out, struct sfs_err *err)
+int sfs_cow_hide_parse(const char *list, bool nocase, struct sfs_cow_hide **out,
+		       struct sfs_err *err)
 {
 	*out = NULL;
 	if (!list || !*list)
@@ -206,6 +233,7 @@ int sfs_cow_hide_parse(const char *list, struct sfs_cow_hide **out, struct sfs_e
 	struct sfs_cow_hide *h = calloc(1, sizeof(*h));
 	if (!h)
 		return sfs_errf(err, -ENOMEM, "out of memory");
+	h->nocase = nocase;
 	int r = 0;
 	for (const char *c = list; !r;) {
 		const char *e = strchrnul(c, ',');
@@ -223,11 +251,11 @@ int sfs_cow_hide_parse(const char *list, struct sfs_cow_hide **out, struct sfs_e
 }
 
 static bool pattern_hits(const struct cow_pattern *p, const char *path, const char *name,
-			 bool is_dir)
+			 bool is_dir, bool nocase)
 {
 	if (p->dir_only && !is_dir)
 		return false;
-	return sfs_cow_glob(p->glob, p->anchored ? path : name);
+	return glob_from(p->glob, p->anchored ? path : name, nocase);
 }
 
 bool sfs_cow_hide_match(const struct sfs_cow_hide *h, const char *relpath, bool is_dir)
@@ -249,7 +277,7 @@ bool sfs_cow_hide_match(const struct sfs_cow_hide *h, const char *relpath, bool 
 		const char *name = slash ? slash + 1 : path;
 		bool dir = end < len || is_dir;
 		for (size_t i = 0; *name && !hit && i < h->n; i++)
-			hit = pattern_hits(&h->v[i], path, name, dir);
+			hit = pattern_hits(&h->v[i], path, name, dir, h->nocase);
 		path[end] = saved;
 	}
 	free(path);

@@ -60,10 +60,17 @@ static bool path_within(const char *path, const char *dir)
 	return strncmp(path, dir, l) == 0 && (path[l] == '/' || path[l] == '\0' || l == 1);
 }
 
-int sfs_cow_check(const char *base, const char *hide, struct sfs_err *err)
+int sfs_cow_check(const char *base, const char *hide, const char *hide_case, struct sfs_err *err)
 {
 	if (!base)
-		return hide ? sfs_errf(err, -EINVAL, "new: hide= needs base=") : 0;
+		return hide || hide_case
+			   ? sfs_errf(err, -EINVAL,
+				      "new: %s needs base=", hide ? "hide=" : "hide.case=")
+			   : 0;
+	bool nocase;
+	int r = sfs_cow_hide_case(hide_case, &nocase, err);
+	if (r)
+		return r;
 	if (base[0] != '/')
 		return sfs_errf(err, -EINVAL, "new: base=%s: expected an absolute path", base);
 	char real[PATH_MAX];
@@ -83,7 +90,7 @@ int sfs_cow_check(const char *base, const char *hide, struct sfs_err *err)
 				"another)",
 				base, path_within(real, other) ? "is inside" : "contains", other);
 	struct sfs_cow_hide *h;
-	int r = sfs_cow_hide_parse(hide, &h, err);
+	r = sfs_cow_hide_parse(hide, nocase, &h, err);
 	sfs_cow_hide_free(h);
 	return r;
 }
@@ -92,7 +99,8 @@ int sfs_cow_check(const char *base, const char *hide, struct sfs_err *err)
 
 struct cow_meta {
 	char base[PATH_MAX];
-	char *hide; /* NULL: none */
+	char *hide;  /* NULL: none */
+	bool nocase; /* hide.case=insensitive */
 	bool overlay;
 };
 
@@ -124,8 +132,9 @@ static int meta_load(const char *statedir, struct cow_meta *m, struct sfs_err *e
 
 static int meta_save(const char *statedir, const struct cow_meta *m, struct sfs_err *err)
 {
-	json_t *j = json_pack("{s:s, s:s?, s:s}", "base", m->base, "hide", m->hide, "mode",
-			      m->overlay ? "overlay" : "copy");
+	json_t *j =
+	    json_pack("{s:s, s:s?, s:s?, s:s}", "base", m->base, "hide", m->hide, "hide_case",
+		      m->nocase ? "insensitive" : NULL, "mode", m->overlay ? "overlay" : "copy");
 	char *text = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
 	json_decref(j);
 	if (!text)
@@ -405,15 +414,17 @@ static int root_like(const char *base, const char *dir, struct sfs_err *err)
 	return 0;
 }
 
-int sfs_cow_create(const char *statedir, const char *base, const char *hide, char *merged,
-		   struct sfs_err *err)
+int sfs_cow_create(const char *statedir, const char *base, const char *hide, const char *hide_case,
+		   char *merged, struct sfs_err *err)
 {
 	struct cow_meta m = {0};
 	if (!realpath(base, m.base))
 		return sfs_errf(err, -errno, "new: base=%s: %s", base, strerror(errno));
 	m.hide = (char *)(hide && *hide ? hide : NULL);
-	struct sfs_cow_hide *h;
-	int r = sfs_cow_hide_parse(hide, &h, err);
+	struct sfs_cow_hide *h = NULL;
+	int r = sfs_cow_hide_case(hide_case, &m.nocase, err);
+	if (!r)
+		r = sfs_cow_hide_parse(hide, m.nocase, &h, err);
 	if (r)
 		return r;
 	char dir[PATH_MAX], upper[PATH_MAX], work[PATH_MAX];

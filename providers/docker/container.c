@@ -90,7 +90,7 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key, *v = opts->v[i].val;
 		if (strcmp(k, "provider") == 0 || strncmp(k, "env.", 4) == 0 ||
-		    strcmp(k, "base") == 0 || strcmp(k, "hide") == 0)
+		    strcmp(k, "base") == 0 || strcmp(k, "hide") == 0 || strcmp(k, "hide.case") == 0)
 			continue; /* base= and hide=: docker_create's (providers/cow) */
 		if (strcmp(k, "image") == 0) {
 			image = v;

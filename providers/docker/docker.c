@@ -73,15 +73,16 @@ static int docker_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, 
 	struct dk_spec spec;
 	int r = dk_spec_from_opts(opts, &spec, err);
 	const char *base = sfs_kv_get(opts, "base"), *hide = sfs_kv_get(opts, "hide");
+	const char *hide_case = sfs_kv_get(opts, "hide.case");
 	if (!r)
-		r = sfs_cow_check(base, hide, err);
+		r = sfs_cow_check(base, hide, hide_case, err);
 	if (!r)
 		r = dk_ensure_image(sb, spec.image, err);
 	if (r)
 		return r;
 	/* base=: the container binds the host's copy-on-write view at its
 	 * workdir, and workspace/ serves that view from the host */
-	if (base && (r = sfs_cow_create(sb->statedir, base, hide, spec.hostdir, err)))
+	if (base && (r = sfs_cow_create(sb->statedir, base, hide, hide_case, spec.hostdir, err)))
 		return r;
 	char cid[DK_ID_MAX];
 	r = adopt_new(sb, &spec, NULL, spec.image, NULL, cid, sizeof(cid), err);

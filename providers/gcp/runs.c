@@ -245,7 +245,7 @@ static int write_small(const char *dir, const char *file, const char *text, stru
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));
 	size_t n = strlen(text);
@@ -278,7 +278,8 @@ static struct runstate *state_of(const char *dir)
 			pthread_mutex_init(&r->fetch, NULL);
 			char path[4200];
 			snprintf(path, sizeof(path), "%s/gcp.log", dir);
-			int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			int fd =
+			    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 			if (fd >= 0)
 				close(fd);
 			r->next = runs;
@@ -552,7 +553,7 @@ static int fetch_log(struct sfs_sandbox *sb, struct runstate *r, int *added, str
 	}
 	free(root);
 	snprintf(path, sizeof(path), "%s/gcp.log", r->dir);
-	int fd = rc ? -1 : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	int fd = rc ? -1 : open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (!rc && fd < 0)
 		rc = sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));
 	char *token = NULL;

@@ -237,7 +237,7 @@ out:
 static int lock_file(const char *path, struct sfs_err *err)
 {
 	for (;;) {
-		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return sfs_errf(err, -errno, "source: %s: %s", path, strerror(errno));
 		struct stat a, b;

@@ -82,7 +82,7 @@ static void add(struct argv *a, const char *s)
 
 /* The host's top-level system entries: a merged-/usr symlink is recreated,
  * a real directory bound read-only. */
-static void add_system(struct argv *a, char links[][64], int *nl)
+static void add_system(struct argv *a, char links[][64], int *nl, char real[2][PATH_MAX])
 {
 	static const char *const tops[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 	add(a, "--ro-bind");
@@ -110,13 +110,19 @@ static void add_system(struct argv *a, char links[][64], int *nl)
 	add(a, "/etc");
 	add(a, "/etc");
 	/* sandboxfs's own config may hold provider credentials: masked (a
-	 * read gives EACCES: bwrap's binds are nodev) */
-	const char *conf[] = {"/etc/sandboxfs.conf", sfs_config_get("config", NULL)};
+	 * read gives EACCES: bwrap's binds are nodev).  The file itself, not
+	 * a symlink to it: bwrap cannot bind over a symlink (it would fail
+	 * every sandbox), and the link's target is what a read would reach. */
+	const char *given[] = {"/etc/sandboxfs.conf", sfs_config_get("config", NULL)};
+	const char *conf[2] = {NULL, NULL};
+	for (size_t i = 0; i < 2; i++)
+		if (given[i] && realpath(given[i], real[i]))
+			conf[i] = real[i];
 	for (size_t i = 0; i < sizeof(conf) / sizeof(conf[0]); i++) {
 		struct stat st;
 		if (conf[i] && (!strncmp(conf[i], "/etc/", 5) || !strncmp(conf[i], "/usr/", 5)) &&
 		    (i == 0 || !conf[0] || strcmp(conf[i], conf[0]) != 0) &&
-		    stat(conf[i], &st) == 0 && S_ISREG(st.st_mode)) {
+		    lstat(conf[i], &st) == 0 && S_ISREG(st.st_mode)) {
 			add(a, "--ro-bind");
 			add(a, "/dev/null");
 			add(a, conf[i]);
@@ -264,6 +270,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 		return r;
 	struct argv a = {0};
 	char links[8][64];
+	char real[2][PATH_MAX]; /* the config files add_system masks */
 	int nl = 0;
 	add(&a, spec->bwrap);
 	add(&a, "--unshare-user");
@@ -278,7 +285,7 @@ int sfs_holder_start(const struct sfs_holder_spec *spec, struct sfs_holder *h, s
 	add(&a, "--new-session");
 	add(&a, "--cap-drop");
 	add(&a, "ALL");
-	add_system(&a, links, &nl);
+	add_system(&a, links, &nl, real);
 	add(&a, "--tmpfs");
 	add(&a, "/tmp");
 	add(&a, "--tmpfs");

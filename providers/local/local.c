@@ -140,15 +140,16 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 {
 	const char *want = sfs_kv_get(opts, "dir");
 	const char *base = sfs_kv_get(opts, "base"), *hide = sfs_kv_get(opts, "hide");
+	const char *hide_case = sfs_kv_get(opts, "hide.case");
 	for (size_t i = 0; i < opts->n; i++) {
 		const char *k = opts->v[i].key;
 		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strcmp(k, "base") != 0 &&
-		    strcmp(k, "hide") != 0 && strncmp(k, "env.", 4) != 0 &&
-		    strcmp(k, "provider") != 0 && strcmp(k, "isolation") != 0 &&
-		    strcmp(k, "network") != 0)
+		    strcmp(k, "hide") != 0 && strcmp(k, "hide.case") != 0 &&
+		    strncmp(k, "env.", 4) != 0 && strcmp(k, "provider") != 0 &&
+		    strcmp(k, "isolation") != 0 && strcmp(k, "network") != 0)
 			return sfs_errf(err, -EINVAL,
 					"local: unknown option \"%s\" (known: dir= base= hide= "
-					"isolation= network=)",
+					"hide.case= isolation= network=)",
 					k);
 	}
 	if (want && base)
@@ -157,7 +158,7 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 	int r = sfs_local_iso_options(opts, &iso, err);
 	if (r)
 		return r;
-	r = sfs_cow_check(base, hide, err);
+	r = sfs_cow_check(base, hide, hide_case, err);
 	if (r)
 		return r;
 	char dir[4096];
@@ -165,7 +166,7 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 	if (base) {
 		/* a copy-on-write view of base (providers/cow): runs and
 		 * workspace/ see the merged dir, which destroy unmounts */
-		r = sfs_cow_create(sb->statedir, base, hide, dir, err);
+		r = sfs_cow_create(sb->statedir, base, hide, hide_case, dir, err);
 		if (r)
 			return r;
 	} else if (want) {

@@ -594,8 +594,15 @@ conf_test_secret_grep() {
 	conf_new z1 env.API_TOKEN=tok-value-123 >/dev/null
 	echo data >"$(ws z1)/f"
 	conf_run z1 'echo hi' >/dev/null
-	# the API refuses a create that carries the secret: its message is shown redacted
-	run conf_new z2 $(p_failing_new_opts "$CONF_SECRET")
+	# the API refuses a create that carries the secret: its message is shown
+	# redacted (P_NEW_OPTS without the keys the failing options give: a
+	# key given twice would be refused before the provider is asked)
+	local failing keep="" o
+	failing=$(p_failing_new_opts "$CONF_SECRET")
+	for o in ${P_NEW_OPTS:-}; do
+		case " $failing" in *" ${o%%=*}="*) ;; *) keep="$keep $o" ;; esac
+	done
+	P_NEW_OPTS=$keep run conf_new z2 $failing
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"error: "* ]]
 	run ctl_write "$MNT/z1/ctl" "expose 3000"
@@ -609,7 +616,9 @@ conf_test_secret_grep() {
 	run ! grep -qF "$CONF_SECRET" "$out"
 	run ! grep -rqF "$CONF_SECRET" "$STATE"
 	run ! grep -qF "$CONF_SECRET" "$BATS_TEST_TMPDIR/daemon.log"
-	run ! grep -rqF tok-value-123 "$STATE/registry.json"
+	# an env value is no secret, whatever its name: the registry keeps it for
+	# the next start (a secret is a secret.NAME= reference)
+	grep -qF tok-value-123 "$STATE/registry.json"
 	# the log did record the calls (level 3), so the check above means something
 	grep -q "$P_LOG_CALL_RE" "$BATS_TEST_TMPDIR/daemon.log" ||
 		[ "$CONF_MODE" = real ]

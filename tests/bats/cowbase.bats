@@ -196,6 +196,47 @@ base_roundtrip() {
 	[ -f "$BASE/.env" ] && [ -f "$BASE/secrets/inner/token" ]
 }
 
+@test "cowbase: hide= matches case exactly unless hide.case=insensitive" {
+	printf 'KEY=upper\n' >"$BASE/.ENV"
+	printf 'PEM\n' >"$BASE/docs/Other.PEM"
+	sfs_mount
+	cow_new cs 'hide=.env,*.pem'
+	[ -e "$MNT/cs/workspace/.ENV" ]
+	[ -e "$MNT/cs/workspace/docs/Other.PEM" ]
+	[ ! -e "$MNT/cs/workspace/.env" ]
+	cow_new ci 'hide=.env,*.pem' hide.case=insensitive
+	local w="$MNT/ci/workspace"
+	[ ! -e "$w/.ENV" ]
+	[ ! -e "$w/.env" ]
+	[ ! -e "$w/docs/Other.PEM" ]
+	[ ! -e "$w/top.pem" ]
+	[ -e "$w/src/main.c" ]
+	run_wait ci 'test ! -e .ENV && test ! -e docs/Other.PEM && echo hidden' | grep -qx hidden
+	grep -q '"hide_case": "insensitive"' "$STATE"/sandboxes/*/cow/base.json
+	[ -f "$BASE/.ENV" ]
+	[ -f "$BASE/docs/Other.PEM" ]
+}
+
+@test "cowbase: hide=.git hides a repository's history too; without it git show HEAD:.env reads a hidden file" {
+	git -C "$BASE" init -q
+	git -C "$BASE" add -A
+	git -C "$BASE" -c user.email=t@example.com -c user.name=t commit -qm base
+	sfs_mount
+	cow_new leaky 'hide=.env'
+	[ ! -e "$MNT/leaky/workspace/.env" ]
+	run_wait leaky 'git show HEAD:.env' | grep -qx KEY=hunter2
+	cow_new tight 'hide=.git,.env'
+	[ ! -e "$MNT/tight/workspace/.git" ]
+	[ ! -e "$MNT/tight/workspace/.env" ]
+	run ctl_write "$MNT/tight/ctl" 'exec git show HEAD:.env'
+	n=$output
+	[ "$(cat "$MNT/tight/runs/$n/wait")" != "exited 0" ]
+	run grep -c hunter2 "$MNT/tight/runs/$n/journal"
+	[ "$output" = 0 ]
+	[ -d "$BASE/.git" ]
+	[ -f "$BASE/.env" ]
+}
+
 @test "cowbase: hide= with -o cow.mode=copy leaves hidden files out of the copy" {
 	sfs_mount -o cow.mode=copy
 	cow_new h 'hide=.env,/docs,**/inner'
@@ -253,6 +294,8 @@ base=$BASE hide=a,,b|an empty pattern
 base=$BASE dir=$BASE|exclude each other
 base=$BASE source=$BASE|source= and base= exclude each other
 hide=.env|hide= needs base=
+hide.case=insensitive|hide.case= needs base=
+base=$BASE hide=.env hide.case=maybe|hide.case=maybe: sensitive or insensitive
 EOF2
 	run awk -v s="$STATE/" 'index($5, s) == 1' /proc/self/mountinfo
 	[ -z "$output" ]

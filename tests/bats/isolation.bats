@@ -15,6 +15,7 @@ setup() {
 
 teardown() {
 	iso_teardown
+	rm -f ${ISO_ETC_FILES:-}
 }
 
 @test "isolation=bwrap: status says so; system dirs read-only, workspace writable, \$HOME and the state dir absent" {
@@ -93,6 +94,32 @@ teardown() {
 	# the secret reaches the run's environment, and only there
 	grep -qx "token-length ${#SFS_ISO_CANARY}" <<<"$output"
 	[[ "$output" != *"$SFS_ISO_CANARY"* ]]
+}
+
+@test "isolation=bwrap: a --config that is a symlink still makes isolated sandboxes, its target masked" {
+	local real=/etc/sandboxfs-isoreal-$$.conf link=/etc/sandboxfs-isolink-$$.conf
+	local away=/etc/sandboxfs-isoaway-$$.conf
+	ISO_ETC_FILES="$real $link $away"
+	echo "git.token = conf-canary-$$" >"$real"
+	ln -s "$real" "$link"
+	sfs_unmount
+	sfs_mount --config "$link"
+	run new_iso box
+	[ "$status" -eq 0 ]
+	run run_in box "cat $link $real 2>&1; echo done"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"conf-canary-$$"* ]]
+	[[ "$output" == *done* ]]
+	# a link in /etc to a config elsewhere: nothing to mask inside
+	cp "$real" "$BATS_TEST_TMPDIR/away.conf"
+	ln -s "$BATS_TEST_TMPDIR/away.conf" "$away"
+	sfs_unmount
+	sfs_mount --config "$away"
+	run new_iso box2
+	[ "$status" -eq 0 ]
+	run run_in box2 "cat $away 2>&1; echo done"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"conf-canary-$$"* ]]
 }
 
 @test "isolation=bwrap: a joined run has a seccomp filter: TIOCSTI and the keyrings are refused" {

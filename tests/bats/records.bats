@@ -149,26 +149,32 @@ teardown() {
 }
 
 # bats test_tags=tsan
-@test "registry: 200 secret-keyed env values per sandbox never truncate it; a restart brings every sandbox back" {
+@test "registry: 200 secret env values per sandbox never truncate it; a restart brings every sandbox back" {
+	# a secret's value (4 bytes, shorter than the marker that hides it)
+	# is registered with the redactor; env values equal to it are hidden
+	export SFS_TEST_SECRET=s3kr
 	sfs_mount
 	local s i j n line
 	for s in r1 r2 r3; do
 		mkdir "$MNT/$s"
+		ctl_write "$MNT/$s/ctl" "secret S=env:SFS_TEST_SECRET" >/dev/null
 		for i in $(seq 0 49 199); do
 			line="env"
-			for j in $(seq "$i" $((i + 49))); do line="$line API_TOKEN_$j=x"; done
+			for j in $(seq "$i" $((i + 49))); do line="$line API_TOKEN_$j=s3kr"; done
 			ctl_write "$MNT/$s/ctl" "$line" >/dev/null
 		done
 		ctl_write "$MNT/$s/ctl" "env PLAIN=visible" >/dev/null
 	done
 	python3 -m json.tool "$STATE/registry.json" >/dev/null
-	run grep -c '"API_TOKEN_[0-9]*": "x"' "$STATE/registry.json"
+	run grep -c s3kr "$STATE/registry.json"
 	[ "$output" = 0 ]
+	run grep -c '"API_TOKEN_[0-9]*": "\[redacted\]"' "$STATE/registry.json"
+	[ "$output" -ge 600 ]
 	sfs_unmount
 	sfs_mount
 	for s in r1 r2 r3; do
 		grep -qx 'state running' "$MNT/$s/status"
-		# secret-looking values are not persisted (docs/deviations.md); others are
+		# registered secret values are not persisted (docs/deviations.md); others are
 		n=$(ctl_write "$MNT/$s/ctl" 'exec echo "${PLAIN}/${API_TOKEN_7-unset}"')
 		cat "$MNT/$s/runs/$n/wait" >/dev/null
 		[ "$(cat "$MNT/$s/runs/$n/journal")" = "visible/unset" ]

@@ -26,7 +26,7 @@ saves() {
 	mkdir "$MNT/demo"
 	local f="$BATS_TEST_TMPDIR/envs" i
 	for i in $(seq 1 2000); do echo "env K$i=v$i"; done >"$f"
-	echo 'env API_TOKEN=hunter2secretvalue' >>"$f" # secret-looking: not persisted
+	echo 'env API_TOKEN=hunter2secretvalue' >>"$f" # a name says nothing: persisted
 	[ "$(stat -c %s "$f")" -lt 131072 ] # one write(2) of cat, one FUSE write
 	local before after
 	before=$(saves)
@@ -41,7 +41,7 @@ saves() {
 	[ "$((after - before))" -eq 1 ]
 	# unsetenv in the same run of lines: one save, the last line wins
 	before=$(saves)
-	printf 'env K1=changed\nunsetenv K2\nenv K3=x K3=y\n' >"$f" # cat: one write
+	printf 'env K1=changed\nunsetenv K2\nenv K3=x\nenv K3=y\n' >"$f" # cat: one write
 	cat "$f" >"$MNT/demo/ctl"
 	[ "$(( $(saves) - before ))" -eq 1 ]
 	sfs_unmount
@@ -52,7 +52,21 @@ saves() {
 	run cat "$MNT/demo/journal"
 	echo "$output"
 	[ "${lines[0]}" = 1999 ]
-	[ "${lines[1]}" = "changed unset y v2000 unset" ]
+	[ "${lines[1]}" = "changed unset y v2000 hunter2secretvalue" ]
+}
+
+# bats test_tags=core
+@test "registry: env values whose names hold key, token or secret survive a restart" {
+	run ctl_write "$MNT/ctl" 'new demo env.TOKENIZERS_PARALLELISM=false env.KEYBOARD=us env.MY_SECRET_SAUCE=ketchup'
+	[ "$status" -eq 0 ]
+	echo 'env API_KEY_FILE=/etc/k' >"$MNT/demo/ctl"
+	grep -q '"TOKENIZERS_PARALLELISM": "false"' "$STATE/registry.json"
+	sfs_unmount
+	sfs_mount --log-level 3
+	run ctl_write "$MNT/demo/ctl" 'exec echo "$TOKENIZERS_PARALLELISM $KEYBOARD $MY_SECRET_SAUCE $API_KEY_FILE"'
+	[ "$status" -eq 0 ]
+	cat "$MNT/demo/runs/1/wait"
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "false us ketchup /etc/k" ]
 }
 
 # bats test_tags=core

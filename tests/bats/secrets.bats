@@ -221,6 +221,23 @@ EOF
 }
 
 # bats test_tags=core
+@test "a file: secret beside the mount point (the same host filesystem) is read again after a restart; one inside the mount is still refused" {
+	# SECRET_FILE is $BATS_TEST_TMPDIR/secret.txt, and $MNT is $BATS_TEST_TMPDIR/mnt
+	[ "$(stat -c %d "$SECRET_FILE")" = "$(stat -c %d "$BATS_TEST_TMPDIR")" ]
+	echo "new demo secret.DB_PASS=file:$SECRET_FILE" >"$MNT/ctl"
+	sfs_unmount
+	sfs_mount
+	run grep '^error' "$MNT/demo/status"
+	[ "$status" -eq 1 ]
+	echo 'exec printf "%s\n" "$DB_PASS" | md5sum' >"$MNT/demo/ctl"
+	wait_run demo 1
+	[ "$(cat "$MNT/demo/runs/1/journal")" = "$(printf '%s\n' "$FILE_VALUE" | md5sum)" ]
+	run ctl_write "$MNT/demo/ctl" "secret K=file:$MNT/demo/status"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"is a file of the sandboxfs mount itself"* ]]
+}
+
+# bats test_tags=core
 @test "redact=journal: journal reads hide a value even when the run writes it in halves and readers read 1 byte at a time" {
 	echo "new demo secret.API_TOKEN=env:SFS_TEST_SECRET redact=journal" >"$MNT/ctl"
 	grep -qx 'redact journal' "$MNT/demo/status"

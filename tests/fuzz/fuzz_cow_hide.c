@@ -5,6 +5,8 @@
  * pattern (no * ? [ \) matches exactly its own text; a lone `*` matches
  * exactly the names without a slash; and no input may be slow (libFuzzer's
  * timeout: the matcher backtracks only to the last star of a component).
+ * The same list with hide.case=insensitive parses alike and hides at least
+ * what the case-sensitive one does.
  */
 #include "providers/cow/cow.h"
 
@@ -23,18 +25,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *paths = nl ? nl + 1 : text + size;
 	if (nl)
 		*nl = '\0';
-	struct sfs_cow_hide *h = NULL;
+	struct sfs_cow_hide *h = NULL, *hi = NULL;
 	struct sfs_err err = {0};
-	int r = sfs_cow_hide_parse(text, &h, &err);
+	int r = sfs_cow_hide_parse(text, false, &h, &err);
 	if (r && (h || !err.msg[0] || !memchr(err.msg, 0, sizeof(err.msg))))
 		abort(); /* a refusal leaves nothing and says why */
+	if ((sfs_cow_hide_parse(text, true, &hi, &err) != 0) != (r != 0))
+		abort(); /* hide.case changes matching, never what parses */
 	bool literal = !strpbrk(text, "*?[\\");
 	for (char *p = paths, *e; *p; p = e ? e + 1 : p + strlen(p)) {
 		e = strchr(p, '\n');
 		if (e)
 			*e = '\0';
-		(void)sfs_cow_hide_match(h, p, false);
-		(void)sfs_cow_hide_match(h, p, true);
+		/* folding case only ever hides more */
+		for (int dir = 0; dir < 2; dir++)
+			if (sfs_cow_hide_match(h, p, dir) && !sfs_cow_hide_match(hi, p, dir))
+				abort();
 		if (literal && sfs_cow_glob(text, p) != (strcmp(text, p) == 0))
 			abort();
 		if (sfs_cow_glob("*", p) != (strchr(p, '/') == NULL))
@@ -43,6 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 	}
 	sfs_cow_hide_free(h);
+	sfs_cow_hide_free(hi);
 	free(text);
 	return 0;
 }

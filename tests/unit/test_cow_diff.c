@@ -67,7 +67,7 @@ static void one_mode(const char *mode)
 	CHECK_INT(sfs_mkdir_p(state, 0700), 0);
 	CHECK_INT(sfs_config_set("cow.mode", strcmp(mode, "copy") == 0 ? "copy" : "auto"), 0);
 	struct sfs_err err = {0};
-	CHECK_INT(sfs_cow_create(state, base, ".env", merged, &err), 0);
+	CHECK_INT(sfs_cow_create(state, base, ".env", NULL, merged, &err), 0);
 	char b[4096], m[32];
 	CHECK_INT(sfs_cow_describe(state, b, sizeof(b), m, sizeof(m), &err), 0);
 	if (strcmp(mode, "overlay") == 0 && strcmp(m, "overlay") != 0) {

@@ -52,7 +52,15 @@ static struct sfs_cow_hide *parse(const char *list)
 {
 	struct sfs_cow_hide *h = NULL;
 	struct sfs_err err = {0};
-	CHECK_INT(sfs_cow_hide_parse(list, &h, &err), 0);
+	CHECK_INT(sfs_cow_hide_parse(list, false, &h, &err), 0);
+	return h;
+}
+
+static struct sfs_cow_hide *parse_nocase(const char *list)
+{
+	struct sfs_cow_hide *h = NULL;
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_cow_hide_parse(list, true, &h, &err), 0);
 	return h;
 }
 
@@ -88,14 +96,58 @@ static void test_parse_errors(void)
 	for (const char **b = bad; *b; b++) {
 		struct sfs_cow_hide *h = (void *)1;
 		struct sfs_err err = {0};
-		CHECK_INT(sfs_cow_hide_parse(*b, &h, &err), -EINVAL);
+		CHECK_INT(sfs_cow_hide_parse(*b, false, &h, &err), -EINVAL);
 		CHECK(h == NULL);
 		CHECK(strstr(err.msg, "hide=") != NULL);
 	}
 	struct sfs_cow_hide *h = (void *)1;
 	struct sfs_err err = {0};
-	CHECK_INT(sfs_cow_hide_parse("", &h, &err), 0);
+	CHECK_INT(sfs_cow_hide_parse("", false, &h, &err), 0);
 	CHECK(h == NULL);
 }
 
-CHECK_MAIN(CHECK_CASE(test_glob), CHECK_CASE(test_match), CHECK_CASE(test_parse_errors))
+/* hide.case: by default a name differing only in case is not hidden;
+ * insensitive folds ASCII letters, in literals, classes and ranges. */
+static void test_case(void)
+{
+	const char *list = ".env,*.pem,secrets/,/Build,[a-c]x.key,**/cache";
+	struct sfs_cow_hide *cs = parse(list), *ci = parse_nocase(list);
+	const char *names[] = {".ENV",	 "a/.Env", "K.PEM",	"Secrets/f", "build/o",
+			       "BX.KEY", "Cx.key", "a/CACHE/x", NULL};
+	for (const char **n = names; *n; n++) {
+		CHECK(!sfs_cow_hide_match(cs, *n, false));
+		CHECK(sfs_cow_hide_match(ci, *n, false));
+	}
+	/* exact case still matches; other names still do not */
+	CHECK(sfs_cow_hide_match(ci, ".env", false));
+	CHECK(sfs_cow_hide_match(ci, "Build", true));
+	CHECK(!sfs_cow_hide_match(ci, ".envrc", false));
+	CHECK(!sfs_cow_hide_match(ci, "src/build", true)); /* still anchored */
+	CHECK(!sfs_cow_hide_match(ci, "dx.key", false));
+	CHECK(!sfs_cow_hide_match(ci, "secrets", false)); /* still dirs only */
+	/* [!a] with case folded: neither a nor A */
+	struct sfs_cow_hide *neg = parse_nocase("[!a]");
+	CHECK(!sfs_cow_hide_match(neg, "A", false));
+	CHECK(sfs_cow_hide_match(neg, "b", false));
+	/* bytes that are not ASCII letters match exactly */
+	CHECK(sfs_cow_glob_nocase("\xc3\xa9*", "\xc3\xa9t\xc3\xa9"));
+	CHECK(!sfs_cow_glob_nocase("\xc3\xa9", "\xc3\x89"));
+	CHECK(!sfs_cow_glob_nocase("1_", "1-"));
+	sfs_cow_hide_free(cs);
+	sfs_cow_hide_free(ci);
+	sfs_cow_hide_free(neg);
+
+	bool nocase = true;
+	struct sfs_err err = {0};
+	CHECK_INT(sfs_cow_hide_case(NULL, &nocase, &err), 0);
+	CHECK(!nocase);
+	CHECK_INT(sfs_cow_hide_case("sensitive", &nocase, &err), 0);
+	CHECK(!nocase);
+	CHECK_INT(sfs_cow_hide_case("insensitive", &nocase, &err), 0);
+	CHECK(nocase);
+	CHECK_INT(sfs_cow_hide_case("Insensitive", &nocase, &err), -EINVAL);
+	CHECK(strstr(err.msg, "hide.case=Insensitive") != NULL);
+}
+
+CHECK_MAIN(CHECK_CASE(test_glob), CHECK_CASE(test_match), CHECK_CASE(test_parse_errors),
+	   CHECK_CASE(test_case))

@@ -374,12 +374,22 @@ static void test_parse_options(void)
 
 static void test_parse_duplicate_options(void)
 {
+	/* a key given twice is refused, with the caret under the second */
+	struct sfs_err err;
+	CHECK_INT(parse_err("new box image=a env.X=1 image=b", &err), -EINVAL);
+	CHECK_STREQ(err.msg, "new: option \"image\" given twice (give it once)\n"
+			     "  new box image=a env.X=1 image=b\n"
+			     "                          ^");
+	CHECK_INT(parse_err("new box env.A=1 env.A=2", &err), -EINVAL);
+	CHECK(strstr(err.msg, "option \"env.A\" given twice") != NULL);
+	CHECK(caret_under(err.msg, "env.A=2"));
+	CHECK_INT(parse_err("new box provider=local provider=local", &err), -EINVAL);
+	CHECK_INT(parse_err("env A=1 B=2 A=3", &err), -EINVAL);
+	CHECK(caret_under(err.msg, "A=3"));
+	/* keys differ by case or by prefix: not the same key */
 	struct ctl_cmd cmd;
-	CHECK_INT(parse_ok("new box image=a env.X=1 image=b env.X=2", &cmd), 0);
-	CHECK_INT(cmd.opts.n, 2);
-	CHECK_STREQ(cmd.opts.v[0].key, "image");
-	CHECK_STREQ(cmd.opts.v[0].val, "b");
-	CHECK_STREQ(cmd.opts.v[1].val, "2");
+	CHECK_INT(parse_ok("new box env.A=1 env.a=2 env.AB=3", &cmd), 0);
+	CHECK_INT(cmd.opts.n, 3);
 	ctl_cmd_free(&cmd);
 }
 
@@ -515,8 +525,8 @@ static void test_parse_caret_tabs_utf8(void)
 static void test_parse_caret_long_line(void)
 {
 	char line[2048] = "new box";
-	for (int i = 0; i < 150; i++)
-		strcat(line, " env.V=1");
+	for (int i = 0; i < 150; i++) /* distinct keys: a repeated one is refused */
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), " env.V%d=1", i);
 	strcat(line, " colour=red tail=x");
 	struct sfs_err err;
 	CHECK_INT(parse_err(line, &err), -EINVAL);
