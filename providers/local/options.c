@@ -22,9 +22,9 @@ const struct sfs_opt sfs_local_options[] = {
 	     "own (user, pid, ipc, uts, mount; docs/architecture.md)"},
     {.key = "local.network",
      .type = SFS_OPT_STRING,
-     .def = "host",
+     .def = "none",
      .arg = "POLICY",
-     .help = "default network= of new isolation=bwrap sandboxes: host, none or "
+     .help = "default network= of new isolation=bwrap sandboxes: none (loopback only), host or "
 	     "allow:HOST[,HOST...]"},
     {.key = "local.bwrap",
      .type = SFS_OPT_STRING,
