@@ -41,3 +41,24 @@ still_serving() {
 	curl -sf -m 5 "http://127.0.0.1:$PORT/" >/dev/null
 	still_serving 1
 }
+
+@test "hostile_iso: a run cannot leave a set-user-ID or set-group-ID file in a dir= workspace (chmod, open, mknod), and the workspace is nosuid inside" {
+	local ws="$BATS_TEST_TMPDIR/adopted"
+	mkdir -p "$ws"
+	chmod 0777 "$ws" # the sandbox's uid may write it
+	ctl_write "$MNT/ctl" "new box provider=local isolation=bwrap dir=$ws" >/dev/null
+	run run_in box "cp /bin/sh sh; chmod 6755 sh && echo CHMOD; chmod u+s sh && echo CHMOD-U; chmod g+s sh && echo CHMOD-G; python3 -c 'import os; os.chmod(\"sh\", 0o4755)' 2>/dev/null && echo PY-CHMOD; python3 -c 'import os; os.close(os.open(\"o\", os.O_CREAT | os.O_WRONLY, 0o6755))' 2>/dev/null && echo OPEN; python3 -c 'import os; os.mknod(\"n\", 0o104755)' 2>/dev/null && echo MKNOD; mkdir d; chmod 2777 d && echo DIR-SETGID; install -m 4755 /bin/true t 2>/dev/null && echo INSTALL; chmod 0755 sh && echo plain-chmod; awk '\$5 == \"/workspace\" {print \$6}' /proc/self/mountinfo"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *CHMOD* ]]
+	[[ "$output" != *OPEN* ]]
+	[[ "$output" != *MKNOD* ]]
+	[[ "$output" != *DIR-SETGID* ]]
+	[[ "$output" != *INSTALL* ]]
+	# chmod without set-id bits still works
+	grep -qx plain-chmod <<<"$output"
+	[[ "$(tail -n1 <<<"$output")" == *nosuid* ]]
+	# on the host: nothing set-id in the workspace
+	[ -z "$(find "$ws" -perm /6000)" ]
+	[ -f "$ws/sh" ]
+	still_serving 2
+}
