@@ -723,6 +723,8 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 		if (r)
 			return sfs_errf(err, r, "local: removing %s: %s", dir, strerror(-r));
 	}
+	/* its uid may go to another sandbox once nothing of it is left */
+	sfs_local_iso_release(sb, &iso);
 	/* a base workspace: its upper layer goes, the base stays as it was */
 	return sfs_cow_remove(sb->statedir, err);
 }
@@ -783,11 +785,14 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 		return sfs_errf(err, -EIO, "local: the new sandbox has no workspace");
 	char *argv[] = {"cp", "-a", "--reflink=auto", srcdot, dstdir, NULL};
 	r = run_cmd(argv, err);
+	struct local_iso made;
+	get_iso(dst, &made);
+	if (!r)
+		r = sfs_local_iso_adopt_copy(&iso, &made, dstdir, err);
 	if (r) {
-		struct local_iso made;
-		get_iso(dst, &made);
 		sfs_local_iso_end(dst, &made, NULL);
 		sfs_rm_rf(dstdir);
+		sfs_local_iso_release(dst, &made);
 	}
 	return r;
 }

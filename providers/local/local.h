@@ -73,6 +73,8 @@ struct sfs_sandbox;
 struct sfs_kvlist;
 struct local_iso {
 	bool bwrap;
+	uid_t uid; /* the sandbox's own host uid and gid (ids.c), kept for its life */
+	gid_t gid;
 	char network[1024];	  /* policy text (providers/netpolicy): host, none, allow:... */
 	struct sfs_holder holder; /* holder.target 0: none started yet */
 };
@@ -108,6 +110,27 @@ void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso);
 void sfs_local_iso_tick(void);
 json_t *sfs_local_iso_json(const struct local_iso *iso);
 void sfs_local_iso_from_json(json_t *o, struct local_iso *iso);
+
+/* Gives back the sandbox's uid and gid (at destroy). */
+void sfs_local_iso_release(struct sfs_sandbox *sb, const struct local_iso *iso);
+/* Gives a copy of another sandbox's workspace (fork) to iso's ids: what
+ * belonged to from's uid or gid is made iso's, symlinks not followed. */
+int sfs_local_iso_adopt_copy(const struct local_iso *from, const struct local_iso *iso,
+			     const char *dir, struct sfs_err *err);
+
+/* ids.c: an isolated sandbox's own uid and gid (one number) from
+ * local.isolation_ids=FIRST:COUNT, leased in STATE/isolation-ids/ID (a file
+ * holding the sandbox key); a daemon that is not root gives its own. */
+/* Pure: "FIRST:COUNT" (no 0, no 65534, below (uid_t)-1); -EINVAL with why. */
+int sfs_local_ids_parse(const char *text, unsigned long long *first, unsigned long long *count,
+			struct sfs_err *err);
+/* The lowest id of the range no lease, host user or group, or running
+ * process has; leased to key.  -EAGAIN when none is left. */
+int sfs_local_ids_take(const char *key, uid_t *uid, gid_t *gid, struct sfs_err *err);
+/* At load: leases uid to key again if its lease is missing. */
+void sfs_local_ids_keep(const char *key, uid_t uid);
+/* Removes key's lease of uid. */
+void sfs_local_ids_release(const char *key, uid_t uid);
 
 /* options.c: the -o local.KEY rows (providers/options.h). */
 extern const struct sfs_opt sfs_local_options[];

@@ -62,3 +62,86 @@ still_serving() {
 	[ -f "$ws/sh" ]
 	still_serving 2
 }
+
+# sb_uid NAME: the uid runs of isolated sandbox NAME have.
+sb_uid() {
+	run_in "$1" 'id -u'
+}
+
+@test "hostile_iso: isolated sandboxes get uids of their own from local.isolation_ids; one's uid cannot read another's /proc/PID/environ" {
+	ctl_write "$MNT/ctl" "new a provider=local isolation=bwrap" >/dev/null
+	ctl_write "$MNT/ctl" "new b provider=local isolation=bwrap env.SFS_ISO_SECRET=b-secret-$$" >/dev/null
+	ua=$(sb_uid a)
+	ub=$(sb_uid b)
+	[ "$ua" != "$ub" ]
+	for u in "$ua" "$ub"; do
+		[ "$u" -ge 2147000000 ] && [ "$u" -lt 2147065536 ]
+	done
+	[ "$(run_in a 'id -g')" = "$ua" ]
+	# each workspace is its own sandbox's
+	[ "$(stat -c %u:%g "$MNT/a/workspace")" = "$ua:$ua" ]
+	[ "$(stat -c %u:%g "$MNT/b/workspace")" = "$ub:$ub" ]
+	[ -f "$STATE/isolation-ids/$ua" ]
+	[ -f "$STATE/isolation-ids/$ub" ]
+	run_in b "setsid sleep 3017 >/dev/null 2>&1 & echo ok" >/dev/null
+	wait_for pgrep -u "$ub" -f 'sleep 3017'
+	pid=$(pgrep -u "$ub" -f 'sleep 3017' | head -1)
+	# what a set-uid file of sandbox a would give a host user: a's uid
+	run ! setpriv --reuid="$ua" --regid="$ua" --clear-groups cat "/proc/$pid/environ"
+	[[ "$output" != *b-secret* ]]
+	# the control: b's own uid reads it (so the refusal above is the uid's)
+	setpriv --reuid="$ub" --regid="$ub" --clear-groups cat "/proc/$pid/environ" | tr '\0' '\n' | grep -qx "SFS_ISO_SECRET=b-secret-$$"
+	# destroy gives the id back; a new sandbox may take it
+	rmdir "$MNT/a"
+	[ ! -e "$STATE/isolation-ids/$ua" ]
+	still_serving 3
+}
+
+@test "hostile_iso: a sandbox keeps its uid across a daemon restart; a fork gets a uid of its own and its files; local.isolation_ids is checked" {
+	new_iso box >/dev/null
+	u=$(sb_uid box)
+	run_in box 'echo kept >f; mkdir d; echo x >d/g; ln -s /etc/passwd l' >/dev/null
+	crash_daemon
+	iso_kill_holders
+	sfs_mount
+	[ "$(sb_uid box)" = "$u" ]
+	ctl_write "$MNT/box/ctl" "fork copy" >/dev/null
+	c=$(sb_uid copy)
+	[ "$c" != "$u" ]
+	# the copy's files are the copy's uid's: its runs write them
+	run run_in copy 'stat -c %u f d d/g; echo more >>f; echo y >d/g; cat f'
+	[ "$status" -eq 0 ]
+	[ "$(sed -n 1,3p <<<"$output" | sort -u)" = "$c" ]
+	[[ "$output" == *more* ]]
+	# the symlink was changed itself, not /etc/passwd
+	[ "$(stat -c %u /etc/passwd)" = 0 ]
+	still_serving 4
+	# a range with root or nobody in it, or past the last uid, is refused at new
+	local bad
+	for bad in 0:10 60000:10000 4294967290:10 x:1 5:; do
+		sfs_unmount
+		sfs_mount -o "local.isolation_ids=$bad"
+		run bash -c "echo 'new bad provider=local isolation=bwrap' >'$MNT/ctl'"
+		[[ "$output" == *"Invalid argument"* ]]
+		[ ! -e "$MNT/bad" ]
+	done
+}
+
+@test "hostile_iso: a record from before ids of their own (shared uid 65534) still loads and runs" {
+	new_iso box >/dev/null
+	run_in box 'echo old >f' >/dev/null
+	crash_daemon
+	iso_kill_holders
+	local ws
+	ws=$(ls -d "$STATE"/sandboxes/*/workspace)
+	chown -R 65534:65534 "$ws"
+	jq '(.. | objects | select(has("isolation")) ) |= (del(.uid, .gid) | .holder.uid = 65534 | .holder.gid = 65534)' "$STATE/registry.json" >"$STATE/registry.new"
+	mv "$STATE/registry.new" "$STATE/registry.json"
+	rm -f "$STATE"/sandboxes/*/holder
+	sfs_mount
+	run run_in box 'id -u; cat f; echo new >>f'
+	[ "$status" -eq 0 ]
+	[ "$(head -n1 <<<"$output")" = 65534 ]
+	[[ "$output" == *old* ]]
+	still_serving 5
+}
