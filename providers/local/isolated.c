@@ -23,6 +23,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int sfs_local_umask_parse(const char *text, mode_t *mask, struct sfs_err *err)
+{
+	size_t n = strlen(text);
+	unsigned long v = 0;
+	bool ok = n > 0 && n <= 4;
+	for (size_t i = 0; ok && i < n; i++) {
+		ok = text[i] >= '0' && text[i] <= '7';
+		v = v * 8 + (unsigned long)(text[i] - '0');
+	}
+	if (!ok || v > 0777)
+		return sfs_errf(err, -EINVAL,
+				"local: umask=%s: expected octal digits, at most 0777", text);
+	*mask = (mode_t)v;
+	return 0;
+}
+
+mode_t sfs_local_umask_default(bool isolated)
+{
+	const char *conf = sfs_opt_get("local.umask");
+	mode_t m;
+	/* the row checked it at startup */
+	if (conf && sfs_local_umask_parse(conf, &m, NULL) == 0)
+		return m;
+	return isolated ? 077 : 022;
+}
+
 int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, struct sfs_err *err)
 {
 	memset(iso, 0, sizeof(*iso));
@@ -49,6 +75,14 @@ int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, 
 				net);
 	if (snprintf(iso->network, sizeof(iso->network), "%s", net) >= (int)sizeof(iso->network))
 		return sfs_errf(err, -EINVAL, "local: network= is too long");
+	const char *mask = sfs_kv_get(opts, "umask");
+	if (mask) {
+		r = sfs_local_umask_parse(mask, &iso->umask, err);
+		if (r)
+			return r;
+	} else {
+		iso->umask = sfs_local_umask_default(iso->bwrap);
+	}
 	if (iso->bwrap)
 		return sfs_holder_check(sfs_opt_get("local.bwrap"), err);
 	return 0;

@@ -13,6 +13,10 @@
 /* argv[1] that makes the sandboxfs binary act as the run wrapper. */
 #define SFS_LOCAL_WRAP_ARG "__local-run-wrapper"
 
+/* The variable that gives the wrapper the run's umask (octal); the wrapper
+ * takes it out of the command's environment. */
+#define SFS_LOCAL_UMASK_ENV "SANDBOXFS_RUN_UMASK"
+
 /* The libc-only wrapper program, looked for beside the sandboxfs binary. */
 #define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
 /* The fd the wrapper reports "ok" (or why not) on. */
@@ -75,11 +79,13 @@ struct local_iso {
 	bool bwrap;
 	uid_t uid; /* the sandbox's own host uid and gid (ids.c), kept for its life */
 	gid_t gid;
-	char network[1024];	  /* policy text (providers/netpolicy): host, none, allow:... */
+	mode_t umask;	    /* the runs' umask (umask=, local.umask; 077 isolated, else 022) */
+	char network[1024]; /* policy text (providers/netpolicy): host, none, allow:... */
 	struct sfs_holder holder; /* holder.target 0: none started yet */
 };
-/* Reads isolation= and network= of `new` (defaults local.isolation,
- * local.network) into iso; -EINVAL / -EOPNOTSUPP with why. */
+/* Reads isolation=, network= and umask= of `new` (defaults
+ * local.isolation, local.network, local.umask) into iso; -EINVAL /
+ * -EOPNOTSUPP with why. */
 int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso,
 			  struct sfs_err *err);
 /* For a new bwrap sandbox on host dir `dir` (owned: made by the daemon,
@@ -131,6 +137,13 @@ int sfs_local_ids_take(const char *key, uid_t *uid, gid_t *gid, struct sfs_err *
 void sfs_local_ids_keep(const char *key, uid_t uid);
 /* Removes key's lease of uid. */
 void sfs_local_ids_release(const char *key, uid_t uid);
+
+/* Pure: a umask as text ("077", "0022": octal digits, at most 0777);
+ * -EINVAL with why. */
+int sfs_local_umask_parse(const char *text, mode_t *mask, struct sfs_err *err);
+/* The umask of runs of a sandbox with no umask= (local.umask, else 077
+ * isolated and 022 not). */
+mode_t sfs_local_umask_default(bool isolated);
 
 /* options.c: the -o local.KEY rows (providers/options.h). */
 extern const struct sfs_opt sfs_local_options[];

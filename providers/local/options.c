@@ -26,6 +26,11 @@ const struct sfs_opt sfs_local_options[] = {
      .arg = "POLICY",
      .help = "default network= of new isolation=bwrap sandboxes: none (loopback only), host or "
 	     "allow:HOST[,HOST...]"},
+    {.key = "local.umask",
+     .type = SFS_OPT_MODE,
+     .max = 0777,
+     .help = "umask of runs of new local sandboxes without umask= (unset: 0077 with "
+	     "isolation=bwrap, 0022 without)"},
     {.key = "local.bwrap",
      .type = SFS_OPT_STRING,
      .def = "/usr/bin/bwrap",

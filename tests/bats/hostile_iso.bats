@@ -145,3 +145,39 @@ sb_uid() {
 	[[ "$output" == *old* ]]
 	still_serving 5
 }
+
+@test "hostile_iso: runs' umask: 077 isolated, 022 not, umask= on new and local.umask; checked, recorded, not in the command's env" {
+	new_iso box >/dev/null
+	ctl_write "$MNT/ctl" "new plain provider=local" >/dev/null
+	ctl_write "$MNT/ctl" "new own provider=local isolation=bwrap umask=0027" >/dev/null
+	grep -qx 'umask 0077' "$MNT/box/status"
+	grep -qx 'umask 0022' "$MNT/plain/status"
+	grep -qx 'umask 0027' "$MNT/own/status"
+	local probe='umask; touch f; mkdir d; stat -c %a f d; if env | grep -q SANDBOXFS_RUN_UMASK; then echo LEAKED; fi'
+	[ "$(run_in box "$probe" | tr '\n' ' ')" = "0077 600 700 " ]
+	[ "$(run_in plain "$probe" | tr '\n' ' ')" = "0022 644 755 " ]
+	[ "$(run_in own "$probe" | tr '\n' ' ')" = "0027 640 750 " ]
+	# what host users see of them
+	[ "$(stat -c %a "$MNT/box/workspace/f")" = 600 ]
+	local bad
+	for bad in 0999 1777 0o77 -022 '' 00777; do
+		run bash -c "echo 'new bad provider=local umask=$bad' >'$MNT/ctl'"
+		[[ "$output" == *"Invalid argument"* ]]
+		[ ! -e "$MNT/bad" ]
+	done
+	# kept across a restart; a fork takes its source's
+	crash_daemon
+	sfs_mount -o local.umask=0007
+	grep -qx 'umask 0027' "$MNT/own/status"
+	ctl_write "$MNT/own/ctl" "fork copy" >/dev/null
+	grep -qx 'umask 0027' "$MNT/copy/status"
+	# local.umask is the default of new sandboxes, isolated or not
+	ctl_write "$MNT/ctl" "new conf provider=local" >/dev/null
+	[ "$(run_in conf 'umask')" = 0007 ]
+	mkdir -p "$BATS_TEST_TMPDIR/s2" "$BATS_TEST_TMPDIR/m2"
+	run timeout 10 "$SFS_BIN" -f --state "$BATS_TEST_TMPDIR/s2" -o local.umask=01777 "$BATS_TEST_TMPDIR/m2"
+	[ "$status" -ne 0 ]
+	[ "$status" -ne 124 ]
+	[[ "$output" == *local.umask* ]]
+	still_serving 6
+}
