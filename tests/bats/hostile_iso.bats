@@ -75,7 +75,8 @@ sb_uid() {
 	ub=$(sb_uid b)
 	[ "$ua" != "$ub" ]
 	for u in "$ua" "$ub"; do
-		[ "$u" -ge 2147000000 ] && [ "$u" -lt 2147065536 ]
+		[ "$u" -ge 2147000000 ]
+		[ "$u" -lt 2147065536 ]
 	done
 	[ "$(run_in a 'id -g')" = "$ua" ]
 	# each workspace is its own sandbox's
