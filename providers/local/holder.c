@@ -37,17 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void sfs_holder_ids(uid_t *uid, gid_t *gid)
-{
-	if (geteuid() != 0) {
-		*uid = getuid();
-		*gid = getgid();
-		return;
-	}
-	*uid = (uid_t)atol(sfs_opt_get("local.isolation_uid"));
-	*gid = (gid_t)atol(sfs_opt_get("local.isolation_gid"));
-}
-
 int sfs_holder_check(const char *bwrap, struct sfs_err *err)
 {
 	if (access(bwrap, X_OK) < 0)

@@ -16,11 +16,38 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+int sfs_local_umask_parse(const char *text, mode_t *mask, struct sfs_err *err)
+{
+	size_t n = strlen(text);
+	unsigned long v = 0;
+	bool ok = n > 0 && n <= 4;
+	for (size_t i = 0; ok && i < n; i++) {
+		ok = text[i] >= '0' && text[i] <= '7';
+		v = v * 8 + (unsigned long)(text[i] - '0');
+	}
+	if (!ok || v > 0777)
+		return sfs_errf(err, -EINVAL,
+				"local: umask=%s: expected octal digits, at most 0777", text);
+	*mask = (mode_t)v;
+	return 0;
+}
+
+mode_t sfs_local_umask_default(bool isolated)
+{
+	const char *conf = sfs_opt_get("local.umask");
+	mode_t m;
+	/* the row checked it at startup */
+	if (conf && sfs_local_umask_parse(conf, &m, NULL) == 0)
+		return m;
+	return isolated ? 077 : 022;
+}
 
 int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, struct sfs_err *err)
 {
@@ -48,6 +75,14 @@ int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso, 
 				net);
 	if (snprintf(iso->network, sizeof(iso->network), "%s", net) >= (int)sizeof(iso->network))
 		return sfs_errf(err, -EINVAL, "local: network= is too long");
+	const char *mask = sfs_kv_get(opts, "umask");
+	if (mask) {
+		r = sfs_local_umask_parse(mask, &iso->umask, err);
+		if (r)
+			return r;
+	} else {
+		iso->umask = sfs_local_umask_default(iso->bwrap);
+	}
 	if (iso->bwrap)
 		return sfs_holder_check(sfs_opt_get("local.bwrap"), err);
 	return 0;
@@ -76,8 +111,9 @@ static int start_holder(struct sfs_sandbox *sb, const char *dir, struct local_is
 	    .log_path = state_path(sb, "holder.log", logp, sizeof(logp)),
 	    .hostname = sfs_sb_copy_name(sb, name),
 	    .unshare_net = net_unshared(iso),
+	    .uid = iso->uid,
+	    .gid = iso->gid,
 	};
-	sfs_holder_ids(&spec.uid, &spec.gid);
 	struct sfs_holder h;
 	int r = sfs_holder_start(&spec, &h, err);
 	if (r)
@@ -92,22 +128,78 @@ static int start_holder(struct sfs_sandbox *sb, const char *dir, struct local_is
 int sfs_local_iso_create(struct sfs_sandbox *sb, const char *dir, bool owned, struct local_iso *iso,
 			 struct sfs_err *err)
 {
-	uid_t uid;
-	gid_t gid;
-	sfs_holder_ids(&uid, &gid);
+	/* ids of its own: a uid shared with another sandbox (or anything else
+	 * on the host) could read its runs' /proc/PID/environ */
+	int r = sfs_local_ids_take(sb->key, &iso->uid, &iso->gid, err);
+	if (r)
+		return r;
 	/* a workspace the daemon made belongs to the sandbox's uid, so runs can
 	 * write it; an adopted dir= keeps its owner */
-	if (owned && chown(dir, uid, gid) < 0)
-		return sfs_errf(err, -errno, "local: chown %s: %s", dir, strerror(errno));
+	if (owned && chown(dir, iso->uid, iso->gid) < 0) {
+		r = sfs_errf(err, -errno, "local: chown %s: %s", dir, strerror(errno));
+		goto fail;
+	}
 	char netdir[4200];
 	state_path(sb, "net", netdir, sizeof(netdir));
 	/* the proxy socket's directory stays the daemon's (only the socket is
 	 * the sandbox's): a sandbox that could write there could swap the
 	 * socket for a symlink while the daemon makes it again and chowns it */
 	if ((mkdir(netdir, 0755) < 0 && errno != EEXIST) ||
-	    chown(netdir, geteuid(), getegid()) < 0 || chmod(netdir, 0755) < 0)
-		return sfs_errf(err, -errno, "local: %s: %s", netdir, strerror(errno));
-	return start_holder(sb, dir, iso, err);
+	    chown(netdir, geteuid(), getegid()) < 0 || chmod(netdir, 0755) < 0) {
+		r = sfs_errf(err, -errno, "local: %s: %s", netdir, strerror(errno));
+		goto fail;
+	}
+	r = start_holder(sb, dir, iso, err);
+	if (!r)
+		return 0;
+fail:
+	sfs_local_ids_release(sb->key, iso->uid);
+	return r;
+}
+
+void sfs_local_iso_release(struct sfs_sandbox *sb, const struct local_iso *iso)
+{
+	if (iso->bwrap)
+		sfs_local_ids_release(sb->key, iso->uid);
+}
+
+/* nftw has no user pointer: the one walk at a time (under adopt_mu). */
+static pthread_mutex_t adopt_mu = PTHREAD_MUTEX_INITIALIZER;
+static uid_t adopt_from_uid, adopt_to_uid;
+static gid_t adopt_from_gid, adopt_to_gid;
+static int adopt_errno;
+
+static int adopt_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)type;
+	(void)ftw;
+	uid_t u = st->st_uid == adopt_from_uid ? adopt_to_uid : (uid_t)-1;
+	gid_t g = st->st_gid == adopt_from_gid ? adopt_to_gid : (gid_t)-1;
+	/* lchown: a symlink is changed itself, never what it names */
+	if ((u != (uid_t)-1 || g != (gid_t)-1) && lchown(path, u, g) < 0 && !adopt_errno)
+		adopt_errno = errno;
+	return 0;
+}
+
+int sfs_local_iso_adopt_copy(const struct local_iso *from, const struct local_iso *iso,
+			     const char *dir, struct sfs_err *err)
+{
+	if (!iso->bwrap || (from->uid == iso->uid && from->gid == iso->gid))
+		return 0;
+	/* the copy is the new sandbox's alone (no run yet), walked without
+	 * following symlinks or leaving its file system */
+	pthread_mutex_lock(&adopt_mu);
+	adopt_from_uid = from->uid;
+	adopt_from_gid = from->gid;
+	adopt_to_uid = iso->uid;
+	adopt_to_gid = iso->gid;
+	adopt_errno = 0;
+	int r = nftw(dir, adopt_one, 32, FTW_PHYS | FTW_MOUNT) < 0 ? errno : adopt_errno;
+	pthread_mutex_unlock(&adopt_mu);
+	if (r)
+		return sfs_errf(err, -r, "local: fork: giving %s to uid %u: %s", dir,
+				(unsigned)iso->uid, strerror(r));
+	return 0;
 }
 
 int sfs_local_iso_ensure(struct sfs_sandbox *sb, const char *dir, struct local_iso *iso,
@@ -193,8 +285,9 @@ int sfs_local_iso_env(const struct local_iso *iso, struct sfs_kvlist *env)
 json_t *sfs_local_iso_json(const struct local_iso *iso)
 {
 	const struct sfs_holder *h = &iso->holder;
-	return json_pack("{s:s, s:s, s:{s:i, s:i, s:I, s:i, s:i, s:b}}", "isolation",
-			 iso->bwrap ? "bwrap" : "none", "network", iso->network, "holder", "init",
+	return json_pack("{s:s, s:s, s:I, s:I, s:{s:i, s:i, s:I, s:i, s:i, s:b}}", "isolation",
+			 iso->bwrap ? "bwrap" : "none", "network", iso->network, "uid",
+			 (json_int_t)iso->uid, "gid", (json_int_t)iso->gid, "holder", "init",
 			 (int)h->init, "target", (int)h->target, "start", (json_int_t)h->start,
 			 "uid", (int)h->uid, "gid", (int)h->gid, "net", h->unshare_net);
 }
@@ -214,6 +307,19 @@ void sfs_local_iso_from_json(json_t *o, struct local_iso *iso)
 		iso->holder.uid = (uid_t)json_integer_value(json_object_get(h, "uid"));
 		iso->holder.gid = (gid_t)json_integer_value(json_object_get(h, "gid"));
 		iso->holder.unshare_net = json_is_true(json_object_get(h, "net"));
+	}
+	json_t *uid = json_object_get(o, "uid"), *gid = json_object_get(o, "gid");
+	if (json_is_integer(uid) && json_is_integer(gid)) {
+		iso->uid = (uid_t)json_integer_value(uid);
+		iso->gid = (gid_t)json_integer_value(gid);
+	} else if (iso->holder.uid) {
+		/* a record from before sandboxes had ids of their own: the
+		 * shared uid its workspace belongs to */
+		iso->uid = iso->holder.uid;
+		iso->gid = iso->holder.gid;
+	} else {
+		iso->uid = geteuid() == 0 ? 65534 : getuid();
+		iso->gid = geteuid() == 0 ? 65534 : getgid();
 	}
 }
 
@@ -245,6 +351,8 @@ static struct pending_attach *pending;
 
 void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso)
 {
+	if (iso->bwrap)
+		sfs_local_ids_keep(sb->key, iso->uid);
 	if (!iso->bwrap || strncmp(iso->network, "allow:", 6) != 0 ||
 	    !sfs_holder_alive(&iso->holder))
 		return;

@@ -25,7 +25,7 @@ struct sfs_holder_spec {
 	const char *hostname;
 	bool unshare_net; /* network none or allow: a net namespace with loopback only */
 	uid_t uid;	  /* host uid and gid the sandbox runs as (never 0 when the */
-	gid_t gid;	  /* daemon is root: see sfs_holder_ids) */
+	gid_t gid;	  /* daemon is root: the sandbox's own, local/ids.c) */
 };
 
 /* A running holder: the pid (host view) of the process whose namespaces
@@ -40,10 +40,6 @@ struct sfs_holder {
 	gid_t gid;
 	bool unshare_net;
 };
-
-/* The uid/gid a sandbox on workspace `dir` runs as: the daemon's own when
- * it is not root; as root, local.isolation_uid/gid (default nobody). */
-void sfs_holder_ids(uid_t *uid, gid_t *gid);
 
 /* Whether bwrap can be used here (binary present, user namespaces allowed);
  * -EOPNOTSUPP with why not. */

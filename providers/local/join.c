@@ -30,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,16 +53,47 @@ static int last_cap(void)
 #define JOIN_ARCH AUDIT_ARCH_AARCH64
 #endif
 
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452 /* Linux 6.6; the same number on every arch */
+#endif
+
+#define EPERM_RET (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
+#define ARG_LO(i) (offsetof(struct seccomp_data, args[i])) /* little-endian: the low word */
+
+/* Appends "syscall nr with (argument arg & bits) set: EPERM, without: allowed". */
+static void refuse_bits(struct sock_filter *f, unsigned *n, unsigned nr, unsigned arg,
+			unsigned bits)
+{
+	struct sock_filter block[] = {
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 4),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)),
+	    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, bits, 1, 0),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
+	};
+	memcpy(f + *n, block, sizeof(block));
+	*n += sizeof(block) / sizeof(block[0]);
+}
+
 /* What no capability already forbids and a sandbox must not do either
  * (flatpak's list, reference/isolation.md §3.3): push input into a
  * terminal (TIOCSTI, TIOCLINUX), reach the kernel keyrings (not
- * namespaced), perf_event_open.  Other architectures' calls and x32 are
- * refused whole.  Returns 0 where no filter is known for this arch. */
+ * namespaced), perf_event_open.  And no set-user-ID or set-group-ID bit
+ * on anything it makes: every isolated sandbox's files are its own uid's,
+ * and a set-id program left in a workspace host users can reach (dir=)
+ * would give them that uid.  So chmod-family calls and creating calls
+ * whose mode has 06000 are EPERM (the workspace is also nosuid inside:
+ * bwrap binds are), and the calls whose mode the filter cannot read are
+ * refused whole: openat2 (ENOSYS: callers fall back to openat) and
+ * io_uring (its IORING_OP_OPENAT takes a mode).  Other architectures'
+ * calls and x32 are refused whole.  Returns 0 where no filter is known
+ * for this arch. */
 static int install_filter(void)
 {
 #ifdef JOIN_ARCH
-#define EPERM_RET (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
-	struct sock_filter f[] = {
+	struct sock_filter f[96];
+	unsigned n = 0;
+	struct sock_filter head[] = {
 	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, JOIN_ARCH, 1, 0),
 	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
@@ -70,19 +102,37 @@ static int install_filter(void)
 	    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 */
 	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
 #endif
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_keyctl, 3, 0),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_add_key, 2, 0),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_request_key, 1, 0),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_perf_event_open, 0, 1),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_keyctl, 4, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_add_key, 3, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_request_key, 2, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_perf_event_open, 1, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_io_uring_setup, 0, 1),
 	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
-	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 4),
-	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat2, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 5),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
 	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 1, 0),
 	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 0, 1),
 	    BPF_STMT(BPF_RET | BPF_K, EPERM_RET),
 	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
-	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+	memcpy(f, head, sizeof(head));
+	n = sizeof(head) / sizeof(head[0]);
+	const unsigned setid = S_ISUID | S_ISGID;
+	refuse_bits(f, &n, SYS_fchmod, 1, setid);
+	refuse_bits(f, &n, SYS_fchmodat, 2, setid);
+	refuse_bits(f, &n, SYS_fchmodat2, 2, setid);
+	refuse_bits(f, &n, SYS_openat, 3, setid);
+	refuse_bits(f, &n, SYS_mknodat, 2, setid);
+#ifdef __x86_64__
+	refuse_bits(f, &n, SYS_chmod, 1, setid);
+	refuse_bits(f, &n, SYS_open, 2, setid);
+	refuse_bits(f, &n, SYS_creat, 1, setid);
+	refuse_bits(f, &n, SYS_mknod, 1, setid);
+#endif
+	f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	struct sock_fprog prog = {.len = (unsigned short)n, .filter = f};
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 #else
 	return 0;

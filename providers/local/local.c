@@ -68,6 +68,7 @@ static int set_local_dir(struct sfs_sandbox *sb, const char *dir, bool owned, st
 		return sfs_errf(err, -ENAMETOOLONG, "local: %s: path too long", dir);
 	}
 	st->owned = owned;
+	st->iso.umask = sfs_local_umask_default(false); /* until set_iso */
 	pthread_mutex_lock(&local_state_mu);
 	struct local_state *old = sb->priv;
 	if (old)
@@ -103,7 +104,9 @@ static json_t *local_state_save(const struct sfs_sandbox *sb)
 {
 	pthread_mutex_lock(&local_state_mu);
 	const struct local_state *st = sb->priv;
-	json_t *o = st ? json_pack("{s:s, s:b}", "dir", st->dir, "owned", st->owned) : NULL;
+	json_t *o = st ? json_pack("{s:s, s:b, s:i}", "dir", st->dir, "owned", st->owned, "umask",
+				   (int)st->iso.umask)
+		       : NULL;
 	if (o && st->iso.bwrap)
 		json_object_set_new(o, "iso", sfs_local_iso_json(&st->iso));
 	pthread_mutex_unlock(&local_state_mu);
@@ -117,10 +120,16 @@ static int local_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_er
 		return 0; /* resume adopts sb->id */
 	int r = set_local_dir(sb, dir, json_is_true(json_object_get(saved, "owned")), err);
 	json_t *iso_o = json_object_get(saved, "iso");
+	struct local_iso iso = {0};
 	if (!r && json_is_object(iso_o)) {
-		struct local_iso iso;
 		sfs_local_iso_from_json(iso_o, &iso);
 		sfs_local_iso_load_holder(sb, &iso);
+	}
+	/* a record from before umask= has the default */
+	json_t *um = json_object_get(saved, "umask");
+	iso.umask = json_is_integer(um) ? (mode_t)(json_integer_value(um) & 0777)
+					: sfs_local_umask_default(iso.bwrap);
+	if (!r) {
 		set_iso(sb, &iso);
 		sfs_local_iso_loaded(sb, &iso);
 	}
@@ -146,10 +155,11 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 		if (strcmp(k, "dir") != 0 && strcmp(k, "image") != 0 && strcmp(k, "base") != 0 &&
 		    strcmp(k, "hide") != 0 && strcmp(k, "hide.case") != 0 &&
 		    strncmp(k, "env.", 4) != 0 && strcmp(k, "provider") != 0 &&
-		    strcmp(k, "isolation") != 0 && strcmp(k, "network") != 0)
+		    strcmp(k, "isolation") != 0 && strcmp(k, "network") != 0 &&
+		    strcmp(k, "umask") != 0)
 			return sfs_errf(err, -EINVAL,
 					"local: unknown option \"%s\" (known: dir= base= hide= "
-					"hide.case= isolation= network=)",
+					"hide.case= isolation= network= umask=)",
 					k);
 	}
 	if (want && base)
@@ -362,6 +372,10 @@ static char **build_env(struct sfs_sandbox *sb, struct sfs_run *run, const struc
 		r = sfs_kv_set(&env, "SANDBOXFS_RUN_DIR", run->dir);
 	if (!r)
 		r = sfs_kv_set(&env, SFS_LOCAL_CMD_ENV, run->cmd);
+	char mask[8];
+	snprintf(mask, sizeof(mask), "%03o", (unsigned)(iso->umask & 0777));
+	if (!r)
+		r = sfs_kv_set(&env, SFS_LOCAL_UMASK_ENV, mask);
 	char **envp = r ? NULL : calloc(env.n + 1, sizeof(char *));
 	for (size_t i = 0; envp && i < env.n; i++) {
 		if (asprintf(&envp[i], "%s=%s", env.v[i].key, env.v[i].val) < 0) {
@@ -747,6 +761,8 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 		if (r)
 			return sfs_errf(err, r, "local: removing %s: %s", dir, strerror(-r));
 	}
+	/* its uid may go to another sandbox once nothing of it is left */
+	sfs_local_iso_release(sb, &iso);
 	/* a base workspace: its upper layer goes, the base stays as it was */
 	return sfs_cow_remove(sb->statedir, err);
 }
@@ -815,6 +831,10 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	int r = sfs_kv_set(&opts, "isolation", iso.bwrap ? "bwrap" : "none");
 	if (!r && iso.bwrap)
 		r = sfs_kv_set(&opts, "network", iso.network);
+	char mask[8];
+	snprintf(mask, sizeof(mask), "%04o", (unsigned)(iso.umask & 0777));
+	if (!r)
+		r = sfs_kv_set(&opts, "umask", mask);
 	if (!r)
 		r = local_create(dst, &opts, err);
 	else
@@ -842,11 +862,14 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 		if (s)
 			r = sfs_errf(err, s, "local: fork: the copy's modes: %s", strerror(-s));
 	}
+	struct local_iso made;
+	get_iso(dst, &made);
+	if (!r)
+		r = sfs_local_iso_adopt_copy(&iso, &made, dstdir, err);
 	if (r) {
-		struct local_iso made;
-		get_iso(dst, &made);
 		sfs_local_iso_end(dst, &made, NULL);
 		sfs_rm_rf(dstdir);
+		sfs_local_iso_release(dst, &made);
 	}
 	return r;
 }
@@ -872,8 +895,9 @@ static void local_status_lines(const struct sfs_sandbox *sb, char *buf, size_t l
 	pthread_mutex_lock(&local_state_mu);
 	const struct local_state *st = sb->priv;
 	if (st)
-		snprintf(buf, len, "isolation %s\nnetwork %s\n", st->iso.bwrap ? "bwrap" : "none",
-			 st->iso.bwrap ? st->iso.network : "host");
+		snprintf(buf, len, "isolation %s\nnetwork %s\numask %04o\n",
+			 st->iso.bwrap ? "bwrap" : "none", st->iso.bwrap ? st->iso.network : "host",
+			 (unsigned)(st->iso.umask & 0777));
 	pthread_mutex_unlock(&local_state_mu);
 }
 

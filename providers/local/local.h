@@ -17,6 +17,9 @@
 /* The environment variable that brings the run's command to the wrapper
  * and its shell (an argv is readable by every host user). */
 #define SFS_LOCAL_CMD_ENV "SANDBOXFS_CMD"
+/* The variable that gives the wrapper the run's umask (octal); the wrapper
+ * takes it out of the command's environment. */
+#define SFS_LOCAL_UMASK_ENV "SANDBOXFS_RUN_UMASK"
 
 /* The libc-only wrapper program, looked for beside the sandboxfs binary. */
 #define SFS_LOCAL_WRAP_EXE "sandboxfs-run-wrapper"
@@ -100,11 +103,15 @@ struct sfs_sandbox;
 struct sfs_kvlist;
 struct local_iso {
 	bool bwrap;
-	char network[1024];	  /* policy text (providers/netpolicy): host, none, allow:... */
+	uid_t uid; /* the sandbox's own host uid and gid (ids.c), kept for its life */
+	gid_t gid;
+	mode_t umask;	    /* the runs' umask (umask=, local.umask; 077 isolated, else 022) */
+	char network[1024]; /* policy text (providers/netpolicy): host, none, allow:... */
 	struct sfs_holder holder; /* holder.target 0: none started yet */
 };
-/* Reads isolation= and network= of `new` (defaults local.isolation,
- * local.network) into iso; -EINVAL / -EOPNOTSUPP with why. */
+/* Reads isolation=, network= and umask= of `new` (defaults
+ * local.isolation, local.network, local.umask) into iso; -EINVAL /
+ * -EOPNOTSUPP with why. */
 int sfs_local_iso_options(const struct sfs_kvlist *opts, struct local_iso *iso,
 			  struct sfs_err *err);
 /* For a new bwrap sandbox on host dir `dir` (owned: made by the daemon,
@@ -135,6 +142,34 @@ void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso);
 void sfs_local_iso_tick(void);
 json_t *sfs_local_iso_json(const struct local_iso *iso);
 void sfs_local_iso_from_json(json_t *o, struct local_iso *iso);
+
+/* Gives back the sandbox's uid and gid (at destroy). */
+void sfs_local_iso_release(struct sfs_sandbox *sb, const struct local_iso *iso);
+/* Gives a copy of another sandbox's workspace (fork) to iso's ids: what
+ * belonged to from's uid or gid is made iso's, symlinks not followed. */
+int sfs_local_iso_adopt_copy(const struct local_iso *from, const struct local_iso *iso,
+			     const char *dir, struct sfs_err *err);
+
+/* ids.c: an isolated sandbox's own uid and gid (one number) from
+ * local.isolation_ids=FIRST:COUNT, leased in STATE/isolation-ids/ID (a file
+ * holding the sandbox key); a daemon that is not root gives its own. */
+/* Pure: "FIRST:COUNT" (no 0, no 65534, below (uid_t)-1); -EINVAL with why. */
+int sfs_local_ids_parse(const char *text, unsigned long long *first, unsigned long long *count,
+			struct sfs_err *err);
+/* The lowest id of the range no lease, host user or group, or running
+ * process has; leased to key.  -EAGAIN when none is left. */
+int sfs_local_ids_take(const char *key, uid_t *uid, gid_t *gid, struct sfs_err *err);
+/* At load: leases uid to key again if its lease is missing. */
+void sfs_local_ids_keep(const char *key, uid_t uid);
+/* Removes key's lease of uid. */
+void sfs_local_ids_release(const char *key, uid_t uid);
+
+/* Pure: a umask as text ("077", "0022": octal digits, at most 0777);
+ * -EINVAL with why. */
+int sfs_local_umask_parse(const char *text, mode_t *mask, struct sfs_err *err);
+/* The umask of runs of a sandbox with no umask= (local.umask, else 077
+ * isolated and 022 not). */
+mode_t sfs_local_umask_default(bool isolated);
 
 /* options.c: the -o local.KEY rows (providers/options.h). */
 extern const struct sfs_opt sfs_local_options[];

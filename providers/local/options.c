@@ -22,27 +22,26 @@ const struct sfs_opt sfs_local_options[] = {
 	     "own (user, pid, ipc, uts, mount; docs/architecture.md)"},
     {.key = "local.network",
      .type = SFS_OPT_STRING,
-     .def = "host",
+     .def = "none",
      .arg = "POLICY",
-     .help = "default network= of new isolation=bwrap sandboxes: host, none or "
+     .help = "default network= of new isolation=bwrap sandboxes: none (loopback only), host or "
 	     "allow:HOST[,HOST...]"},
+    {.key = "local.umask",
+     .type = SFS_OPT_MODE,
+     .max = 0777,
+     .help = "umask of runs of new local sandboxes without umask= (unset: 0077 with "
+	     "isolation=bwrap, 0022 without)"},
     {.key = "local.bwrap",
      .type = SFS_OPT_STRING,
      .def = "/usr/bin/bwrap",
      .arg = "PATH",
      .help = "the bubblewrap binary isolation=bwrap uses"},
-    {.key = "local.isolation_uid",
-     .type = SFS_OPT_INT,
-     .def = "65534",
-     .min = 1,
-     .max = 4294967294.0,
-     .help = "host uid isolated sandboxes run as when the daemon is root (never 0: root in a "
-	     "sandbox must not be host root)"},
-    {.key = "local.isolation_gid",
-     .type = SFS_OPT_INT,
-     .def = "65534",
-     .min = 1,
-     .max = 4294967294.0,
-     .help = "host gid isolated sandboxes run as when the daemon is root"},
+    {.key = "local.isolation_ids",
+     .type = SFS_OPT_STRING,
+     .def = "2147000000:65536",
+     .arg = "FIRST:COUNT",
+     .help = "host uids (and gids, the same numbers) isolated sandboxes get one each of when the "
+	     "daemon is root, like a subordinate id range: none of them may be a host user's; "
+	     "daemons sharing a host need ranges of their own"},
     {0},
 };

@@ -202,6 +202,10 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	const char *dir = argv[2], *cwd = argv[3];
 	const char *holder = argc == 7 ? argv[6] : NULL;
 	int ready_fd = atoi(argv[4]);
+	/* the run's umask (the sandbox's umask=): not in the command's env */
+	const char *mask_text = getenv(SFS_LOCAL_UMASK_ENV);
+	mode_t run_umask = mask_text ? (mode_t)(strtoul(mask_text, NULL, 8) & 0777) : 022;
+	unsetenv(SFS_LOCAL_UMASK_ENV);
 	unsigned long long journal_max = strtoull(argv[5], NULL, 10);
 	char path[4200];
 	/* the command must not inherit it, or the daemon would wait for the
@@ -318,6 +322,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 				strerror(errno));
 			_exit(126);
 		}
+		umask(run_umask);
 		/* the shell takes the command from the environment too (its
 		 * argv is the same for every run) and drops the variable before
 		 * the command runs, so nothing the command starts sees it */
