@@ -24,7 +24,7 @@ iso_kill_holders() {
 		[ -f "$f" ] || continue
 		for p in $(jq -r '.holder.init, .holder.target' "$f" 2>/dev/null); do
 			[ "$p" -gt 1 ] 2>/dev/null || continue
-			grep -qs -e bwrap -e sleep "/proc/$p/cmdline" && kill -9 "$p" 2>/dev/null
+			grep -qs -e bwrap -e sleep "/proc/$p/cmdline" && { kill -9 "$p" 2>/dev/null || true; }
 		done
 	done
 	# and any holder whose log is in this state dir (one the file no
