@@ -13,6 +13,7 @@
 #include "../config.h"
 #include "../options.h"
 #include "../provider.h"
+#include "../spawn_attr.h"
 #include "../util.h"
 
 #include <errno.h>
@@ -775,24 +776,15 @@ static int run_cmd(char *const argv[], struct sfs_err *err)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
 	int r = posix_spawn_file_actions_init(&fa);
 	if (r)
 		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
-	r = posix_spawnattr_init(&attr);
+	r = sfs_spawn_attr_clean(&attr, 0);
 	if (r) {
 		posix_spawn_file_actions_destroy(&fa);
 		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
 	}
-	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	if (!r)
-		r = posix_spawnattr_setsigmask(&attr, &none);
-	if (!r)
-		r = posix_spawnattr_setsigdefault(&attr, &all);
-	if (!r)
-		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
 	if (!r)
 		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
 	if (!r)

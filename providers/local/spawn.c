@@ -9,6 +9,7 @@
 #include "local.h"
 
 #include "../util.h"
+#include "../spawn_attr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,24 +45,14 @@ int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd
 	int r = posix_spawn_file_actions_init(&fa);
 	if (r)
 		return -r;
-	r = posix_spawnattr_init(&attr);
+	/* a session of its own: the daemon's terminal and signals are not the
+	 * run's; nor the mask and dispositions of the thread that spawns */
+	r = sfs_spawn_attr_clean(&attr, POSIX_SPAWN_SETSID);
 	if (r) {
 		posix_spawn_file_actions_destroy(&fa);
 		return -r;
 	}
-	/* a session of its own: the daemon's terminal and signals are not the
-	 * run's; nor the mask and dispositions of the thread that spawns */
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
-	if (!r)
-		r = posix_spawnattr_setsigmask(&attr, &none);
-	if (!r)
-		r = posix_spawnattr_setsigdefault(&attr, &all);
-	if (!r)
-		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
+	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
 	if (!r)
 		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
 	if (!r)

@@ -7,6 +7,7 @@
 #include "sbx.h"
 
 #include "../options.h"
+#include "../spawn_attr.h"
 #include "../strbuf.h"
 
 #include <errno.h>
@@ -153,28 +154,13 @@ static int spawn(const char *cli, const char *const *args, int pin[2], int pout[
 		free(argv);
 		return -r;
 	}
-	if ((r = posix_spawnattr_init(&attr))) {
+	if ((r = sfs_spawn_attr_clean(&attr, POSIX_SPAWN_SETPGROUP))) {
 		posix_spawn_file_actions_destroy(&fa);
 		free(argv);
 		return -r;
 	}
-	sigset_t none, dfl;
-	sigemptyset(&none);
-	/* every signal at its default: libfuse ignores SIGPIPE, a daemon
-	 * started from a script may ignore INT and QUIT */
-	sigfillset(&dfl);
-	r = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
-	if (!r)
-		r = posix_spawnattr_setpgroup(&attr, 0);
-	if (!r)
-		r = posix_spawnattr_setsigmask(&attr, &none);
-	if (!r)
-		r = posix_spawnattr_setsigdefault(&attr, &dfl);
 	/* the pipes are O_CLOEXEC: only the dup2'd copies reach the CLI */
-	if (!r)
-		r = pin[0] >= 0
-			? posix_spawn_file_actions_adddup2(&fa, pin[0], 0)
+	r = pin[0] >= 0 ? posix_spawn_file_actions_adddup2(&fa, pin[0], 0)
 			: posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (!r)
 		r = posix_spawn_file_actions_adddup2(&fa, pout[1], 1);
