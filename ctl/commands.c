@@ -11,6 +11,7 @@
 #include "../providers/netpolicy/policy.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -178,7 +179,7 @@ static void name_command(struct sfs_err *err, const char *line)
 {
 	char shown[SFS_ERR_MAX], msg[SFS_ERR_MAX];
 	sfs_escape_redacted(line, strlen(line), strlen(line), shown, sizeof(shown), NULL);
-	snprintf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
+	sfs_msgf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
 	snprintf(err->msg, sizeof(err->msg), "%s", msg);
 	sfs_redact(err->msg, sizeof(err->msg));
 }

@@ -319,12 +319,10 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 /* Flat-keyed values are one line: newlines in messages become spaces. */
 static void tf_kv(struct sfs_buf *t, const char *key, const char *val)
 {
-	char line[2048];
-	snprintf(line, sizeof(line), "%s", val ? val : "");
-	for (char *p = line; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
-	sfs_buf_printf(t, "%s %s\n", key, line);
+	sfs_buf_printf(t, "%s ", key);
+	for (const char *p = val ? val : ""; *p; p++)
+		sfs_buf_addc(t, *p == '\n' ? ' ' : *p);
+	sfs_buf_addc(t, '\n');
 }
 
 /* sb: a sandbox's caps, which its provider may tell per sandbox (local:

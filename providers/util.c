@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,6 +151,31 @@ int64_t sfs_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sfs_pathf(char *buf, size_t size, const char *fmt, ...)
+{
+	if (size == 0)
+		return -ENAMETOOLONG;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size) {
+		buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+void sfs_msgf(char *buf, size_t size, const char *fmt, ...)
+{
+	if (size == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, size, fmt, ap); /* message: may be cut */
+	va_end(ap);
 }
 
 int sfs_random_hex(char *buf, size_t n)
