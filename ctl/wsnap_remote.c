@@ -66,7 +66,8 @@ static int settle(int fd, const char *tmp, const char *local, const struct sfs_r
 
 static int open_tmp(const char *local, char *tmp, size_t cap, struct sfs_err *err)
 {
-	snprintf(tmp, cap, "%s.sfs-fetch", local);
+	if (sfs_pathf(tmp, cap, "%s.sfs-fetch", local) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", local);
 	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	return fd < 0 ? sfs_errf(err, -errno, "snapshot: %s: %s", tmp, strerror(errno)) : fd;
 }
@@ -299,7 +300,8 @@ static int pull_dir(struct sfs_sandbox *sb, const char *rel, const char *local, 
 int wsnap_remote_pull(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
 	char mirror[4200];
-	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	if (sfs_pathf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
 	int r = sfs_mkdir_p(mirror, 0700);
 	if (r)
 		return sfs_errf(err, r, "snapshot: %s: %s", mirror, strerror(-r));
@@ -402,7 +404,10 @@ int wsnap_remote_restore(struct sfs_sandbox *sb, const char *commit, const char 
 	if (r)
 		return r;
 	char mirror[4200];
-	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	if (sfs_pathf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir) < 0) {
+		close(fd);
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
+	}
 	struct push p = {sb, mirror, 0, err};
 	sfs_sb_set_progress(sb, "restore: writing the workspace");
 	r = snap_restore(commit, fd, cache, st, push_one, &p, err);
