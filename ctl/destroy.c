@@ -238,10 +238,8 @@ static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
 	int r = drop(sb, err);
 	if (r) {
 		char msg[SFS_ERR_MAX + 64];
-		snprintf(msg, sizeof(msg),
-			 "destroyed, but not yet taken out of the registry: %s", /* message: may be
-										    cut */
-			 err ? err->msg : strerror(-r));
+		snprintf(msg, sizeof(msg), "destroyed, but not yet taken out of the registry: %s",
+			 err ? err->msg : strerror(-r)); /* message: may be cut */
 		tree_set_error(sb, msg);
 		return r;
 	}
