@@ -278,8 +278,8 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	if (strlen(statedir) > SFS_STATEDIR_MAX ||
 	    sfs_pathf(path, sizeof(path), "%s/sandboxes", statedir) < 0)
 		return sfs_errf(err, -ENAMETOOLONG,
-				"state dir %s: path too long (at most %d bytes)", statedir,
-				SFS_STATEDIR_MAX);
+				"state dir %.64s...: path too long (%zu bytes, at most %d)",
+				statedir, strlen(statedir), SFS_STATEDIR_MAX);
 	int r = sfs_mkdir_p(path, 0700);
 	if (r)
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
