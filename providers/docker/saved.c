@@ -1,5 +1,6 @@
 /* What the registry keeps of a docker sandbox: sb->priv behind its own lock. */
 #include "docker.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,6 +3,7 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <fcntl.h>
