@@ -168,8 +168,11 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 				return -1;
 			}
 			char key[16];
-			snprintf(key, sizeof(key), "%s",
-				 !strcmp(a, "--log-level") ? "log_level" : a + 2);
+			if (sfs_pathf(key, sizeof(key), "%s",
+				      !strcmp(a, "--log-level") ? "log_level" : a + 2) < 0) {
+				fprintf(stderr, "sandboxfs: %s: unknown option (see --help)\n", a);
+				return -1;
+			}
 			if (take_one(c, key, next, NULL, &err)) {
 				fprintf(stderr, "sandboxfs: %s: %s\n", a, err.msg);
 				return -1;
@@ -215,7 +218,8 @@ static char *default_path(const char *root_path, const char *xdg, const char *fa
 static int lock_state(const char *statedir)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/lock", statedir);
+	if (sfs_pathf(path, sizeof(path), "%s/lock", statedir) < 0)
+		return -ENAMETOOLONG;
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -351,10 +355,11 @@ int main(int argc, char **argv)
 	if (!c.foreground) {
 		/* a daemon's stderr is /dev/null: the log goes to a file */
 		char logpath[PATH_MAX + 32];
-		snprintf(logpath, sizeof(logpath), "%s", sfs_config_get("log", ""));
-		if (!logpath[0])
-			snprintf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
-		int lfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		int lr = sfs_pathf(logpath, sizeof(logpath), "%s", sfs_config_get("log", ""));
+		if (!lr && !logpath[0])
+			lr = sfs_pathf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
+		int lfd =
+		    lr < 0 ? -1 : open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 		if (lfd >= 0) {
 			dup2(lfd, 2);
 			close(lfd);

@@ -11,6 +11,7 @@
 #include "../journal/journal.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -196,7 +197,10 @@ static void add(struct list *l, const char *name, fuse_ino_t ino, mode_t mode)
 		l->v = grown;
 		l->cap = cap;
 	}
-	snprintf(l->v[l->n].name, sizeof(l->v[0].name), "%s", name);
+	if (sfs_pathf(l->v[l->n].name, sizeof(l->v[0].name), "%s", name) < 0) {
+		l->err = -ENAMETOOLONG; /* never an entry of a cut name */
+		return;
+	}
 	l->v[l->n].ino = ino;
 	l->v[l->n].mode = mode;
 	l->n++;
