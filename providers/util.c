@@ -109,6 +109,8 @@ int sfs_read_file(const char *path, char **out, size_t *lenp)
 int sfs_mkdir_p(const char *path, unsigned mode)
 {
 	char buf[4096];
+	if (!path[0]) /* what a path refused by sfs_pathf leaves */
+		return -ENOENT;
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
 	for (char *p = buf + 1; *p; p++) {
@@ -132,6 +134,8 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 int sfs_rm_rf(const char *path)
 {
+	if (!path[0]) /* what a path refused by sfs_pathf leaves: no file */
+		return 0;
 	int r = nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 	if (r < 0 && errno == ENOENT)
 		return 0;
