@@ -36,4 +36,12 @@ static void test_too_long_is_refused(void)
 	CHECK_INT(sfs_pathf(buf, 0, "%s", ""), -ENAMETOOLONG);
 }
 
-CHECK_MAIN(CHECK_CASE(test_fits), CHECK_CASE(test_too_long_is_refused))
+/* What a refused path leaves ("") names no file to the helpers that act. */
+static void test_empty_names_no_file(void)
+{
+	CHECK_INT(sfs_mkdir_p("", 0755), -ENOENT);
+	CHECK_INT(sfs_rm_rf(""), 0);
+}
+
+CHECK_MAIN(CHECK_CASE(test_fits), CHECK_CASE(test_too_long_is_refused),
+	   CHECK_CASE(test_empty_names_no_file))
