@@ -192,8 +192,8 @@ static int dt_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (r)
 		return r;
 	if (!strcmp(st, "stopped") || !strcmp(st, "archived") || !strcmp(st, "paused")) {
-		(void)!sfs_pathf(path, sizeof(path), "/sandbox/%s/start",
-				 sb->id); /* fits: checked above */
+		if (sfs_pathf(path, sizeof(path), "/sandbox/%s/start", sb->id) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 		r = dt_api("POST", path, NULL, NULL, NULL, err);
 		if (r)
 			return r;
