@@ -4,6 +4,7 @@
 #include "../providers/options.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -74,7 +75,12 @@ int audit_start(struct sfs_sandbox *sb)
 	pthread_mutex_init(&a->write_mu, NULL);
 	pthread_mutex_init(&a->mu, NULL);
 	a->fd = -1;
-	snprintf(a->path, sizeof(a->path), "%s/audit", sb->statedir);
+	if (sfs_pathf(a->path, sizeof(a->path), "%s/audit", sb->statedir) < 0) {
+		pthread_mutex_destroy(&a->write_mu);
+		pthread_mutex_destroy(&a->mu);
+		free(a);
+		return -ENAMETOOLONG;
+	}
 	struct stat st;
 	a->size = stat(a->path, &st) == 0 ? st.st_size : 0;
 	a->run.n = 0; /* not a run of the sandbox: never in sb->runs */
@@ -107,7 +113,8 @@ struct sfs_run *audit_run(struct sfs_sandbox *sb)
 static void rotate_held(struct sfs_audit *a)
 {
 	char old[4300];
-	snprintf(old, sizeof(old), "%s.1", a->path);
+	if (sfs_pathf(old, sizeof(old), "%s.1", a->path) < 0)
+		return; /* a->path fits 4200 bytes, old 4300: never */
 	if (a->fd >= 0)
 		close(a->fd);
 	a->fd = -1;

@@ -13,6 +13,7 @@
 
 #include "../providers/err.h"
 #include "../providers/redact.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -43,7 +44,7 @@ static char *put_time(char *o, const struct timespec *ts)
 		struct tm tm;
 		gmtime_r(&ts->tv_sec, &tm);
 		/* not strftime: glibc's may look at the time zone on every call */
-		snprintf(second.text, sizeof(second.text), "%04d-%02d-%02dT%02d:%02d:%02d",
+		sfs_msgf(second.text, sizeof(second.text), "%04d-%02d-%02dT%02d:%02d:%02d",
 			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
 			 tm.tm_sec);
 		second.sec = ts->tv_sec;

@@ -11,6 +11,7 @@
 #include "../providers/netpolicy/policy.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -178,8 +179,8 @@ static void name_command(struct sfs_err *err, const char *line)
 {
 	char shown[SFS_ERR_MAX], msg[SFS_ERR_MAX];
 	sfs_escape_redacted(line, strlen(line), strlen(line), shown, sizeof(shown), NULL);
-	snprintf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
-	snprintf(err->msg, sizeof(err->msg), "%s", msg);
+	sfs_msgf(msg, sizeof(msg), "%s: \"%s\"", err->msg, shown);
+	snprintf(err->msg, sizeof(err->msg), "%s", msg); /* message: may be cut */
 	sfs_redact(err->msg, sizeof(err->msg));
 }
 
@@ -834,7 +835,8 @@ int ctl_run_write(struct sfs_sandbox *sb, struct sfs_run *run, const char *buf, 
 		return r;
 	struct run_ctx ctx = {sb, run};
 	char who[96], name[64];
-	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name), run->n);
+	snprintf(who, sizeof(who), "%s run %d", sfs_sb_copy_name(sb, name),
+		 run->n); /* message: may be cut */
 	return drive(ctl_run_verbs, buf, len, run_run, &ctx, NULL, audit_run_ctl, result, who);
 }
 
@@ -889,9 +891,9 @@ static const char *file_who(struct ctl_file *f, char *buf, size_t size)
 	char name[64];
 	sfs_sb_copy_name(f->sb, name);
 	if (f->kind == CTL_FILE_SANDBOX)
-		snprintf(buf, size, "%s", name);
+		snprintf(buf, size, "%s", name); /* message: may be cut */
 	else
-		snprintf(buf, size, "%s run %d", name, f->run->n);
+		snprintf(buf, size, "%s run %d", name, f->run->n); /* message: may be cut */
 	return buf;
 }
 

@@ -41,7 +41,8 @@ int destroy_finish_decided(struct sfs_sandbox *sb)
 	int r = sb->provider->ops->destroy(sb, &derr);
 	if (r) {
 		char msg[SFS_ERR_MAX + 64];
-		snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s", derr.msg);
+		snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s",
+			 derr.msg); /* message: may be cut */
 		sfs_log(SFS_LOG_ERR, "%s: %s", sb->name, msg);
 		tree_set_error(sb, msg);
 		sfs_sb_set_state(sb, SFS_SB_ERROR);
@@ -84,8 +85,9 @@ int destroy_finish_decided(struct sfs_sandbox *sb)
 void destroy_reserve_space(void)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
 	struct stat st;
+	if (sfs_pathf(path, sizeof(path), "%s/.reserve", tree.statedir) < 0)
+		return;
 	if (lstat(path, &st) == 0) {
 		bool own = S_ISREG(st.st_mode) && st.st_nlink == 1;
 		if (own && st.st_size >= RESERVE_BYTES)
@@ -116,8 +118,8 @@ void destroy_reserve_space(void)
 static bool release_space(void)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/.reserve", tree.statedir);
-	return unlink(path) == 0;
+	return sfs_pathf(path, sizeof(path), "%s/.reserve", tree.statedir) == 0 &&
+	       unlink(path) == 0;
 }
 
 /* The registry as it is, but without sb; callers hold tree_save_mu. */
@@ -156,7 +158,8 @@ static int drop(struct sfs_sandbox *sb, struct sfs_err *err)
 
 void destroy_marker_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/destroyed", sb->statedir);
+	if (sfs_pathf(buf, len, "%s/destroyed", sb->statedir) < 0) /* "": no file */
+		sfs_log(SFS_LOG_ERR, "%s: state path too long", sb->name);
 }
 
 /* STATE/sandboxes/KEY/destroying: an rmdir returned 0 before the destroy
@@ -164,7 +167,8 @@ void destroy_marker_path(const struct sfs_sandbox *sb, char *buf, size_t len)
  * and finds it finishes the destroy (destroy_finish_decided). */
 void destroy_decided_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/destroying", sb->statedir);
+	if (sfs_pathf(buf, len, "%s/destroying", sb->statedir) < 0) /* "": no file */
+		sfs_log(SFS_LOG_ERR, "%s: state path too long", sb->name);
 }
 
 static int write_marker_once(const struct sfs_sandbox *sb, const char *path)
@@ -213,8 +217,9 @@ void destroy_empty_statedir(struct sfs_sandbox *sb)
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
 		    !strcmp(e->d_name, "destroyed"))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", sb->statedir, e->d_name);
-		int r = sfs_rm_rf(path);
+		int r = sfs_pathf(path, sizeof(path), "%s/%s", sb->statedir, e->d_name);
+		if (!r)
+			r = sfs_rm_rf(path);
 		if (r)
 			sfs_log(SFS_LOG_WARN, "%s: %s", path, strerror(-r));
 	}
@@ -250,7 +255,7 @@ static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (r) {
 		char msg[SFS_ERR_MAX + 64];
 		snprintf(msg, sizeof(msg), "destroyed, but not yet taken out of the registry: %s",
-			 err ? err->msg : strerror(-r));
+			 err ? err->msg : strerror(-r)); /* message: may be cut */
 		tree_set_error(sb, msg);
 		return r;
 	}
@@ -291,7 +296,8 @@ static void *finish_destroy(void *arg)
 		 * (Failed after the provider destroyed: it stays `destroyed`.) */
 		char msg[SFS_ERR_MAX + 64];
 		if (sfs_sb_get_state(sb) != SFS_SB_DESTROYED) {
-			snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s", err.msg);
+			snprintf(msg, sizeof(msg), "rmdir: the destroy failed: %s",
+				 err.msg); /* message: may be cut */
 			tree_set_error(sb, msg);
 			sfs_sb_set_state(sb, SFS_SB_ERROR);
 		}

@@ -23,8 +23,11 @@ int forgotten_mark(const struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[4300];
-	snprintf(path, sizeof(path), "%s/" MARK, sb->statedir);
-	int r = sfs_write_file_atomic(path, text, strlen(text), err);
+	int r = sfs_pathf(path, sizeof(path), "%s/" MARK, sb->statedir);
+	if (r)
+		sfs_errf(err, r, "%s/" MARK ": path too long", sb->statedir);
+	else
+		r = sfs_write_file_atomic(path, text, strlen(text), err);
 	free(text);
 	return r;
 }
@@ -32,7 +35,8 @@ int forgotten_mark(const struct sfs_sandbox *sb, struct sfs_err *err)
 static void unlink_in(const struct sfs_sandbox *sb, const char *name)
 {
 	char path[4300];
-	snprintf(path, sizeof(path), "%s/%s", sb->statedir, name);
+	if (sfs_pathf(path, sizeof(path), "%s/%s", sb->statedir, name) < 0)
+		return;
 	if (unlink(path) < 0 && errno != ENOENT)
 		sfs_log(SFS_LOG_WARN, "%s: %s", path, strerror(errno));
 }
@@ -91,7 +95,10 @@ bool forgotten_worth_keeping(const char *dir)
 		     * whether its last lines were written yet must not decide */
 		    !strcmp(n, "audit") || !strcmp(n, "audit.1"))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, n);
+		if (sfs_pathf(path, sizeof(path), "%s/%s", dir, n) < 0) {
+			keep = true; /* what cannot be looked at is kept */
+			break;
+		}
 		if (!strcmp(n, "runs"))
 			keep = any_entry(path, run_entry);
 		else if (!strcmp(n, "rcache"))
@@ -125,7 +132,8 @@ bool forgotten_find(const char *statedir, const char *pname, const char *id,
 		    bool (*listed)(const char *key), char key[40])
 {
 	char dir[4200];
-	snprintf(dir, sizeof(dir), "%s/sandboxes", statedir);
+	if (sfs_pathf(dir, sizeof(dir), "%s/sandboxes", statedir) < 0)
+		return false;
 	DIR *d = opendir(dir);
 	if (!d)
 		return false;
@@ -136,12 +144,13 @@ bool forgotten_find(const char *statedir, const char *pname, const char *id,
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.' || strlen(e->d_name) >= 40)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/" MARK, dir, e->d_name);
+		if (sfs_pathf(path, sizeof(path), "%s/%s/" MARK, dir, e->d_name) < 0)
+			continue;
 		time_t t = 0;
 		if (!marks(path, pname, id, &t) || (listed && listed(e->d_name)))
 			continue;
 		if (!found || t >= newest) {
-			snprintf(key, 40, "%s", e->d_name);
+			memcpy(key, e->d_name, strlen(e->d_name) + 1); /* < 40, above */
 			newest = t;
 			found = true;
 		}

@@ -85,7 +85,8 @@ static void window(const char *s, size_t col, char *out, size_t outsz, size_t *o
 			end--;
 	}
 	const char *pre = begin ? "..." : "", *post = end < len ? "..." : "";
-	snprintf(out, outsz, "%s%.*s%s", pre, (int)(end - begin), s + begin, post);
+	snprintf(out, outsz, "%s%.*s%s", pre, (int)(end - begin), s + begin,
+		 post); /* message: may be cut */
 	*outcol = col - begin + strlen(pre);
 }
 
@@ -130,7 +131,7 @@ static const struct ctl_verb *lookup_verb(const struct ctl_verb *table, const ch
 static void usage_text(const struct ctl_verb *verb, char *buf, size_t size)
 {
 	if (verb->usage)
-		snprintf(buf, size, " (usage: %s)", verb->usage);
+		snprintf(buf, size, " (usage: %s)", verb->usage); /* message: may be cut */
 	else
 		buf[0] = '\0';
 }

@@ -95,8 +95,11 @@ int registry_write(const char *statedir, json_t *root, bool durable, struct sfs_
 	if (!red)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/registry.json", statedir);
-	int r = sfs_write_file_replace(path, red, strlen(red), durable, err);
+	int r = sfs_pathf(path, sizeof(path), "%s/registry.json", statedir);
+	if (r)
+		sfs_errf(err, r, "%s/registry.json: path too long", statedir);
+	else
+		r = sfs_write_file_replace(path, red, strlen(red), durable, err);
 	if (!r)
 		sfs_log(SFS_LOG_DEBUG, "registry: saved %zu bytes", strlen(red));
 	free(red);
@@ -134,7 +137,8 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	int st = state ? sfs_sb_state_parse(state) : SFS_SB_RUNNING;
 	sb->state = st < 0 ? SFS_SB_ERROR : (enum sfs_sb_state)st;
 	const char *created = json_string_value(json_object_get(o, "created"));
-	snprintf(sb->created, sizeof(sb->created), "%s", created ? created : "");
+	snprintf(sb->created, sizeof(sb->created), "%s",
+		 created ? created : ""); /* message: may be cut */
 	int r = sandbox_set_str(&sb->id, json_string_value(json_object_get(o, "id")));
 	r |= sandbox_set_str(&sb->image, json_string_value(json_object_get(o, "image")));
 	r |= sandbox_set_str(&sb->workspace, json_string_value(json_object_get(o, "workspace")));
@@ -223,7 +227,8 @@ int registry_load(const char *statedir, struct sfs_sandbox ***out, size_t *n, js
 	*n = 0;
 	*kept = NULL;
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/registry.json", statedir);
+	if (sfs_pathf(path, sizeof(path), "%s/registry.json", statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "%s/registry.json: path too long", statedir);
 	json_error_t jerr;
 	/* never a symlink followed as root, nor a FIFO waited on */
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -49,9 +49,9 @@ static int adopt(struct sfs_sandbox *sb, int n)
 	}
 	run->n = n;
 	char path[4300], tmp[4300];
-	snprintf(path, sizeof(path), "%s/cmd", run->dir);
-	snprintf(tmp, sizeof(tmp), "%s/.cmd", run->dir);
-	if (sfs_read_file(path, &run->cmd, NULL) < 0 && sfs_read_file(tmp, &run->cmd, NULL) == 0) {
+	if (sfs_pathf(path, sizeof(path), "%s/cmd", run->dir) == 0 &&
+	    sfs_pathf(tmp, sizeof(tmp), "%s/.cmd", run->dir) == 0 &&
+	    sfs_read_file(path, &run->cmd, NULL) < 0 && sfs_read_file(tmp, &run->cmd, NULL) == 0) {
 		if (rename(tmp, path) < 0)
 			sfs_log(SFS_LOG_WARN, "%s: run %d: naming its cmd: %s", sb->name, n,
 				strerror(errno));
@@ -79,7 +79,8 @@ static int adopt(struct sfs_sandbox *sb, int n)
 void runs_load(struct sfs_sandbox *sb)
 {
 	char dir[4200];
-	snprintf(dir, sizeof(dir), "%s/runs", sb->statedir);
+	if (sfs_pathf(dir, sizeof(dir), "%s/runs", sb->statedir) < 0)
+		return;
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
@@ -94,8 +95,8 @@ void runs_load(struct sfs_sandbox *sb)
 	/* a spare half made by a daemon of an earlier version, which made it
 	 * in runs/ itself (now in runs/.next.d, cleared as it is made) */
 	char old[4300];
-	snprintf(old, sizeof(old), "%s/.next.new", dir);
-	sfs_rm_rf(old);
+	if (sfs_pathf(old, sizeof(old), "%s/.next.new", dir) == 0)
+		sfs_rm_rf(old);
 	/* runs[i]->n == i + 1: a number with no directory is a run that
 	 * never started, so it is shown `lost` rather than left out */
 	for (int n = 1; n <= max; n++) {
@@ -118,7 +119,8 @@ static int claim_spare(struct sfs_sandbox *sb, const char *dir)
 	char spare[4200];
 	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
 		return -ENOENT;
-	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
+	if (sfs_pathf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir) < 0)
+		return -ENAMETOOLONG;
 	return renameat2(AT_FDCWD, spare, AT_FDCWD, dir, RENAME_NOREPLACE) == 0 ? 0 : -errno;
 }
 
@@ -127,7 +129,8 @@ bool runs_make_spare(struct sfs_sandbox *sb)
 	char spare[4200], room[4200], tmp[4300], path[4400];
 	if (!__atomic_load_n(&spares_work, __ATOMIC_RELAXED))
 		return false;
-	snprintf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir);
+	if (sfs_pathf(spare, sizeof(spare), "%s/runs/" SPARE, sb->statedir) < 0)
+		return false;
 	if (access(spare, F_OK) == 0 || errno != ENOENT)
 		return false;
 	/* made whole in runs/.next.d, then renamed: a crash leaves either a
@@ -136,14 +139,16 @@ bool runs_make_spare(struct sfs_sandbox *sb)
 	 * for a free inode, and a run's wrapper renames its status file out
 	 * of its directory into runs/ and back meanwhile
 	 * (providers/local/wrapper.c) */
-	snprintf(room, sizeof(room), "%s/runs/" SPARE_ROOM, sb->statedir);
-	snprintf(tmp, sizeof(tmp), "%s/run", room);
+	if (sfs_pathf(room, sizeof(room), "%s/runs/" SPARE_ROOM, sb->statedir) < 0 ||
+	    sfs_pathf(tmp, sizeof(tmp), "%s/run", room) < 0)
+		return false;
 	if (mkdir(room, 0700) < 0 && errno != EEXIST)
 		return false; /* runs/ gone with the sandbox, or the disk full */
 	if (mkdir(tmp, 0700) < 0 && (errno != EEXIST || sfs_rm_rf(tmp) < 0 || mkdir(tmp, 0700) < 0))
 		return false;
-	snprintf(path, sizeof(path), "%s/.cmd.tmp", tmp);
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int fd = sfs_pathf(path, sizeof(path), "%s/.cmd.tmp", tmp) < 0
+		     ? -1
+		     : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	int r = fd < 0 ? -errno : 0;
 	if (fd >= 0)
 		close(fd);
@@ -167,7 +172,8 @@ bool runs_is_spare(const char *name)
 int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, struct sfs_err *err)
 {
 	char dir[4200];
-	snprintf(dir, sizeof(dir), "%s/runs", sb->statedir);
+	if (sfs_pathf(dir, sizeof(dir), "%s/runs", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "run dir %s/runs: path too long", sb->statedir);
 	/* there after the first run: one mkdir, not one per path component */
 	int r = mkdir(dir, 0700) == 0 || errno == EEXIST ? 0 : sfs_mkdir_p(dir, 0700);
 	if (r)
@@ -179,7 +185,9 @@ int runs_reserve(struct sfs_sandbox *sb, const char *cmd, struct sfs_run **out, 
 		if (n >= RUNS_MAX)
 			return sfs_errf(err, -ENOSPC, "sandbox \"%s\" has run out of run numbers",
 					sb->name);
-		snprintf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n);
+		if (sfs_pathf(dir, sizeof(dir), "%s/runs/%d", sb->statedir, n) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "run dir %s/runs/%d: path too long",
+					sb->statedir, n);
 		/* a claim that fails on a directory already there fails the
 		 * mkdir too (EEXIST: adopted below) */
 		if (claim_spare(sb, dir) == 0 || mkdir(dir, 0700) == 0) {

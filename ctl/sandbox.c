@@ -1,6 +1,7 @@
 #include "sandbox.h"
 #include "audit.h"
 #include "tree.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -57,8 +58,11 @@ struct sfs_sandbox *sandbox_new(const char *statedir, const char *name, const ch
 	struct sfs_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return NULL;
-	snprintf(sb->name, sizeof(sb->name), "%s", name);
-	snprintf(sb->key, sizeof(sb->key), "%s", key);
+	if (sfs_pathf(sb->name, sizeof(sb->name), "%s", name) < 0 ||
+	    sfs_pathf(sb->key, sizeof(sb->key), "%s", key) < 0) {
+		free(sb); /* names and keys are checked before: never */
+		return NULL;
+	}
 	sb->provider = p;
 	pthread_mutex_init(&sb->op_mutex, NULL);
 	if (asprintf(&sb->statedir, "%s/sandboxes/%s", statedir, key) < 0) {

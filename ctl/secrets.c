@@ -372,8 +372,9 @@ int sfs_sb_run_env(struct sfs_sandbox *sb, struct sfs_kvlist *out, struct sfs_er
 	}
 	char name[128] = "", ref[4200] = "";
 	if (missing) {
-		snprintf(name, sizeof(name), "%s", missing);
-		snprintf(ref, sizeof(ref), "%s", sfs_kv_get(&sb->secrets, missing));
+		snprintf(name, sizeof(name), "%s", missing); /* message: may be cut */
+		snprintf(ref, sizeof(ref), "%s",
+			 sfs_kv_get(&sb->secrets, missing)); /* message: may be cut */
 	}
 	pthread_mutex_unlock(&sfs_records_mu);
 	if (r || missing)

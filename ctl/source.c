@@ -47,9 +47,10 @@ static void redact_url_password(const char *url)
 	const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
 	if (!colon || colon + 1 >= at)
 		return;
-	char pw[512];
-	snprintf(pw, sizeof(pw), "%.*s", (int)(at - colon - 1), colon + 1);
-	sfs_redact_add_secret(pw);
+	char *pw = strndup(colon + 1, (size_t)(at - colon - 1)); /* whole, however long */
+	if (pw)
+		sfs_redact_add_secret(pw);
+	free(pw);
 }
 
 static bool host_workspace(const struct sfs_provider *p)
@@ -133,8 +134,8 @@ static void clear_dir(const char *dir)
 	while ((e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		sfs_rm_rf(path);
+		if (sfs_pathf(path, sizeof(path), "%s/%s", dir, e->d_name) == 0)
+			sfs_rm_rf(path);
 	}
 	closedir(d);
 }
@@ -145,8 +146,9 @@ static int upload_tree(struct sfs_sandbox *sb, const char *mirror, const char *s
 		       const char *branch, struct sfs_err *err)
 {
 	char tree[4200], tarp[4200];
-	snprintf(tree, sizeof(tree), "%s/source-tree", sb->statedir);
-	snprintf(tarp, sizeof(tarp), "%s/source.tar", sb->statedir);
+	if (sfs_pathf(tree, sizeof(tree), "%s/source-tree", sb->statedir) < 0 ||
+	    sfs_pathf(tarp, sizeof(tarp), "%s/source.tar", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "source: %s: path too long", sb->statedir);
 	sfs_rm_rf(tree);
 	int r = sfs_mkdir_p(tree, 0700);
 	if (r)

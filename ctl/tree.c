@@ -273,7 +273,13 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	if (!tree.statedir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/sandboxes", statedir);
+	/* STATE/sandboxes/KEY/runs/N/.status.tmp and the like fit every
+	 * path buffer, and are refused with ENAMETOOLONG if they ever do not */
+	if (strlen(statedir) > SFS_STATEDIR_MAX ||
+	    sfs_pathf(path, sizeof(path), "%s/sandboxes", statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG,
+				"state dir %.64s...: path too long (%zu bytes, at most %d)",
+				statedir, strlen(statedir), SFS_STATEDIR_MAX);
 	int r = sfs_mkdir_p(path, 0700);
 	if (r)
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
@@ -444,9 +450,10 @@ static int reserve(const char *name, const struct sfs_provider *p, const char *w
 		return r;
 	char key[40];
 again:
-	if (want)
-		snprintf(key, sizeof(key), "%s", want);
-	else if ((r = sfs_random_hex(key, 16)))
+	if (want) {
+		if (sfs_pathf(key, sizeof(key), "%s", want) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "key %s: too long", want);
+	} else if ((r = sfs_random_hex(key, 16)))
 		return sfs_errf(err, r, "random: %s", strerror(-r));
 	struct sfs_sandbox *sb = sandbox_new(tree.statedir, name, key, p);
 	if (!sb)
@@ -722,7 +729,7 @@ int tree_rename(const char *from, const char *to, struct sfs_err *err)
 	else {
 		char old[64];
 		memcpy(old, sb->name, sizeof(old));
-		snprintf(sb->name, sizeof(sb->name), "%s", to);
+		memcpy(sb->name, to, strlen(to) + 1); /* checked by the caller: < 64 */
 		pthread_mutex_unlock(&sfs_records_mu);
 		r = tree_save_held(NULL, err);
 		pthread_mutex_lock(&sfs_records_mu);
@@ -791,8 +798,11 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 static int write_cmd(const char *dir, const char *cmd, int *fd, struct sfs_err *err)
 {
 	char path[4300], tmp[4320];
-	snprintf(path, sizeof(path), "%s/cmd", dir);
-	snprintf(tmp, sizeof(tmp), "%s/.cmd.tmp", dir);
+	if (sfs_pathf(path, sizeof(path), "%s/cmd", dir) < 0 ||
+	    sfs_pathf(tmp, sizeof(tmp), "%s/.cmd.tmp", dir) < 0) {
+		*fd = -1;
+		return sfs_errf(err, -ENAMETOOLONG, "%s/cmd: path too long", dir);
+	}
 	*fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (*fd < 0)
 		return sfs_errf(err, -errno, "%s: %s", tmp, strerror(errno));
@@ -853,7 +863,7 @@ static int exec_run(struct sfs_sandbox *sb, const char *cmd, int *n, bool setup,
 		char why[512] = "";
 		pthread_mutex_lock(&sfs_records_mu);
 		if (st == SFS_SB_ERROR && sb->error)
-			snprintf(why, sizeof(why), ": %s", sb->error);
+			snprintf(why, sizeof(why), ": %s", sb->error); /* message: may be cut */
 		pthread_mutex_unlock(&sfs_records_mu);
 		r = sfs_errf(err, -EIO, "sandbox \"%s\" is %s, not running%s", sb->name,
 			     sfs_sb_state_name(st), why);

@@ -33,6 +33,11 @@ struct sfs_tree {
 
 extern struct sfs_tree tree;
 
+/* The longest state directory path: what every path below it needs (at
+ * most ~1000 bytes: STATE/sandboxes/KEY/runs/N/.status.tmp, the snapshot
+ * store) fits under PATH_MAX after it. */
+#define SFS_STATEDIR_MAX 3072
+
 /* Loads the registry and brings every sandbox and run back. */
 int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	      struct sfs_err *err);

@@ -9,6 +9,7 @@
 #include "tree.h"
 
 #include "../fs/snapshots/snapshots.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +42,8 @@ const char *wsnap_status_kind(const struct sfs_sandbox *sb)
 
 static void cache_path(const struct sfs_sandbox *sb, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/snapshots.statcache", sb->statedir);
+	if (sfs_pathf(buf, len, "%s/snapshots.statcache", sb->statedir) < 0) /* "": no file */
+		sfs_log(SFS_LOG_ERR, "%s: state path too long", sb->name);
 }
 
 /* The workspace's root on this host: the workspace itself, or the mirror
@@ -69,7 +71,8 @@ static int pick_id(struct sfs_sandbox *sb, const char *label, char **id, struct 
 					"snapshot: label \"%s\" cannot name snapshots/%s (a name "
 					"like a sandbox's)",
 					label, label);
-		snprintf(buf, sizeof(buf), "%s", label);
+		if (sfs_pathf(buf, sizeof(buf), "%s", label) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "snapshot: label too long");
 	}
 	pthread_mutex_lock(&sfs_records_mu);
 	bool taken = label && sandbox_snapshot_find_locked(sb, buf) >= 0;
@@ -201,8 +204,9 @@ void wsnap_forget(struct sfs_sandbox *sb, const char *id)
 	 * (cache_path), and sb->statedir is STATE/sandboxes/KEY */
 	char glob[4300];
 	const char *slash = strrchr(sb->statedir, '/');
-	snprintf(glob, sizeof(glob), "%.*s/*/snapshots.statcache",
-		 slash ? (int)(slash - sb->statedir) : 0, sb->statedir);
+	if (sfs_pathf(glob, sizeof(glob), "%.*s/*/snapshots.statcache",
+		      slash ? (int)(slash - sb->statedir) : 0, sb->statedir) < 0)
+		return; /* no sweep rather than one that misses the caches */
 	struct snap_gc_stats st;
 	if (snap_gc(slash ? glob : NULL, &st, &err))
 		sfs_log(SFS_LOG_WARN, "%s: snapshot store gc: %s", sb->name, err.msg);

@@ -256,7 +256,8 @@ static int fetch_pending(struct sfs_sandbox *sb, int root, struct pending *p, st
 	if (!p->n)
 		return 0;
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/wsnap-fetch", sb->statedir);
+	if (sfs_pathf(path, sizeof(path), "%s/wsnap-fetch", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
 	int tmpdir = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (tmpdir < 0)
 		return sfs_errf(err, -errno, "snapshot: %s: %s", path, strerror(errno));
@@ -406,14 +407,16 @@ static int pull_dir(struct sfs_sandbox *sb, int root, const char *rel, const cha
 int wsnap_remote_pull(struct sfs_sandbox *sb, int *fd, struct sfs_err *err)
 {
 	char mirror[4200];
-	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	if (sfs_pathf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
 	char fetch_dir[4200];
-	snprintf(fetch_dir, sizeof(fetch_dir), "%s/wsnap-fetch", sb->statedir);
+	if (sfs_pathf(fetch_dir, sizeof(fetch_dir), "%s/wsnap-fetch", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
 	int r = sfs_mkdir_p(mirror, 0700);
-	if (!r && (r = sfs_mkdir_p(fetch_dir, 0700)))
-		snprintf(mirror, sizeof(mirror), "%s", fetch_dir); /* for the message */
 	if (r)
 		return sfs_errf(err, r, "snapshot: %s: %s", mirror, strerror(-r));
+	if ((r = sfs_mkdir_p(fetch_dir, 0700)))
+		return sfs_errf(err, r, "snapshot: %s: %s", fetch_dir, strerror(-r));
 	int root = open(mirror, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (root < 0)
 		return sfs_errf(err, -errno, "snapshot: %s: %s", mirror, strerror(errno));
@@ -525,7 +528,10 @@ int wsnap_remote_restore(struct sfs_sandbox *sb, const char *commit, const char 
 	if (r)
 		return r;
 	char mirror[4200];
-	snprintf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir);
+	if (sfs_pathf(mirror, sizeof(mirror), "%s/wsnap-mirror", sb->statedir) < 0) {
+		close(fd);
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s: path too long", sb->statedir);
+	}
 	struct push p = {sb, mirror, fd, 0, err};
 	sfs_sb_set_progress(sb, "restore: writing the workspace");
 	r = snap_restore(commit, fd, cache, st, push_one, &p, err);

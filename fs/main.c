@@ -169,8 +169,11 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 				return -1;
 			}
 			char key[16];
-			snprintf(key, sizeof(key), "%s",
-				 !strcmp(a, "--log-level") ? "log_level" : a + 2);
+			if (sfs_pathf(key, sizeof(key), "%s",
+				      !strcmp(a, "--log-level") ? "log_level" : a + 2) < 0) {
+				fprintf(stderr, "sandboxfs: %s: unknown option (see --help)\n", a);
+				return -1;
+			}
 			if (take_one(c, key, next, NULL, &err)) {
 				fprintf(stderr, "sandboxfs: %s: %s\n", a, err.msg);
 				return -1;
@@ -248,7 +251,10 @@ static int check_state_dir(const char *statedir)
 		return -1;
 	}
 	char up[PATH_MAX];
-	snprintf(up, sizeof(up), "%s", statedir);
+	if (sfs_pathf(up, sizeof(up), "%s", statedir) < 0) {
+		fprintf(stderr, "sandboxfs: state dir %s: path too long\n", statedir);
+		return -1;
+	}
 	for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
 		if (slash == up)
 			slash[1] = '\0'; /* "/" itself, last */
@@ -276,7 +282,8 @@ static int check_state_dir(const char *statedir)
 static int lock_state(const char *statedir)
 {
 	char path[PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s/lock", statedir);
+	if (sfs_pathf(path, sizeof(path), "%s/lock", statedir) < 0)
+		return -ENAMETOOLONG;
 	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -374,9 +381,13 @@ int main(int argc, char **argv)
 	if (!c.foreground) {
 		const char *logopt = sfs_config_get("log", "");
 		char logpath[PATH_MAX + 32];
-		snprintf(logpath, sizeof(logpath), "%s", logopt);
-		if (!logpath[0])
-			snprintf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir);
+		if (sfs_pathf(logpath, sizeof(logpath), "%s", logopt) < 0 ||
+		    (!logpath[0] &&
+		     sfs_pathf(logpath, sizeof(logpath), "%s/sandboxfs.log", statedir) < 0)) {
+			fprintf(stderr, "sandboxfs: log %s: path too long\n", logopt);
+			close(lockfd);
+			return 1;
+		}
 		logfd = open(logpath,
 			     O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY |
 				 (logopt[0] ? 0 : O_NOFOLLOW | O_NONBLOCK),

@@ -1,5 +1,6 @@
 #include "../providers/err.h"
 #include "fs.h"
+#include "../providers/util.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -161,7 +162,10 @@ void notify_inval_entry(fuse_ino_t parent, const char *name)
 		return; /* the entry then lives out its timeout */
 	j->kind = JOB_ENTRY;
 	j->ino = parent;
-	snprintf(j->name, sizeof(j->name), "%s", name);
+	if (sfs_pathf(j->name, sizeof(j->name), "%s", name) < 0) {
+		free(j);
+		return; /* never another entry's: it lives out its timeout */
+	}
 	push(j);
 }
 

@@ -259,7 +259,7 @@ static void sfs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int t
 			 to_set & FUSE_SET_ATTR_MODE ? " mode" : "",
 			 to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) ? " owner" : "",
 			 to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW) ? " atime" : "",
-			 to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW) ? " mtime" : "");
+			 to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW) ? " mtime" : ""); /* message: may be cut */
 		AUDITED(req, ino, NULL, "setattr", fs_audit_detail(&au_, what + (what[0] == ' ')),
 			WS_CALL(setattr, req, ino, attr, to_set, fi));
 		return;

@@ -5,6 +5,7 @@
 #include "../ctl/tree.h"
 #include "../fs/snapshots/pmap.h"
 #include "../fs/snapshots/snapshots.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -77,7 +78,7 @@ static int resolve(fuse_ino_t ino, struct stref *r)
 	if (ok) {
 		r->sb_serial = nodes[id - 1].sb_serial;
 		r->snap_serial = nodes[id - 1].snap_serial;
-		snprintf(r->path, sizeof(r->path), "%s", nodes[id - 1].path);
+		ok = sfs_pathf(r->path, sizeof(r->path), "%s", nodes[id - 1].path) == 0;
 	}
 	pthread_mutex_unlock(&st_mu);
 	if (!ok)
@@ -91,8 +92,7 @@ static int resolve(fuse_ino_t ino, struct stref *r)
 		struct sfs_snapshot *s = &sb->snapshots[i];
 		if (s->serial != r->snap_serial || !s->commit)
 			continue;
-		ok = true;
-		snprintf(r->commit, sizeof(r->commit), "%s", s->commit);
+		ok = sfs_pathf(r->commit, sizeof(r->commit), "%s", s->commit) == 0;
 		r->created = s->created;
 	}
 	pthread_mutex_unlock(&sfs_records_mu);

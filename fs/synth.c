@@ -11,6 +11,7 @@
 #include "../journal/journal.h"
 #include "../providers/redact.h"
 #include "../providers/strbuf.h"
+#include "../providers/util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -196,7 +197,10 @@ static void add(struct list *l, const char *name, fuse_ino_t ino, mode_t mode)
 		l->v = grown;
 		l->cap = cap;
 	}
-	snprintf(l->v[l->n].name, sizeof(l->v[0].name), "%s", name);
+	if (sfs_pathf(l->v[l->n].name, sizeof(l->v[0].name), "%s", name) < 0) {
+		l->err = -ENAMETOOLONG; /* never an entry of a cut name */
+		return;
+	}
 	l->v[l->n].ino = ino;
 	l->v[l->n].mode = mode;
 	l->n++;
@@ -319,12 +323,10 @@ int synth_list(const struct synth *d, struct synth_entry **out, size_t *n)
 /* Flat-keyed values are one line: newlines in messages become spaces. */
 static void tf_kv(struct sfs_buf *t, const char *key, const char *val)
 {
-	char line[2048];
-	snprintf(line, sizeof(line), "%s", val ? val : "");
-	for (char *p = line; *p; p++)
-		if (*p == '\n')
-			*p = ' ';
-	sfs_buf_printf(t, "%s %s\n", key, line);
+	sfs_buf_printf(t, "%s ", key);
+	for (const char *p = val ? val : ""; *p; p++)
+		sfs_buf_addc(t, *p == '\n' ? ' ' : *p);
+	sfs_buf_addc(t, '\n');
 }
 
 /* sb: a sandbox's caps, which its provider may tell per sandbox (local:

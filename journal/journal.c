@@ -182,7 +182,8 @@ static void set_watch_locked(struct journal *j)
 			j->watch = ops->journal_watch(j->sb, j->run, eng.inotify_fd, mask);
 		} else {
 			char dir[4200];
-			snprintf(dir, sizeof(dir), "%s", j->path);
+			if (sfs_pathf(dir, sizeof(dir), "%s", j->path) < 0)
+				dir[0] = '\0'; /* no watch: the tick looks instead */
 			char *slash = strrchr(dir, '/');
 			if (slash)
 				*slash = '\0';
@@ -733,7 +734,8 @@ void journal_engine_stop(void)
 static bool read_ended(struct sfs_run *run, struct sfs_run *out)
 {
 	char path[4300], text[64] = "";
-	snprintf(path, sizeof(path), "%s/ended", run->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/ended", run->dir) < 0)
+		return false;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return false;
@@ -755,7 +757,8 @@ static bool read_ended(struct sfs_run *run, struct sfs_run *out)
 static void write_ended(struct sfs_run *run, enum sfs_run_state state, int code)
 {
 	char path[4300], text[64];
-	snprintf(path, sizeof(path), "%s/ended", run->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/ended", run->dir) < 0)
+		return;
 	int len = state == SFS_RUN_EXITED   ? snprintf(text, sizeof(text), "exit %d\n", code)
 		  : state == SFS_RUN_KILLED ? snprintf(text, sizeof(text), "signal %d\n", code)
 					    : snprintf(text, sizeof(text), "lost\n");
@@ -839,7 +842,11 @@ int journal_attach(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 		   ops->journal_local_path(sb, run, j->path, sizeof(j->path)) == 0;
 	if (!j->local) {
 		/* bytes fetched by the follower or by bounded reads land here */
-		snprintf(j->path, sizeof(j->path), "%s/journal.mirror", run->dir);
+		if (sfs_pathf(j->path, sizeof(j->path), "%s/journal.mirror", run->dir) < 0) {
+			free(j); /* nothing else is held yet */
+			return sfs_errf(err, -ENAMETOOLONG, "%s/journal.mirror: path too long",
+					run->dir);
+		}
 	}
 	/* the first look at the run's state happens here, before readers come;
 	 * a run its sandbox's destruction ended says so itself (the provider
@@ -874,7 +881,10 @@ int journal_attach_file(struct sfs_sandbox *sb, struct sfs_run *run, const char 
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	j->plain = j->local = true;
 	j->redact = false; /* its writer redacts each line */
-	snprintf(j->path, sizeof(j->path), "%s", path);
+	if (sfs_pathf(j->path, sizeof(j->path), "%s", path) < 0) {
+		free(j); /* nothing else is held yet */
+		return sfs_errf(err, -ENAMETOOLONG, "%s: path too long", path);
+	}
 	pthread_mutex_lock(&eng.mu);
 	run->state = SFS_RUN_RUNNING;
 	run->journal = j;

@@ -106,7 +106,7 @@ static void format_redacted(char *out, size_t outsz, const char *fmt, va_list ap
 	char *raw = NULL;
 	int n = vasprintf(&raw, fmt, ap);
 	if (n < 0) {
-		snprintf(out, outsz, "%s", SFS_REDACTED);
+		snprintf(out, outsz, "%s", SFS_REDACTED); /* message: may be cut */
 		return;
 	}
 	sfs_escape_redacted(raw, (size_t)n, (size_t)n, out, outsz, NULL);

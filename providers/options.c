@@ -408,16 +408,20 @@ void sfs_opt_print_help(FILE *out, const struct sfs_opt_table *t, size_t n)
 		for (const struct sfs_opt *o = t[i].opts; o->key; o++) {
 			char head[96], text[1024];
 			if (o->type == SFS_OPT_BOOL)
-				snprintf(head, sizeof(head), "  -o %s", o->key);
+				snprintf(head, sizeof(head), "  -o %s",
+					 o->key); /* message: may be cut */
 			else
-				snprintf(head, sizeof(head), "  -o %s=%s", o->key, type_arg(o));
+				snprintf(head, sizeof(head), "  -o %s=%s", o->key,
+					 type_arg(o)); /* message: may be cut */
 			fprintf(out, "%-*s", COL, head);
 			if (strlen(head) >= COL)
 				fprintf(out, "\n%-*s", COL, "");
 			if (o->def && *o->def)
-				snprintf(text, sizeof(text), "%s (default %s)", o->help, o->def);
+				snprintf(text, sizeof(text), "%s (default %s)", o->help,
+					 o->def); /* message: may be cut */
 			else
-				snprintf(text, sizeof(text), "%s", o->help);
+				snprintf(text, sizeof(text), "%s",
+					 o->help); /* message: may be cut */
 			wrap(out, text, COL, WIDTH - COL);
 		}
 	}

@@ -51,7 +51,7 @@ void sfs_run_status_text(const struct sfs_run *run, char *buf, size_t len)
 	case SFS_RUN_KILLED: {
 		const char *name = sigabbrev_np(run->code);
 		if (name)
-			snprintf(buf, len, "killed %s", name);
+			snprintf(buf, len, "killed %s", name); /* message: may be cut */
 		else
 			snprintf(buf, len, "killed %d", run->code);
 		break;
@@ -159,7 +159,7 @@ void sfs_sb_set_error(struct sfs_sandbox *sb, const char *msg)
 		size_t cap = strlen(msg) + 64;
 		copy = malloc(cap);
 		if (copy) {
-			snprintf(copy, cap, "%s", msg);
+			memcpy(copy, msg, cap - 63); /* msg and its NUL */
 			sfs_redact(copy, cap);
 		}
 	}

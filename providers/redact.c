@@ -241,12 +241,12 @@ int sfs_redact(char *buf, size_t cap)
 	char *red = sfs_redact_dup(buf);
 	if (!red) {
 		/* never leave a secret behind: hide the whole text */
-		snprintf(buf, cap, "%s", SFS_REDACTED);
+		snprintf(buf, cap, "%s", SFS_REDACTED); /* message: may be cut */
 		return -ENOMEM;
 	}
 	size_t len = strlen(red);
 	/* a prefix of the redacted text: it may be cut, it never leaks */
-	snprintf(buf, cap, "%s", red);
+	snprintf(buf, cap, "%s", red); /* message: may be cut */
 	free(red);
 	return len < cap ? 0 : -ENOSPC;
 }

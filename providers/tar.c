@@ -436,16 +436,31 @@ int sfs_tar_walk(const void *buf, size_t len, const struct sfs_tar_ops *ops, voi
 
 /* ---- writing --------------------------------------------------------------- */
 
+/* A 12-byte numeric field: 11 octal digits, or GNU's base-256 (a leading
+ * 0x80, the value big-endian) for a value of 8 GiB or more, never cut. */
+static void put_num12(unsigned char *f, uint64_t v)
+{
+	if (v < 077777777777ULL + 1) {
+		char t[24];
+		snprintf(t, sizeof(t), "%011llo", (unsigned long long)v);
+		memcpy(f, t, 12); /* 11 digits and the NUL */
+		return;
+	}
+	f[0] = 0x80;
+	for (int i = 11; i >= 1; i--, v >>= 8)
+		f[i] = (unsigned char)(v & 0xff);
+}
+
 void sfs_tar_header(unsigned char h[SFS_TAR_BLOCK], const char *name, char type, uint64_t size,
 		    unsigned mode, int64_t mtime)
 {
 	memset(h, 0, SFS_TAR_BLOCK);
-	snprintf((char *)h, 100, "%s", name);
+	snprintf((char *)h, 100, "%s", name); /* may be cut: a long name entry precedes it */
 	snprintf((char *)h + 100, 8, "%07o", mode & 07777);
 	snprintf((char *)h + 108, 8, "%07o", 0);
 	snprintf((char *)h + 116, 8, "%07o", 0);
-	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-	snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)(mtime < 0 ? 0 : mtime));
+	put_num12(h + 124, size);
+	put_num12(h + 136, (uint64_t)(mtime < 0 ? 0 : mtime));
 	memset(h + 148, ' ', 8);
 	h[156] = (unsigned char)type;
 	memcpy(h + 257, "ustar", 6);

@@ -5,6 +5,7 @@
  * bytes get a GNU 'L' entry; link targets must fit the header's 100 bytes.
  */
 #include "tar.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -99,10 +100,13 @@ static int put_dir(int out, const char *dir, const char *prefix, struct sfs_err 
 	while (!r && (e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		snprintf(name, sizeof(name), "%s%s", prefix, e->d_name);
 		struct stat st;
-		if (lstat(path, &st) < 0) {
+		if (sfs_pathf(path, sizeof(path), "%s/%s", dir, e->d_name) < 0 ||
+		    /* with room for the "/" a directory gets below */
+		    sfs_pathf(name, sizeof(name), "%s%s/", prefix, e->d_name) < 0) {
+			r = sfs_errf(err, -ENAMETOOLONG, "tar: %s/%s: path too long", dir,
+				     e->d_name);
+		} else if ((name[strlen(name) - 1] = '\0', lstat(path, &st) < 0)) {
 			r = sfs_errf(err, -errno, "tar: %s: %s", path, strerror(errno));
 		} else if (S_ISDIR(st.st_mode)) {
 			size_t n = strlen(name);

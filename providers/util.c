@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,8 @@ int sfs_read_file(const char *path, char **out, size_t *lenp)
 int sfs_mkdir_p(const char *path, unsigned mode)
 {
 	char buf[4096];
+	if (!path[0]) /* what a path refused by sfs_pathf leaves */
+		return -ENOENT;
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
 	for (char *p = buf + 1; *p; p++) {
@@ -132,6 +135,8 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 int sfs_rm_rf(const char *path)
 {
+	if (!path[0]) /* what a path refused by sfs_pathf leaves: no file */
+		return 0;
 	int r = nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 	if (r < 0 && errno == ENOENT)
 		return 0;
@@ -151,6 +156,31 @@ int64_t sfs_now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int sfs_pathf(char *buf, size_t size, const char *fmt, ...)
+{
+	if (size == 0)
+		return -ENAMETOOLONG;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size) {
+		buf[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+void sfs_msgf(char *buf, size_t size, const char *fmt, ...)
+{
+	if (size == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, size, fmt, ap); /* message: may be cut */
+	va_end(ap);
 }
 
 int sfs_random_hex(char *buf, size_t n)

@@ -34,6 +34,16 @@ int64_t sfs_now_ms(void);
 int64_t sfs_parse_time(const char *s);
 /* A random lowercase hex string of n chars (n < len). */
 int sfs_random_hex(char *buf, size_t n);
+/*
+ * Formats a path, URL, command or lookup key into buf[size]: 0, or
+ * -ENAMETOOLONG when it does not fit (buf then holds "", never a cut text
+ * that would name something else).  Paths grow, they are never cut.
+ */
+int sfs_pathf(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), warn_unused_result));
+/* Formats a human-readable message into buf[size], cut to fit: only for
+ * text that is read, never for a path or a key (those use sfs_pathf). */
+void sfs_msgf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Path of the running executable (resolved at startup). */
 extern char sfs_self_exe[4096];
 

@@ -153,8 +153,8 @@ static void *retry_main(void *arg)
 static void adopt_pending(struct rsb *rs, struct sfs_sandbox *sb, const char *data)
 {
 	char pend[4300], *text = NULL;
-	snprintf(pend, sizeof(pend), "%s.pending", data);
-	if (sfs_read_file(pend, &text, NULL) < 0)
+	if (sfs_pathf(pend, sizeof(pend), "%s.pending", data) < 0 ||
+	    sfs_read_file(pend, &text, NULL) < 0)
 		return;
 	text[strcspn(text, "\n")] = '\0';
 	int fd = open(data, O_RDWR | O_CLOEXEC);
@@ -209,7 +209,8 @@ void rc_recover_sandbox(struct sfs_sandbox *sb)
 		if (de->d_name[0] == '.')
 			continue;
 		char path[4200];
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (sfs_pathf(path, sizeof(path), "%s/%s", dir, de->d_name) < 0)
+			continue; /* never an unlink of a cut name */
 		size_t nl = strlen(de->d_name);
 		if (nl > 8 && !strcmp(de->d_name + nl - 8, ".pending")) {
 			char **grown = realloc(pending, (npending + 1) * sizeof(*grown));
@@ -223,25 +224,25 @@ void rc_recover_sandbox(struct sfs_sandbox *sb)
 			continue;
 		}
 		char pend[4300];
-		snprintf(pend, sizeof(pend), "%s.pending", path);
-		if (access(pend, F_OK) != 0)
+		if (sfs_pathf(pend, sizeof(pend), "%s.pending", path) == 0 &&
+		    access(pend, F_OK) != 0)
 			unlink(path); /* a clean copy from an earlier life */
 	}
 	closedir(d);
 	/* first out of the way of the new names, then adopted */
 	for (size_t i = 0; i < npending; i++) {
 		char from[4200], to[4200];
-		snprintf(from, sizeof(from), "%s/%s", dir, pending[i]);
-		snprintf(to, sizeof(to), "%s/.recover-%s", dir, pending[i]);
-		rename(from, to);
-		snprintf(from, sizeof(from), "%s/%s.pending", dir, pending[i]);
-		snprintf(to, sizeof(to), "%s/.recover-%s.pending", dir, pending[i]);
-		rename(from, to);
+		if (sfs_pathf(from, sizeof(from), "%s/%s", dir, pending[i]) == 0 &&
+		    sfs_pathf(to, sizeof(to), "%s/.recover-%s", dir, pending[i]) == 0)
+			rename(from, to);
+		if (sfs_pathf(from, sizeof(from), "%s/%s.pending", dir, pending[i]) == 0 &&
+		    sfs_pathf(to, sizeof(to), "%s/.recover-%s.pending", dir, pending[i]) == 0)
+			rename(from, to);
 	}
 	for (size_t i = 0; i < npending; i++) {
 		char data[4200];
-		snprintf(data, sizeof(data), "%s/.recover-%s", dir, pending[i]);
-		adopt_pending(rs, sb, data);
+		if (sfs_pathf(data, sizeof(data), "%s/.recover-%s", dir, pending[i]) == 0)
+			adopt_pending(rs, sb, data);
 		free(pending[i]);
 	}
 	free(pending);

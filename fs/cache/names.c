@@ -86,8 +86,9 @@ int rc_create(struct rc_ref *dir, const char *name, mode_t mode, int flags, stru
 	if (!r && !rc_cachedir(d->rs, dir->sb))
 		r = -ENOMEM;
 	if (!r) {
-		snprintf(tmpl, sizeof(tmpl), "%s/new-XXXXXX", d->rs->cachedir);
-		cfd = mkostemp(tmpl, O_CLOEXEC);
+		cfd = sfs_pathf(tmpl, sizeof(tmpl), "%s/new-XXXXXX", d->rs->cachedir) < 0
+			  ? (errno = ENAMETOOLONG, -1)
+			  : mkostemp(tmpl, O_CLOEXEC);
 		if (cfd < 0)
 			r = -errno;
 	}

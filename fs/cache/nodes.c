@@ -191,8 +191,9 @@ void rc_hash_path_locked(struct rc_node *n)
 
 void rc_cache_file_name(struct rc_node *n, const char *suffix, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%" PRIu64 "%s", n->rs->cachedir ? n->rs->cachedir : "/nonexistent",
-		 n->id, suffix);
+	if (sfs_pathf(buf, len, "%s/%" PRIu64 "%s",
+		      n->rs->cachedir ? n->rs->cachedir : "/nonexistent", n->id, suffix) < 0)
+		sfs_log(SFS_LOG_ERR, "cache: %s: path too long", n->rs->cachedir); /* "": no file */
 }
 
 struct rc_node *rc_new_node_locked(struct rsb *rs, const char *path)

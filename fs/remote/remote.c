@@ -16,6 +16,7 @@
 #include "../../providers/options.h"
 #include "../../providers/provider.h"
 #include "../cache/remote_cache.h"
+#include "../../providers/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,11 +45,10 @@ int rws_where(fuse_ino_t ino, struct sfs_sandbox **sb, char *path, size_t len)
 		return r;
 	char *p = rc_ref_path(&ref);
 	*sb = ref.sb; /* records are never freed while mounted */
-	if (p)
-		snprintf(path, len, "workspace%s%s", *p ? "/" : "", p);
+	r = p ? sfs_pathf(path, len, "workspace%s%s", *p ? "/" : "", p) : -ENOMEM;
 	rc_ref_put(&ref);
 	free(p);
-	return p ? 0 : -ENOMEM;
+	return r;
 }
 
 /* The cache node behind ino, pinned, with its sandbox; or an error reply
@@ -68,10 +68,11 @@ static void show_link(const char *root, const char *path, const char *target, ch
 	int depth = 0;
 	for (const char *p = path; *p; p++)
 		depth += *p == '/';
-	if (raw_links)
-		snprintf(out, cap, "%s", target);
-	else if (sfs_symlink_rewrite(target, root, depth, out, cap) < 0)
-		snprintf(out, cap, "%s", SFS_SYMLINK_OUTSIDE_PREFIX); /* too long to show safely */
+	if (raw_links ? sfs_pathf(out, cap, "%s", target) < 0
+		      : sfs_symlink_rewrite(target, root, depth, out, cap) < 0)
+		snprintf(
+		    out, cap, "%s",
+		    SFS_SYMLINK_OUTSIDE_PREFIX); /* may be cut: never; too long to show safely */
 }
 
 /* struct stat of a node; path is needed only for a symlink's shown size. */

@@ -164,7 +164,8 @@ int scache_note(struct scache *c, const char *path, const struct stat *st, const
 static int write_unsynced(const char *path, const void *data, size_t len)
 {
 	char tmp[4200];
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()); /* one per thread */
+	if (sfs_pathf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid()) < 0) /* one per thread */
+		return -ENAMETOOLONG;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;

@@ -167,7 +167,9 @@ static void sweep(const char *objects, const struct oidset *live, struct snap_gc
 	static const char hex[] = "0123456789abcdef";
 	for (int i = 0; i < 256; i++) {
 		char dir[4400];
-		snprintf(dir, sizeof(dir), "%s/%c%c", objects, hex[i >> 4], hex[i & 15]);
+		if (snprintf(dir, sizeof(dir), "%s/%c%c", objects, hex[i >> 4], hex[i & 15]) >=
+		    (int)sizeof(dir))
+			return; /* objects fits 4300 bytes, dir 4400: never */
 		DIR *d = opendir(dir);
 		if (!d)
 			continue;
@@ -178,7 +180,7 @@ static void sweep(const char *objects, const struct oidset *live, struct snap_gc
 			if (strlen(de->d_name) != GIT_OID_HEXSZ - 2)
 				continue; /* a temporary file of a writer, or . and .. */
 			snprintf(full, sizeof(full), "%c%c%s", hex[i >> 4], hex[i & 15],
-				 de->d_name);
+				 de->d_name); /* may be cut: never, its length was checked */
 			if (git_oid_fromstr(&id, full) < 0)
 				continue;
 			if (set_has(live, &id)) {
@@ -236,8 +238,10 @@ int snap_gc(const char *cache_glob, struct snap_gc_stats *st, struct sfs_err *er
 	r = mark_refs(repo, &live, err);
 	if (!r) {
 		char objects[4300];
-		snprintf(objects, sizeof(objects), "%s/objects", git_repository_path(repo));
-		sweep(objects, &live, st);
+		if (snprintf(objects, sizeof(objects), "%s/objects", git_repository_path(repo)) <
+		    (int)sizeof(objects))
+			sweep(objects, &live,
+			      st); /* else no sweep, never one of another directory */
 		drop_caches(cache_glob, &live, st);
 		mf_cache_clear(); /* a dropped snapshot's manifest names swept blobs */
 	}

@@ -121,7 +121,8 @@ static int write_file(struct rst *s, int dirfd, const char *name, const char *re
 	for (int tries = 0; fd < 0 && tries < 8; tries++) {
 		if (sfs_random_hex(hex, 16) < 0)
 			snprintf(hex, sizeof(hex), "%d-%d", (int)getpid(), tries);
-		snprintf(tmp, sizeof(tmp), ".sandboxfs-restore-%s", hex);
+		snprintf(tmp, sizeof(tmp), ".sandboxfs-restore-%s",
+			 hex); /* may be cut: never, hex < 17 */
 		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 && errno != EEXIST)
 			break;
@@ -152,9 +153,13 @@ static int restore_link(struct rst *s, int dirfd, const char *name, const char *
 	if (rc < 0)
 		return st_error(s->err, rc, "restore: reading a link");
 	char target[4096];
-	snprintf(target, sizeof(target), "%.*s", (int)git_blob_rawsize(b),
-		 (const char *)git_blob_rawcontent(b));
+	int cut = git_blob_rawsize(b) >= sizeof(target);
+	if (!cut)
+		(void)!sfs_pathf(target, sizeof(target), "%.*s", (int)git_blob_rawsize(b),
+				 (const char *)git_blob_rawcontent(b));
 	git_blob_free(b);
+	if (cut)
+		return fail(s, ENAMETOOLONG, "symlink", rel); /* never a cut target */
 	char have[4096];
 	ssize_t n = exists ? readlinkat(dirfd, name, have, sizeof(have) - 1) : -1;
 	if (n >= 0 && (have[n] = '\0', strcmp(have, target) == 0)) {

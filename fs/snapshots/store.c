@@ -74,7 +74,8 @@ uint64_t st_identity(void)
 {
 	char objects[4300];
 	struct stat st;
-	snprintf(objects, sizeof(objects), "%s/objects", store_path);
+	if (sfs_pathf(objects, sizeof(objects), "%s/objects", store_path) < 0)
+		return 0;
 	if (stat(objects, &st) < 0)
 		return 0;
 	return ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino;
@@ -101,7 +102,9 @@ int snap_store_init(const char *statedir, struct sfs_err *err)
 	 * opened and inflated per entry: most of a second snapshot's time)
 	 * is skipped.  Process-wide; providers/git only reads objects. */
 	git_libgit2_opts(GIT_OPT_ENABLE_STRICT_OBJECT_CREATION, 0);
-	snprintf(store_path, sizeof(store_path), "%s/git/store", statedir);
+	if (sfs_pathf(store_path, sizeof(store_path), "%s/git/store", statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: %s/git/store: path too long",
+				statedir);
 	return 0;
 }
 
@@ -127,7 +130,7 @@ int st_open(git_repository **repo, struct sfs_err *err)
 	int rc = git_repository_open_bare(repo, store_path);
 	if (rc == GIT_ENOTFOUND) {
 		char parent[4300];
-		snprintf(parent, sizeof(parent), "%s", store_path);
+		memcpy(parent, store_path, strlen(store_path) + 1); /* fits: 4200 < 4300 */
 		*strrchr(parent, '/') = '\0';
 		int r = sfs_mkdir_p(parent, 0700);
 		if (r)
@@ -144,9 +147,9 @@ int st_open(git_repository **repo, struct sfs_err *err)
 	return rc < 0 ? st_error(err, rc, "snapshot: the object store") : 0;
 }
 
-static void ref_name(char *buf, size_t len, const char *key, const char *id)
+static int ref_name(char *buf, size_t len, const char *key, const char *id)
 {
-	snprintf(buf, len, "refs/sandboxfs/%s/%s", key, id);
+	return sfs_pathf(buf, len, "refs/sandboxfs/%s/%s", key, id);
 }
 
 int snap_take(int rootfd, const char *cache, const char *key, const char *id, const char *label,
@@ -192,7 +195,8 @@ int snap_take(int rootfd, const char *cache, const char *key, const char *id, co
 		ret = st_error(err, rc, "snapshot: the commit");
 	char ref[512];
 	git_reference *ref_obj = NULL;
-	ref_name(ref, sizeof(ref), key, id);
+	if (!ret && ref_name(ref, sizeof(ref), key, id) < 0)
+		ret = sfs_errf(err, -ENAMETOOLONG, "snapshot: ref name too long");
 	if (!ret && (rc = git_reference_create(&ref_obj, r.repo, ref, &cid, 1, "snapshot")) < 0)
 		ret = st_error(err, rc, "snapshot: its ref");
 	git_reference_free(ref_obj);
@@ -219,8 +223,11 @@ int snap_forget(const char *key, const char *id, struct sfs_err *err)
 	if (r)
 		return r;
 	char ref[512], glob[512];
-	ref_name(ref, sizeof(ref), key, id ? id : "*");
-	snprintf(glob, sizeof(glob), "%s", ref);
+	if (ref_name(ref, sizeof(ref), key, id ? id : "*") < 0 ||
+	    sfs_pathf(glob, sizeof(glob), "%s", ref) < 0) {
+		git_repository_free(repo);
+		return sfs_errf(err, -ENAMETOOLONG, "snapshot: ref name too long");
+	}
 	git_reference_iterator *it = NULL;
 	int rc = id ? 0 : git_reference_iterator_glob_new(&it, repo, glob);
 	int dropped = 0;
@@ -275,16 +282,20 @@ int snap_info_read(const char *commit, struct snap_info *info, struct sfs_err *e
 	const char *msg = git_commit_message(c);
 	if (strncmp(msg, "snapshot ", 9) == 0) {
 		size_t n = strcspn(msg + 9, "\n");
-		snprintf(info->label, sizeof(info->label), "%.*s", (int)n, msg + 9);
+		snprintf(info->label, sizeof(info->label), "%.*s", (int)n,
+			 msg + 9); /* message: may be cut */
 	}
 	const char *k = strstr(msg, "Sandboxfs-Sandbox: ");
 	if (k)
-		snprintf(info->key, sizeof(info->key), "%.*s", (int)strcspn(k + 19, "\n"), k + 19);
+		if (sfs_pathf(info->key, sizeof(info->key), "%.*s", (int)strcspn(k + 19, "\n"),
+			      k + 19) < 0)
+			info->key[0] = '\0'; /* a key that is not one: no sandbox's */
 	info->st.files = trailer_u64(msg, "Sandboxfs-Files: ");
 	info->st.bytes = trailer_u64(msg, "Sandboxfs-Bytes: ");
 	info->st.skipped = trailer_u64(msg, "Sandboxfs-Skipped: ");
 	info->time = (int64_t)git_commit_time(c);
-	snprintf(info->commit, sizeof(info->commit), "%s", commit);
+	if (sfs_pathf(info->commit, sizeof(info->commit), "%s", commit) < 0)
+		info->commit[0] = '\0'; /* commit_of found it: a full id, never */
 	git_commit_free(c);
 	git_repository_free(repo);
 	return 0;

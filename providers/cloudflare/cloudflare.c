@@ -220,7 +220,8 @@ static int cf_snapshot(struct sfs_sandbox *sb, const char *label, char **id, str
 		return r;
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return sfs_errf(err, -errno, "cloudflare: %s: %s", dir, strerror(errno));
-	snprintf(tmp, sizeof(tmp), "%s.part", file);
+	if (sfs_pathf(tmp, sizeof(tmp), "%s.part", file) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "cloudflare: %s: path too long", file);
 	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "cloudflare: %s: %s", tmp, strerror(errno));
@@ -306,8 +307,9 @@ static int cf_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 		r = open_snapshot(src, from, &fd, err);
 	} else {
 		char tmpl[4200];
-		snprintf(tmpl, sizeof(tmpl), "%s/.cloudflare-fork-XXXXXX", src->statedir);
-		fd = mkostemp(tmpl, O_CLOEXEC);
+		fd = sfs_pathf(tmpl, sizeof(tmpl), "%s/.cloudflare-fork-XXXXXX", src->statedir) < 0
+			 ? (errno = ENAMETOOLONG, -1)
+			 : mkostemp(tmpl, O_CLOEXEC);
 		r = fd < 0 ? sfs_errf(err, -errno, "cloudflare: %s: %s", tmpl, strerror(errno)) : 0;
 		if (fd >= 0) {
 			unlink(tmpl);
@@ -350,10 +352,10 @@ static bool cf_configured(char *why, size_t len)
 	const char *token;
 	struct sfs_err err = {0};
 	if (cf_creds(&url, &token, &err)) {
-		snprintf(why, len, "%s", err.msg);
+		snprintf(why, len, "%s", err.msg); /* message: may be cut */
 		return false;
 	}
-	snprintf(why, len, "ready: sandbox bridge at %s", url);
+	snprintf(why, len, "ready: sandbox bridge at %s", url); /* message: may be cut */
 	free(url);
 	return true;
 }

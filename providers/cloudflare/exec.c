@@ -49,7 +49,7 @@ static int on_event(const char *event, const char *data, size_t len, const char 
 		const char *m = json_string_value(json_object_get(o, "error"));
 		const char *c = json_string_value(json_object_get(o, "code"));
 		snprintf(d->failure, sizeof(d->failure), "%s%s%s%s", m ? m : "exec failed",
-			 c ? " (" : "", c ? c : "", c ? ")" : "");
+			 c ? " (" : "", c ? c : "", c ? ")" : ""); /* message: may be cut */
 	}
 	json_decref(o);
 	return r;

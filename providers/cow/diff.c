@@ -12,6 +12,7 @@
  */
 #include "cow.h"
 #include "walk.h"
+#include "../util.h"
 
 #include "../untrusted/tree.h"
 
@@ -188,7 +189,8 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 {
 	*c = (struct diffctx){.basefd = -1, .newfd = -1, .err = err};
 	char meta[PATH_MAX];
-	snprintf(meta, sizeof(meta), "%s/" SFS_COW_DIR "/base.json", statedir);
+	if (sfs_pathf(meta, sizeof(meta), "%s/" SFS_COW_DIR "/base.json", statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "diff: %s: path too long", statedir);
 	json_error_t je;
 	json_t *j = json_load_file(meta, 0, &je);
 	if (!j)
@@ -204,10 +206,11 @@ static int find_changes(const char *statedir, struct diffctx *c, struct sfs_err 
 		r = sfs_errf(err, -ENOMEM, "out of memory");
 	else if (!base)
 		r = sfs_errf(err, -EIO, "diff: %s names no base", meta);
+	if (!r && (sfs_pathf(c->meta->base, sizeof(c->meta->base), "%s", base) < 0 ||
+		   sfs_pathf(c->meta->newroot, sizeof(c->meta->newroot), "%s/" SFS_COW_DIR "/%s",
+			     statedir, overlay ? "upper" : "merged") < 0))
+		r = sfs_errf(err, -ENAMETOOLONG, "diff: %s: path too long", meta);
 	if (!r) {
-		snprintf(c->meta->base, sizeof(c->meta->base), "%s", base);
-		snprintf(c->meta->newroot, sizeof(c->meta->newroot), "%s/" SFS_COW_DIR "/%s",
-			 statedir, overlay ? "upper" : "merged");
 		c->base = c->meta->base;
 		c->newroot = c->meta->newroot;
 		bool nocase = false;

@@ -40,8 +40,11 @@
 
 static void cow_path(const char *statedir, const char *leaf, char *buf)
 {
-	snprintf(buf, PATH_MAX, "%s/" SFS_COW_DIR "%s%s", statedir, leaf ? "/" : "",
-		 leaf ? leaf : "");
+	/* "" (no file) when it does not fit: the state dir's length is
+	 * bounded (SFS_STATEDIR_MAX), so never */
+	if (sfs_pathf(buf, PATH_MAX, "%s/" SFS_COW_DIR "%s%s", statedir, leaf ? "/" : "",
+		      leaf ? leaf : "") < 0)
+		sfs_log(SFS_LOG_ERR, "base workspace: %s: path too long", statedir);
 }
 
 bool sfs_cow_present(const char *statedir)
@@ -120,7 +123,8 @@ static int meta_load(const char *statedir, struct cow_meta *m, struct sfs_err *e
 	if (!base || !mode)
 		r = sfs_errf(err, -EIO, "base workspace: %s: no base or mode", p);
 	else {
-		snprintf(m->base, sizeof(m->base), "%s", base);
+		if (sfs_pathf(m->base, sizeof(m->base), "%s", base) < 0)
+			r = sfs_errf(err, -ENAMETOOLONG, "base workspace: %s: base too long", p);
 		m->overlay = strcmp(mode, "overlay") == 0;
 		m->hide = hide ? strdup(hide) : NULL;
 		if (hide && !m->hide)
@@ -153,8 +157,8 @@ int sfs_cow_describe(const char *statedir, char *base, size_t baselen, char *mod
 	int r = meta_load(statedir, &m, err);
 	if (r)
 		return r;
-	snprintf(base, baselen, "%s", m.base);
-	snprintf(mode, modelen, "%s", m.overlay ? "overlay" : "copy");
+	snprintf(base, baselen, "%s", m.base); /* message: may be cut (a status line) */
+	snprintf(mode, modelen, "%s", m.overlay ? "overlay" : "copy"); /* message: may be cut */
 	free(m.hide);
 	return 0;
 }
@@ -168,7 +172,8 @@ static bool is_overlay_mount(const char *merged)
 	struct statfs sf;
 	struct stat st, parent;
 	char up[PATH_MAX + 4];
-	snprintf(up, sizeof(up), "%s/..", merged);
+	if (sfs_pathf(up, sizeof(up), "%s/..", merged) < 0)
+		return false;
 	return statfs(merged, &sf) == 0 && (unsigned long)sf.f_type == OVERLAYFS_MAGIC_NR &&
 	       stat(merged, &st) == 0 && stat(up, &parent) == 0 && st.st_dev != parent.st_dev;
 }
@@ -201,7 +206,13 @@ static int mount_overlay(const char *statedir, const char *base, struct sfs_err 
 	if (escape_opt(base, el, sizeof(el)) || escape_opt(upper, eu, sizeof(eu)) ||
 	    escape_opt(work, ew, sizeof(ew)))
 		return sfs_errf(err, -ENAMETOOLONG, "base workspace: path too long");
-	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", el, eu, ew);
+	/* mount(2) reads one page of options and cuts the rest silently: a
+	 * workdir cut there names another directory */
+	if (sfs_pathf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s", el, eu, ew) < 0 ||
+	    strlen(opts) >= 4096)
+		return sfs_errf(err, -ENAMETOOLONG,
+				"base workspace: the overlay's options are too long (base and "
+				"state paths: 4095 bytes in all)");
 	if (mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
 		return sfs_errf(err, -errno, "base workspace: mounting overlayfs on %s: %s", merged,
 				strerror(errno));
@@ -232,7 +243,8 @@ struct build {
 static int mkdirs_like(int rootfd, int basefd, const char *rel, struct sfs_err *err)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s", rel);
+	if (sfs_pathf(path, sizeof(path), "%s", rel) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "base workspace: %s: path too long", rel);
 	for (char *s = path;; s++) {
 		if (*s && *s != '/')
 			continue;
@@ -269,7 +281,9 @@ static int whiteout(struct build *b, int basefd, const char *rel)
 	const char *slash = strrchr(rel, '/');
 	if (slash) {
 		char parent[PATH_MAX];
-		snprintf(parent, sizeof(parent), "%.*s", (int)(slash - rel), rel);
+		if (sfs_pathf(parent, sizeof(parent), "%.*s", (int)(slash - rel), rel) < 0)
+			return sfs_errf(b->err, -ENAMETOOLONG, "base workspace: %s: path too long",
+					rel);
 		int r = mkdirs_like(b->upperfd, basefd, parent, b->err);
 		if (r)
 			return r;

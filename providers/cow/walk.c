@@ -1,6 +1,7 @@
 /* A depth-first walk over fds: openat + fdopendir, never following a
  * symlink and staying on one filesystem (a mount below is not entered). */
 #include "walk.h"
+#include "../util.h"
 
 #include "../untrusted/tree.h"
 
@@ -109,7 +110,10 @@ int sfs_cow_walk_under(const char *root, const char *sub, bool need_stat, sfs_co
 		goto out;
 	}
 	w->dev = st.st_dev;
-	snprintf(w->path, sizeof(w->path), "%s", sub);
+	if (sfs_pathf(w->path, sizeof(w->path), "%s", sub) < 0) {
+		r = sfs_errf(err, -ENAMETOOLONG, "walk %s/%s: path too long", root, sub);
+		goto out;
+	}
 	int fd = *sub ? sfs_cow_open_beneath(w->rootfd, sub, O_RDONLY | O_DIRECTORY)
 		      : openat(w->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {

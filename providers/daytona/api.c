@@ -6,6 +6,7 @@
 #include "../priv_str.h"
 #include "../redact.h"
 #include "../sh/sh.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -183,7 +184,8 @@ int dt_wait_state(struct sfs_sandbox *sb, const char *want, struct sfs_err *err)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long delay_ms = 100;
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 	for (;;) {
 		json_t *o = NULL;
 		int r = dt_api("GET", path, NULL, &o, NULL, err);

@@ -44,7 +44,7 @@ static int create_body(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, co
 {
 	json_t *body = json_object(), *env = json_object(), *labels = json_object();
 	char name[80];
-	snprintf(name, sizeof(name), "sandboxfs-%s", sb->key);
+	snprintf(name, sizeof(name), "sandboxfs-%s", sb->key); /* may be cut: never, a key < 40 */
 	int r = (!body || !env || !labels) ? -ENOMEM : 0;
 	for (size_t i = 0; !r && i < sb->env.n; i++)
 		r = json_object_set_new(env, sb->env.v[i].key, json_string(sb->env.v[i].val));
@@ -127,7 +127,8 @@ static void delete_remote(const char *id)
 {
 	char path[256];
 	struct sfs_err err = {0};
-	snprintf(path, sizeof(path), "/sandbox/%s", id);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s", id) < 0)
+		return; /* never a DELETE of a cut id */
 	int r = dt_api("DELETE", path, NULL, NULL, NULL, &err);
 	if (r && r != -ENOENT)
 		sfs_log(SFS_LOG_WARN, "daytona: could not delete sandbox %s: %s", id, err.msg);
@@ -174,7 +175,8 @@ static int dt_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return sfs_errf(err, -EINVAL, "daytona: no sandbox id to resume");
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 	json_t *o = NULL;
 	int r = dt_api("GET", path, NULL, &o, NULL, err);
 	if (r == -ENOENT)
@@ -183,13 +185,15 @@ static int dt_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		return r;
 	const char *state = json_string_value(json_object_get(o, "state"));
 	char st[32];
-	snprintf(st, sizeof(st), "%s", state ? state : "");
+	snprintf(st, sizeof(st), "%s",
+		 state ? state : ""); /* may be cut: compared with short words only */
 	r = dt_adopt(sb, o, err);
 	json_decref(o);
 	if (r)
 		return r;
 	if (!strcmp(st, "stopped") || !strcmp(st, "archived") || !strcmp(st, "paused")) {
-		snprintf(path, sizeof(path), "/sandbox/%s/start", sb->id);
+		if (sfs_pathf(path, sizeof(path), "/sandbox/%s/start", sb->id) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 		r = dt_api("POST", path, NULL, NULL, NULL, err);
 		if (r)
 			return r;
@@ -208,7 +212,8 @@ static int dt_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return 0;
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 	int r = dt_api("DELETE", path, NULL, NULL, NULL, err);
 	if (r == -ENOENT)
 		r = 0; /* already gone is what we wanted */
@@ -221,7 +226,8 @@ static int lifecycle(struct sfs_sandbox *sb, const char *verb, const char *want,
 		     struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s/%s", sb->id, verb);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s/%s", sb->id, verb) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 	int r = dt_api("POST", path, NULL, NULL, NULL, err);
 	return r ? r : dt_wait_state(sb, want, err);
 }
@@ -245,13 +251,15 @@ static int dt_snapshot(struct sfs_sandbox *sb, const char *label, char **id, str
 	for (const char *p = label ? label : ""; *p && k < sizeof(lab) - 1; p++)
 		lab[k++] = isalnum((unsigned char)*p) ? (char)tolower((unsigned char)*p) : '-';
 	lab[k] = '\0';
-	snprintf(name, sizeof(name), "sandboxfs-%.8s-%s%s%s", sb->key, lab, k ? "-" : "", rnd);
+	snprintf(name, sizeof(name), "sandboxfs-%.8s-%s%s%s", sb->key, lab, k ? "-" : "",
+		 rnd); /* may be cut: never, 8 + 48 + 9 < 128 */
 	json_t *body = json_pack("{s:s}", "name", name);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s/snapshot", sb->id);
-	int r = dt_api("POST", path, body, NULL, NULL, err);
+	int r = sfs_pathf(path, sizeof(path), "/sandbox/%s/snapshot", sb->id) < 0
+		    ? sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long")
+		    : dt_api("POST", path, body, NULL, NULL, err);
 	json_decref(body);
 	if (!r)
 		r = dt_wait_state(sb, "started", err); /* snapshotting -> started */
@@ -301,7 +309,8 @@ static int dt_restore(struct sfs_sandbox *sb, const char *snapshot_id, struct sf
 static int dt_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "/snapshots/%s", snapshot_id);
+	if (sfs_pathf(path, sizeof(path), "/snapshots/%s", snapshot_id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: snapshot id too long");
 	int r = dt_api("DELETE", path, NULL, NULL, NULL, err);
 	return r == -ENOENT ? 0 : r;
 }
@@ -317,9 +326,11 @@ static int dt_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 			r = make_sandbox(dst, "/sandbox", body, from, err);
 	} else {
 		char name[80], path[256];
-		snprintf(name, sizeof(name), "sandboxfs-%s", dst->key);
-		snprintf(path, sizeof(path), "/sandbox/%s/fork", src->id);
-		body = json_pack("{s:s}", "name", name);
+		snprintf(name, sizeof(name), "sandboxfs-%s",
+			 dst->key); /* may be cut: never, a key < 40 */
+		body = sfs_pathf(path, sizeof(path), "/sandbox/%s/fork", src->id) < 0
+			   ? NULL
+			   : json_pack("{s:s}", "name", name);
 		r = body ? make_sandbox(dst, path, body, src->image ? src->image : "default", err)
 			 : sfs_errf(err, -ENOMEM, "out of memory");
 	}
@@ -330,7 +341,8 @@ static int dt_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 static int dt_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/sandbox/%s/ports/%d/preview-url", sb->id, port);
+	if (sfs_pathf(path, sizeof(path), "/sandbox/%s/ports/%d/preview-url", sb->id, port) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "daytona: sandbox id too long");
 	json_t *o = NULL;
 	int r = dt_api("GET", path, NULL, &o, NULL, err);
 	if (r)
@@ -357,7 +369,8 @@ static bool dt_configured(char *why, size_t len)
 		return false;
 	}
 	char *base = sfs_http_base_url("daytona.api_url", "DAYTONA_API_URL", DT_DEFAULT_API);
-	snprintf(why, len, "ready: Daytona API at %s", base ? base : DT_DEFAULT_API);
+	snprintf(why, len, "ready: Daytona API at %s",
+		 base ? base : DT_DEFAULT_API); /* message: may be cut */
 	free(base);
 	return true;
 }

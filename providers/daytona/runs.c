@@ -28,7 +28,8 @@ static long poll_timeout_ms(void)
 int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char sid[96], path[256];
-	snprintf(sid, sizeof(sid), "sandboxfs-%s-%d", sb->key, run->n);
+	snprintf(sid, sizeof(sid), "sandboxfs-%s-%d", sb->key,
+		 run->n); /* may be cut: never, a key < 40 and a number */
 	json_t *body = json_pack("{s:s}", "sessionId", sid);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -63,7 +64,8 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	free(cmd);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), "/process/session/%s/exec", sid);
+	snprintf(path, sizeof(path), "/process/session/%s/exec",
+		 sid); /* may be cut: never, sid < 96 */
 	json_t *out = NULL;
 	r = dt_toolbox(sb, "POST", path, body, &out, err);
 	json_decref(body);
@@ -72,10 +74,12 @@ int dt_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	/* the command id, for whoever debugs a run by hand */
 	const char *cid = json_string_value(json_object_get(out, "cmdId"));
 	char file[4200];
-	snprintf(file, sizeof(file), "%s/daytona", run->dir);
 	char text[256];
-	int tl = snprintf(text, sizeof(text), "session %s\ncommand %s\n", sid, cid ? cid : "-");
-	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	/* a debugging note: cut to fit, and written as far as it was made */
+	snprintf(text, sizeof(text), "session %s\ncommand %s\n", sid,
+		 cid ? cid : "-"); /* message: may be cut */
+	if (sfs_pathf(file, sizeof(file), "%s/daytona", run->dir) == 0)
+		sfs_write_file_atomic(file, text, strlen(text), NULL);
 	json_decref(out);
 	run->state = SFS_RUN_RUNNING;
 	return 0;

@@ -3,6 +3,7 @@
 #include "engine.h"
 
 #include "../tar.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,8 +47,10 @@ int dk_archive_read(const char *cid, const char *path, char **data, size_t *len,
 	if (!epath)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[4300];
-	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
+	int pr = sfs_pathf(url, sizeof(url), "/containers/%s/archive?path=%s", cid, epath);
 	free(epath);
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", path);
 	struct dk_resp resp;
 	int r = dk_request("GET", url, NULL, NULL, 0, 60, &resp, err);
 	if (r)

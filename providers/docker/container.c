@@ -107,16 +107,16 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 			sfs_netpolicy_free(&p);
 			if (r)
 				return r;
-			if (strlen(v) >= sizeof(spec->network))
+			if (sfs_pathf(spec->network, sizeof(spec->network), "%s", v) < 0)
 				return sfs_errf(err, -EINVAL, "docker: network= is too long");
-			snprintf(spec->network, sizeof(spec->network), "%s", v);
 		} else if (strcmp(k, "network") == 0) {
 			if (!word_ok(v))
 				return sfs_errf(err, -EINVAL,
 						"docker: network=%s: expected none, bridge or a "
 						"network name",
 						v);
-			snprintf(spec->network, sizeof(spec->network), "%s", v);
+			if (sfs_pathf(spec->network, sizeof(spec->network), "%s", v) < 0)
+				return sfs_errf(err, -ENAMETOOLONG, "docker: network= is too long");
 		} else if (strcmp(k, "cpus") == 0) {
 			char *end;
 			spec->cpus = strtod(v, &end);
@@ -153,8 +153,9 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 	if (spec->nports && (strcmp(spec->network, "none") == 0 || dk_net_allow(spec)))
 		return sfs_errf(err, -EINVAL,
 				"docker: ports= cannot be published with network=none");
-	snprintf(spec->image, sizeof(spec->image), "%s", image);
-	snprintf(spec->workdir, sizeof(spec->workdir), "%s", workdir);
+	if (sfs_pathf(spec->image, sizeof(spec->image), "%s", image) < 0 ||
+	    sfs_pathf(spec->workdir, sizeof(spec->workdir), "%s", workdir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: image= or workdir= is too long");
 	return 0;
 }
 
@@ -182,11 +183,12 @@ int dk_spec_from_json(json_t *j, struct dk_spec *spec)
 	const char *network = json_string_value(json_object_get(j, "network"));
 	if (!image || !workdir)
 		return -EINVAL;
-	snprintf(spec->image, sizeof(spec->image), "%s", image);
-	snprintf(spec->workdir, sizeof(spec->workdir), "%s", workdir);
-	snprintf(spec->network, sizeof(spec->network), "%s", network ? network : "");
 	const char *hostdir = json_string_value(json_object_get(j, "hostdir"));
-	snprintf(spec->hostdir, sizeof(spec->hostdir), "%s", hostdir ? hostdir : "");
+	if (sfs_pathf(spec->image, sizeof(spec->image), "%s", image) < 0 ||
+	    sfs_pathf(spec->workdir, sizeof(spec->workdir), "%s", workdir) < 0 ||
+	    sfs_pathf(spec->network, sizeof(spec->network), "%s", network ? network : "") < 0 ||
+	    sfs_pathf(spec->hostdir, sizeof(spec->hostdir), "%s", hostdir ? hostdir : "") < 0)
+		return -ENAMETOOLONG;
 	spec->cpus = json_number_value(json_object_get(j, "cpus"));
 	spec->memory = json_integer_value(json_object_get(j, "memory"));
 	size_t i;
@@ -228,7 +230,8 @@ int dk_inspect(const char *cid, struct dk_info *info, struct sfs_err *err)
 {
 	memset(info, 0, sizeof(*info));
 	char path[256], what[96];
-	snprintf(path, sizeof(path), "/containers/%s/json", cid);
+	if (sfs_pathf(path, sizeof(path), "/containers/%s/json", cid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container id too long");
 	snprintf(what, sizeof(what), "container %.12s", cid);
 	json_t *j;
 	int r = dk_json("GET", path, NULL, 30, &j, what, err);
@@ -242,20 +245,31 @@ int dk_inspect(const char *cid, struct dk_info *info, struct sfs_err *err)
 		json_decref(j);
 		return sfs_errf(err, -EIO, "docker: %s: unexpected inspect reply", what);
 	}
-	snprintf(info->id, sizeof(info->id), "%s", id);
+	memcpy(info->id, id, strlen(id) + 1); /* its length checked above */
 	info->running = json_is_true(json_object_get(state, "Running")) &&
 			!json_is_true(json_object_get(state, "Paused"));
 	const char *s = json_string_value(json_object_get(state, "Status"));
-	snprintf(info->status, sizeof(info->status), "%s", s ? s : "?");
+	snprintf(info->status, sizeof(info->status), "%s", s ? s : "?"); /* message: may be cut */
 	s = json_string_value(json_object_get(state, "StartedAt"));
-	snprintf(info->started, sizeof(info->started), "%s", s ? s : "");
+	/* a start time is an identity (state.c compares it) and a merged dir
+	 * a host path: an answer too long for them is refused, never cut */
+	if (sfs_pathf(info->started, sizeof(info->started), "%s", s ? s : "") < 0) {
+		json_decref(j);
+		return sfs_errf(err, -EIO, "docker: %s: unexpected inspect reply", what);
+	}
 	json_t *gd = json_object_get(j, "GraphDriver");
 	const char *driver = json_string_value(json_object_get(gd, "Name"));
 	s = json_string_value(json_object_get(json_object_get(gd, "Data"), "MergedDir"));
 	if (driver && strncmp(driver, "overlay", 7) == 0 && s)
-		snprintf(info->merged, sizeof(info->merged), "%s", s);
+		if (sfs_pathf(info->merged, sizeof(info->merged), "%s", s) < 0) {
+			json_decref(j);
+			return sfs_errf(err, -EIO, "docker: %s: unexpected inspect reply", what);
+		}
 	s = json_string_value(json_object_get(json_object_get(j, "Config"), "User"));
-	snprintf(info->user, sizeof(info->user), "%s", s ? s : "");
+	if (sfs_pathf(info->user, sizeof(info->user), "%s", s ? s : "") < 0) {
+		json_decref(j);
+		return sfs_errf(err, -EIO, "docker: %s: unexpected inspect reply", what);
+	}
 	info->raw = j;
 	return 0;
 }
@@ -278,7 +292,7 @@ static void pull_line(struct pull *p)
 		return;
 	const char *e = json_string_value(json_object_get(j, "error"));
 	if (e) {
-		snprintf(p->error, sizeof(p->error), "%s", e);
+		snprintf(p->error, sizeof(p->error), "%s", e); /* message: may be cut */
 	} else {
 		const char *status = json_string_value(json_object_get(j, "status"));
 		const char *prog = json_string_value(json_object_get(j, "progress"));
@@ -310,7 +324,8 @@ static bool pull_sink(void *arg, const char *data, size_t len)
 static int image_present(const char *image, struct sfs_err *err)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "/images/%s/json", image);
+	if (sfs_pathf(path, sizeof(path), "/images/%s/json", image) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: image name too long");
 	int r = dk_json("GET", path, NULL, 30, NULL, "image inspect", err);
 	return r < 0 ? r : 0;
 }
@@ -322,23 +337,27 @@ int dk_ensure_image(struct sfs_sandbox *sb, const char *image, struct sfs_err *e
 		return r;
 	/* fromImage + tag; a digest reference goes whole in fromImage */
 	char name[256], tag[128] = "";
-	snprintf(name, sizeof(name), "%s", image);
+	if (sfs_pathf(name, sizeof(name), "%s", image) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: image name too long");
 	char *slash = strrchr(name, '/'), *colon = strrchr(name, ':');
 	if (!strchr(name, '@') && colon && (!slash || colon > slash)) {
 		*colon = '\0';
-		snprintf(tag, sizeof(tag), "%s", colon + 1);
+		if (sfs_pathf(tag, sizeof(tag), "%s", colon + 1) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "docker: image tag too long");
 	} else if (!strchr(name, '@')) {
 		snprintf(tag, sizeof(tag), "latest");
 	}
 	char *ename = sfs_http_escape_component(name), *etag = sfs_http_escape_component(tag);
 	char path[1024];
-	if (ename && etag)
-		snprintf(path, sizeof(path), "/images/create?fromImage=%s%s%s", ename,
-			 tag[0] ? "&tag=" : "", etag);
+	int pr = ename && etag ? sfs_pathf(path, sizeof(path), "/images/create?fromImage=%s%s%s",
+					   ename, tag[0] ? "&tag=" : "", etag)
+			       : 0;
 	free(ename);
 	free(etag);
 	if (!ename || !etag)
 		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: image name too long");
 	struct pull *p = calloc(1, sizeof(*p));
 	if (!p)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -396,7 +415,8 @@ json_t *dk_exec_env(struct sfs_sandbox *sb, int run, struct sfs_err *err)
 	sfs_kv_free(&sbenv);
 	if (!r && run > 0) {
 		char kv[128];
-		snprintf(kv, sizeof(kv), "SANDBOXFS_RUN_DIR=%s/%d", DK_RUNS_DIR, run);
+		snprintf(kv, sizeof(kv), "SANDBOXFS_RUN_DIR=%s/%d", DK_RUNS_DIR,
+			 run); /* may be cut: never, a constant and a number */
 		r = json_array_append_new(env, json_string(kv));
 	}
 	if (r) {
@@ -438,7 +458,9 @@ int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t o
 		size_t l = o.b.len;
 		while (l && (o.b.buf[l - 1] == '\n' || o.b.buf[l - 1] == ' '))
 			l--;
-		snprintf(out, outlen, "%.*s", (int)l, l ? o.b.buf : "");
+		if (sfs_pathf(out, outlen, "%.*s", (int)l, l ? o.b.buf : "") < 0)
+			r = sfs_errf(err, -ENAMETOOLONG,
+				     "docker: in container %.12s: sh's answer is too long", cid);
 	}
 	dk_buf_free(&o);
 	dk_buf_free(&e);
@@ -448,7 +470,8 @@ int dk_sh_cmd(const char *cid, const struct sfs_sh_cmd *cmd, char *out, size_t o
 int dk_container_remove(const char *cid, struct sfs_err *err)
 {
 	char path[256], what[96];
-	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
+	if (sfs_pathf(path, sizeof(path), "/containers/%s?force=true&v=true", cid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container id too long");
 	snprintf(what, sizeof(what), "removing container %.12s", cid);
 	dk_events_expect_removal(cid);
 	int r = dk_json("DELETE", path, NULL, 120, NULL, what, err);
@@ -458,7 +481,8 @@ int dk_container_remove(const char *cid, struct sfs_err *err)
 int dk_container_start(const char *cid, struct sfs_err *err)
 {
 	char path[256], what[96];
-	snprintf(path, sizeof(path), "/containers/%s/start", cid);
+	if (sfs_pathf(path, sizeof(path), "/containers/%s/start", cid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container id too long");
 	snprintf(what, sizeof(what), "starting container %.12s", cid);
 	int r = dk_json("POST", path, NULL, 120, NULL, what, err);
 	if (r == -ENOENT)
@@ -469,7 +493,8 @@ int dk_container_start(const char *cid, struct sfs_err *err)
 static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, const char *image)
 {
 	char state[4200];
-	snprintf(state, sizeof(state), "%s", sfs_state_dir ? sfs_state_dir : "");
+	if (sfs_pathf(state, sizeof(state), "%s", sfs_state_dir ? sfs_state_dir : "") < 0)
+		return NULL; /* a label that names another state dir: never */
 	json_t *labels =
 	    json_pack("{s:s, s:s, s:s, s:s}", "sandboxfs.managed", "1", "sandboxfs.name", sb->name,
 		      "sandboxfs.local_id", sb->key, "sandboxfs.state", state);
@@ -505,7 +530,8 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 		if (dk_net_dir(sb, dir, sizeof(dir), NULL) < 0) {
 			r = -1;
 		} else {
-			snprintf(bind, sizeof(bind), "%s:/run/sandboxfs:ro", dir);
+			if (sfs_pathf(bind, sizeof(bind), "%s:/run/sandboxfs:ro", dir) < 0)
+				r = -1;
 			r |= json_object_set_new(host, "NetworkMode", json_string("none"));
 			r |= json_array_append_new(binds, json_string(bind));
 		}
@@ -520,7 +546,8 @@ static json_t *create_body(struct sfs_sandbox *sb, const struct dk_spec *spec, c
 	if (binds && spec->hostdir[0]) {
 		/* a base workspace: the host's merged view is the workdir */
 		char bind[sizeof(spec->hostdir) + sizeof(spec->workdir) + 2];
-		snprintf(bind, sizeof(bind), "%s:%s", spec->hostdir, spec->workdir);
+		if (sfs_pathf(bind, sizeof(bind), "%s:%s", spec->hostdir, spec->workdir) < 0)
+			r = -1;
 		r |= json_array_append_new(binds, json_string(bind));
 	}
 	/* one list for both: a second "Binds" replaced the proxy's */
@@ -546,15 +573,17 @@ int dk_container_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const c
 	int r = sfs_random_hex(rnd, 6);
 	if (r)
 		return sfs_errf(err, r, "random: %s", strerror(-r));
-	snprintf(name, sizeof(name), "sandboxfs-%s-%s", sb->name, rnd);
-	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+	if (sfs_pathf(name, sizeof(name), "sandboxfs-%s-%s", sb->name, rnd) < 0 ||
+	    sfs_pathf(path, sizeof(path), "/containers/create?name=%s", name) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container name too long");
 	json_t *body = create_body(sb, spec, image);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	dk_progress(sb, "creating container from %s", image);
 	json_t *reply;
 	char what[300];
-	snprintf(what, sizeof(what), "creating a container from %s", image);
+	snprintf(what, sizeof(what), "creating a container from %s",
+		 image); /* message: may be cut */
 	r = dk_json("POST", path, body, 120, &reply, what, err);
 	json_decref(body);
 	if (r < 0) {
@@ -567,7 +596,7 @@ int dk_container_new(struct sfs_sandbox *sb, const struct dk_spec *spec, const c
 		dk_progress(sb, NULL);
 		return sfs_errf(err, -EIO, "docker: %s: no container id in the reply", what);
 	}
-	snprintf(cid, cidlen, "%s", id);
+	memcpy(cid, id, strlen(id) + 1); /* its length checked above */
 	json_decref(reply);
 
 	/* from here on, a failure removes the container: nothing half-done */
@@ -597,13 +626,16 @@ int dk_commit(const char *cid, const char *repo, const char *tag, char *image_id
 {
 	char *erepo = sfs_http_escape_component(repo), *etag = sfs_http_escape_component(tag);
 	char path[600];
-	if (erepo && etag)
-		snprintf(path, sizeof(path), "/commit?container=%s&repo=%s&tag=%s&pause=true", cid,
-			 erepo, etag);
+	int pr = erepo && etag
+		     ? sfs_pathf(path, sizeof(path),
+				 "/commit?container=%s&repo=%s&tag=%s&pause=true", cid, erepo, etag)
+		     : 0;
 	free(erepo);
 	free(etag);
 	if (!erepo || !etag)
 		return sfs_errf(err, -ENOMEM, "out of memory");
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: commit: repository or tag too long");
 	char what[96];
 	snprintf(what, sizeof(what), "committing container %.12s", cid);
 	json_t *empty = json_object(), *reply;
@@ -620,7 +652,7 @@ int dk_commit(const char *cid, const char *repo, const char *tag, char *image_id
 		json_decref(reply);
 		return sfs_errf(err, -EIO, "docker: %s: no image id in the reply", what);
 	}
-	snprintf(image_id, len, "%s", id);
+	memcpy(image_id, id, strlen(id) + 1); /* its length checked above */
 	json_decref(reply);
 	return 0;
 }

@@ -4,6 +4,7 @@
 #include "../cow/cow.h"
 #include "../netpolicy/proxy.h"
 #include "../sh/sh.h"
+#include "../util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -121,7 +122,8 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 	dk_saved_container(sb, want, sizeof(want));
 	bool adopting = !want[0];
 	if (adopting) /* the op holder reads its record's fields bare */
-		snprintf(want, sizeof(want), "%s", sb->id ? sb->id : "");
+		if (sfs_pathf(want, sizeof(want), "%s", sb->id ? sb->id : "") < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "docker: id= is too long");
 	if (!want[0])
 		return sfs_errf(err, -EINVAL, "docker: resume needs id=CONTAINER");
 	struct dk_info info;
@@ -144,17 +146,21 @@ static int resume_op(struct sfs_sandbox *sb, struct sfs_err *err)
 		const char *image = json_string_value(json_object_get(cfg, "Image"));
 		const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
 		struct dk_spec spec = {0};
-		snprintf(spec.image, sizeof(spec.image), "%s", image ? image : "");
-		snprintf(spec.workdir, sizeof(spec.workdir), "%s", wd && *wd ? wd : "/");
+		if (sfs_pathf(spec.image, sizeof(spec.image), "%s", image ? image : "") < 0 ||
+		    sfs_pathf(spec.workdir, sizeof(spec.workdir), "%s", wd && *wd ? wd : "/") < 0)
+			r = sfs_errf(err, -ENAMETOOLONG,
+				     "docker: its image or workdir is too long");
 		const char *net = json_string_value(
 		    json_object_get(json_object_get(info.raw, "HostConfig"), "NetworkMode"));
 		if (net && strcmp(net, "default") != 0)
-			snprintf(spec.network, sizeof(spec.network), "%s", net);
-		r = dk_publish(sb, info.id, spec.image, &spec, NULL, err);
+			if (!r && sfs_pathf(spec.network, sizeof(spec.network), "%s", net) < 0)
+				r = sfs_errf(err, -ENAMETOOLONG, "docker: its network is too long");
+		if (!r)
+			r = dk_publish(sb, info.id, spec.image, &spec, NULL, err);
 	}
 	bool running = info.running;
 	char id[DK_ID_MAX];
-	snprintf(id, sizeof(id), "%s", info.id);
+	memcpy(id, info.id, sizeof(id)); /* the same size */
 	dk_info_free(&info);
 	if (!r && running) {
 		const char *args[] = {NULL};
@@ -176,7 +182,8 @@ static void remove_fork_image(struct sfs_sandbox *sb)
 	if (!id[0])
 		return;
 	char path[256];
-	snprintf(path, sizeof(path), "/images/%s", id);
+	if (sfs_pathf(path, sizeof(path), "/images/%s", id) < 0)
+		return;
 	struct sfs_err err = {0};
 	/* best effort: another fork of the same commit may still use it */
 	dk_json("DELETE", path, NULL, 60, NULL, "removing fork image", &err);
@@ -218,8 +225,10 @@ static int docker_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_
 		    "workspace/ goes through the archive API");
 	char ws[1024];
 	pthread_mutex_lock(&sfs_records_mu);
-	snprintf(ws, sizeof(ws), "%s", sb->workspace ? sb->workspace : "/");
+	int pr = sfs_pathf(ws, sizeof(ws), "%s", sb->workspace ? sb->workspace : "/");
 	pthread_mutex_unlock(&sfs_records_mu);
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: the workspace path is too long");
 	return dk_host_open(sb, ws, O_PATH | O_DIRECTORY, 0, fd, err);
 }
 
@@ -260,7 +269,7 @@ static int snapshot_op(struct sfs_sandbox *sb, const char *label, char **id, str
 	char part[48], tag[128], image[DK_ID_MAX];
 	tag_part(label, part, sizeof(part));
 	snprintf(tag, sizeof(tag), "%.12s-%s%s%lld", cid, part, part[0] ? "-" : "",
-		 (long long)time(NULL));
+		 (long long)time(NULL)); /* may be cut: never, 12 + 48 + 21 < 128 */
 	dk_progress(sb, "committing a snapshot");
 	r = dk_commit(cid, SNAPSHOT_REPO, tag, image, sizeof(image), err);
 	dk_progress(sb, NULL);
@@ -275,8 +284,9 @@ static int snapshot_op(struct sfs_sandbox *sb, const char *label, char **id, str
 static int snapshot_delete_op(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
 {
 	char path[256], what[96];
-	snprintf(path, sizeof(path), "/images/%s", snapshot_id);
-	snprintf(what, sizeof(what), "deleting snapshot %s", snapshot_id);
+	if (sfs_pathf(path, sizeof(path), "/images/%s", snapshot_id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: snapshot id too long");
+	snprintf(what, sizeof(what), "deleting snapshot %s", snapshot_id); /* message: may be cut */
 	int r = dk_json("DELETE", path, NULL, 120, NULL, what, err);
 	if (r == -ENOENT)
 		return 0; /* already gone: nothing to keep listing */
@@ -285,7 +295,8 @@ static int snapshot_delete_op(struct sfs_sandbox *sb, const char *snapshot_id, s
 	/* in use by the container it was restored into: untag it now, delete
 	 * it when that container goes */
 	json_t *img;
-	snprintf(path, sizeof(path), "/images/%s/json", snapshot_id);
+	if (sfs_pathf(path, sizeof(path), "/images/%s/json", snapshot_id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: snapshot id too long");
 	r = dk_json("GET", path, NULL, 30, &img, what, err);
 	if (r < 0)
 		return r;
@@ -299,8 +310,10 @@ static int snapshot_delete_op(struct sfs_sandbox *sb, const char *snapshot_id, s
 		char *etag = sfs_http_escape_component(tag);
 		if (!etag)
 			continue;
-		snprintf(path, sizeof(path), "/images/%s", etag);
+		int pr = sfs_pathf(path, sizeof(path), "/images/%s", etag);
 		free(etag);
+		if (pr < 0)
+			continue; /* never untag another image */
 		struct sfs_err ignored = {0};
 		dk_json("DELETE", path, NULL, 60, NULL, what, &ignored);
 	}
@@ -352,7 +365,8 @@ static int replace_container(struct sfs_sandbox *sb, const char *image, const ch
 static int restore_op(struct sfs_sandbox *sb, const char *snapshot_id, struct sfs_err *err)
 {
 	char shown[128];
-	snprintf(shown, sizeof(shown), "%s@%s", SNAPSHOT_REPO, snapshot_id);
+	snprintf(shown, sizeof(shown), "%s@%s", SNAPSHOT_REPO,
+		 snapshot_id); /* message: may be cut */
 	return replace_container(sb, snapshot_id, shown, err);
 }
 
@@ -369,8 +383,10 @@ static int fork_op(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 	if (r)
 		return r;
 	if (from) {
-		snprintf(image, sizeof(image), "%s", from);
-		snprintf(shown, sizeof(shown), "%s@%s", SNAPSHOT_REPO, from);
+		if (sfs_pathf(image, sizeof(image), "%s", from) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "docker: snapshot id too long");
+		snprintf(shown, sizeof(shown), "%s@%s", SNAPSHOT_REPO,
+			 from); /* message: may be cut */
 	} else {
 		char tag[64];
 		snprintf(tag, sizeof(tag), "%.12s-%lld", cid, (long long)time(NULL));
@@ -379,10 +395,11 @@ static int fork_op(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 		dk_progress(src, NULL);
 		if (r)
 			return r;
-		snprintf(fork_image, sizeof(fork_image), "%s", image);
+		memcpy(fork_image, image, sizeof(fork_image)); /* the same size */
 		char shortid[16];
 		short_image_id(image, shortid, sizeof(shortid));
-		snprintf(shown, sizeof(shown), "%s@%s", FORK_REPO, shortid);
+		snprintf(shown, sizeof(shown), "%s@%s", FORK_REPO,
+			 shortid); /* message: may be cut */
 	}
 	char ncid[DK_ID_MAX];
 	r = adopt_new(dst, &spec, image, shown, fork_image[0] ? fork_image : NULL, ncid,
@@ -391,8 +408,9 @@ static int fork_op(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char 
 		if (fork_image[0]) {
 			char path[256];
 			struct sfs_err ignored = {0};
-			snprintf(path, sizeof(path), "/images/%s", fork_image);
-			dk_json("DELETE", path, NULL, 60, NULL, "removing fork image", &ignored);
+			if (sfs_pathf(path, sizeof(path), "/images/%s", fork_image) == 0)
+				dk_json("DELETE", path, NULL, 60, NULL, "removing fork image",
+					&ignored);
 		}
 		return r;
 	}
@@ -453,7 +471,8 @@ static int stop_op(struct sfs_sandbox *sb, struct sfs_err *err)
 	int r = need_container(sb, cid, sizeof(cid), err);
 	if (r)
 		return r;
-	snprintf(path, sizeof(path), "/containers/%s/stop?t=10", cid);
+	if (sfs_pathf(path, sizeof(path), "/containers/%s/stop?t=10", cid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container id too long");
 	snprintf(what, sizeof(what), "stopping container %.12s", cid);
 	r = dk_json("POST", path, NULL, 60, NULL, what, err);
 	if (r == -ENOENT)
@@ -499,9 +518,9 @@ static void append_orphans(char *why, size_t len)
 	json_t *arr = NULL;
 	if (!filter)
 		return;
-	snprintf(path, sizeof(path), "/containers/json?all=true&filters=%s", filter);
+	int pr = sfs_pathf(path, sizeof(path), "/containers/json?all=true&filters=%s", filter);
 	free(filter);
-	if (dk_json("GET", path, NULL, 10, &arr, "list containers", &err) < 0 ||
+	if (pr < 0 || dk_json("GET", path, NULL, 10, &arr, "list containers", &err) < 0 ||
 	    !json_is_array(arr)) {
 		json_decref(arr);
 		return;
@@ -529,7 +548,8 @@ static void append_orphans(char *why, size_t len)
 	json_decref(arr);
 	size_t l = strlen(why);
 	if (n)
-		snprintf(why + l, len - l, "; orphans %d:%s%s", n, ids, n > 5 ? " ..." : "");
+		snprintf(why + l, len - l, "; orphans %d:%s%s", n, ids,
+			 n > 5 ? " ..." : ""); /* message: may be cut */
 }
 
 static bool docker_configured(char *why, size_t len)
@@ -537,16 +557,17 @@ static bool docker_configured(char *why, size_t len)
 	struct dk_resp resp;
 	struct sfs_err err = {0};
 	if (dk_request("GET", "/_ping", NULL, NULL, 0, 5, &resp, &err)) {
-		snprintf(why, len, "%s", err.msg);
+		snprintf(why, len, "%s", err.msg); /* message: may be cut */
 		return false;
 	}
 	bool ok = resp.status == 200;
 	if (ok) {
-		snprintf(why, len, "ready: Docker Engine API v1.41 at %s", dk_where());
+		snprintf(why, len, "ready: Docker Engine API v1.41 at %s",
+			 dk_where()); /* message: may be cut */
 		append_orphans(why, len);
 	} else
 		snprintf(why, len, "docker: %s answers /_ping with HTTP %ld%s%.100s", dk_where(),
-			 resp.status, resp.len ? ": " : "", resp.body);
+			 resp.status, resp.len ? ": " : "", resp.body); /* message: may be cut */
 	dk_resp_free(&resp);
 	return ok;
 }

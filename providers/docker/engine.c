@@ -2,6 +2,7 @@
 
 #include "../config.h"
 #include "../http/http.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,15 +39,18 @@ static int get_target(struct target *t, struct sfs_err *err)
 	const char *h = host_setting();
 	memset(t, 0, sizeof(*t));
 	if (strncmp(h, "unix://", 7) == 0) {
-		snprintf(t->socket, sizeof(t->socket), "%s", h + 7);
+		if (sfs_pathf(t->socket, sizeof(t->socket), "%s", h + 7) < 0)
+			return sfs_errf(err, -ENAMETOOLONG,
+					"docker.host: the socket path is too long");
 		snprintf(t->url_base, sizeof(t->url_base), "http://localhost");
 		return 0;
 	}
 	if (strncmp(h, "tcp://", 6) == 0) {
 		const char *v = getenv("DOCKER_TLS_VERIFY");
 		t->tls = v && *v && strcmp(v, "0") != 0;
-		snprintf(t->url_base, sizeof(t->url_base), "%s://%s", t->tls ? "https" : "http",
-			 h + 6);
+		if (sfs_pathf(t->url_base, sizeof(t->url_base), "%s://%s",
+			      t->tls ? "https" : "http", h + 6) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "docker.host: too long");
 		size_t l = strlen(t->url_base);
 		if (l && t->url_base[l - 1] == '/')
 			t->url_base[l - 1] = '\0';
@@ -85,15 +89,17 @@ static int prepare(struct call *k, const struct target *t, const char *method, c
 		k->req.unix_socket = t->socket;
 	const char *dir = getenv("DOCKER_CERT_PATH");
 	if (t->tls && dir && *dir) {
-		snprintf(k->ca, sizeof(k->ca), "%s/ca.pem", dir);
-		snprintf(k->cert, sizeof(k->cert), "%s/cert.pem", dir);
-		snprintf(k->key, sizeof(k->key), "%s/key.pem", dir);
+		if (sfs_pathf(k->ca, sizeof(k->ca), "%s/ca.pem", dir) < 0 ||
+		    sfs_pathf(k->cert, sizeof(k->cert), "%s/cert.pem", dir) < 0 ||
+		    sfs_pathf(k->key, sizeof(k->key), "%s/key.pem", dir) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "DOCKER_CERT_PATH is too long");
 		k->req.tls_ca = k->ca;
 		k->req.tls_cert = k->cert;
 		k->req.tls_key = k->key;
 	}
 	if (ctype) {
-		snprintf(k->ctype, sizeof(k->ctype), "%s", ctype);
+		if (sfs_pathf(k->ctype, sizeof(k->ctype), "%s", ctype) < 0)
+			return sfs_errf(err, -EINVAL, "docker: content type too long");
 		k->req.content_type = k->ctype;
 	}
 	return 0;
@@ -173,9 +179,10 @@ void dk_reply_message(const struct dk_resp *resp, char *buf, size_t len)
 	json_t *j = resp->len ? json_loadb(resp->body, resp->len, 0, NULL) : NULL;
 	const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
 	if (m)
-		snprintf(buf, len, "%s", m);
+		snprintf(buf, len, "%s", m); /* message: may be cut */
 	else if (resp->len)
-		snprintf(buf, len, "%.*s", (int)(resp->len > 300 ? 300 : resp->len), resp->body);
+		snprintf(buf, len, "%.*s", (int)(resp->len > 300 ? 300 : resp->len),
+			 resp->body); /* message: may be cut */
 	else
 		snprintf(buf, len, "HTTP %ld", resp->status);
 	json_decref(j);

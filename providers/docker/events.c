@@ -45,7 +45,10 @@ static struct {
 void dk_events_expect_removal(const char *cid)
 {
 	pthread_mutex_lock(&ev.mu);
-	snprintf(ev.expected[ev.next_expected], DK_ID_MAX, "%s", cid);
+	if (sfs_pathf(ev.expected[ev.next_expected], DK_ID_MAX, "%s", cid) < 0) {
+		pthread_mutex_unlock(&ev.mu);
+		return; /* no container has such an id: none is expected */
+	}
 	ev.next_expected = (ev.next_expected + 1) % EXPECTED_MAX;
 	pthread_mutex_unlock(&ev.mu);
 }
@@ -88,7 +91,7 @@ static void show_outage(const char *why)
 		snprintf(msg, sizeof(msg),
 			 "docker: " DK_OUTAGE_TEXT " (%s); journals and status resume when it is "
 			 "back",
-			 why);
+			 why); /* message: may be cut */
 	for (size_t i = 0; i < n; i++) {
 		if (dk_is_gone(sbs[i]))
 			continue;
@@ -199,7 +202,11 @@ static void *events_main(void *arg)
 	(void)arg;
 	char path[8400];
 	char label[4200 + 32];
-	snprintf(label, sizeof(label), "sandboxfs.state=%s", sfs_state_dir ? sfs_state_dir : "");
+	if (sfs_pathf(label, sizeof(label), "sandboxfs.state=%s",
+		      sfs_state_dir ? sfs_state_dir : "") < 0) {
+		sfs_log(SFS_LOG_ERR, "docker: cannot watch engine events: state dir path too long");
+		return NULL;
+	}
 	json_t *f = json_pack("{s:[s], s:[s], s:[s]}", "type", "container", "event", "destroy",
 			      "label", label);
 	char *ftext = f ? json_dumps(f, JSON_COMPACT) : NULL;
@@ -223,7 +230,8 @@ static void *events_main(void *arg)
 			dk_resp_free(&resp);
 			if (status != 200)
 				snprintf(err.msg, sizeof(err.msg),
-					 "%s answers /_ping with HTTP %ld", dk_where(), status);
+					 "%s answers /_ping with HTTP %ld", dk_where(),
+					 status); /* message: may be cut */
 			else
 				err.msg[0] = '\0';
 		}
@@ -236,7 +244,8 @@ static void *events_main(void *arg)
 		/* events from just before the look at every container on: a
 		 * removal in between is replayed, never missed (twice is harmless) */
 		char url[8500];
-		snprintf(url, sizeof(url), "%s&since=%lld", path, (long long)time(NULL) - 1);
+		snprintf(url, sizeof(url), "%s&since=%lld", path,
+			 (long long)time(NULL) - 1); /* may be cut: never, path has 8400 */
 		resync();
 		dk_followers_reap(NULL);
 		int64_t since = dk_now_ms();

@@ -1,5 +1,6 @@
 #include "exec.h"
 #include "engine.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -90,8 +91,11 @@ int dk_exec_create(const struct dk_exec *x, bool attach, char *id, size_t idlen,
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char path[256], what[96], sid[16];
 	short_id(x->cid, sid, sizeof(sid));
-	snprintf(path, sizeof(path), "/containers/%s/exec", x->cid);
-	snprintf(what, sizeof(what), "exec in container %s", sid);
+	if (sfs_pathf(path, sizeof(path), "/containers/%s/exec", x->cid) < 0) {
+		json_decref(body);
+		return sfs_errf(err, -ENAMETOOLONG, "docker: container id too long");
+	}
+	snprintf(what, sizeof(what), "exec in container %s", sid); /* message: may be cut */
 	json_t *reply;
 	int r = dk_json("POST", path, body, 30, &reply, what, err);
 	json_decref(body);
@@ -106,7 +110,7 @@ int dk_exec_create(const struct dk_exec *x, bool attach, char *id, size_t idlen,
 		json_decref(reply);
 		return sfs_errf(err, -EIO, "docker: %s: no exec id in the reply", what);
 	}
-	snprintf(id, idlen, "%s", eid);
+	memcpy(id, eid, strlen(eid) + 1); /* its length checked above */
 	json_decref(reply);
 	return 0;
 }
@@ -114,7 +118,8 @@ int dk_exec_create(const struct dk_exec *x, bool attach, char *id, size_t idlen,
 int dk_exec_start_detached(const char *eid, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/exec/%s/start", eid);
+	if (sfs_pathf(path, sizeof(path), "/exec/%s/start", eid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: exec id too long");
 	json_t *body = json_pack("{s:b, s:b}", "Detach", 1, "Tty", 0);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -128,7 +133,8 @@ int dk_exec_start_detached(const char *eid, struct sfs_err *err)
 int dk_exec_inspect(const char *eid, bool *running, int *code, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/exec/%s/json", eid);
+	if (sfs_pathf(path, sizeof(path), "/exec/%s/json", eid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: exec id too long");
 	json_t *reply;
 	int r = dk_json("GET", path, NULL, 30, &reply, "exec inspect", err);
 	if (r < 0)
@@ -155,7 +161,8 @@ static bool stream_sink(void *arg, const char *data, size_t len)
 int dk_exec_stream(const char *eid, dk_frame_fn fn, void *arg, const int *stop, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/exec/%s/start", eid);
+	if (sfs_pathf(path, sizeof(path), "/exec/%s/start", eid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: exec id too long");
 	json_t *body = json_pack("{s:b, s:b}", "Detach", 0, "Tty", 0);
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");

@@ -12,6 +12,7 @@
 #include "../sh/sh.h"
 #include "../tar.h"
 #include "../untrusted/name.h"
+#include "../util.h"
 
 #include <curl/curl.h>
 
@@ -92,9 +93,9 @@ int dk_archive_url(struct sfs_sandbox *sb, const char *path, char *url, size_t l
 	char *epath = sfs_http_escape_component(full);
 	if (!epath)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(url, len, "/containers/%s/archive?path=%s", cid, epath);
+	r = sfs_pathf(url, len, "/containers/%s/archive?path=%s", cid, epath);
 	free(epath);
-	return 0;
+	return r < 0 ? sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", full) : 0;
 }
 
 int dk_fs_stat(struct sfs_sandbox *sb, const char *path, struct sfs_rstat *st, struct sfs_err *err)
@@ -389,7 +390,8 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	char *slash = strrchr(full, '/');
 	const char *name = slash + 1;
 	char dir[4096];
-	snprintf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full);
+	if (sfs_pathf(dir, sizeof(dir), "%.*s", slash == full ? 1 : (int)(slash - full), full) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: write %s: path too long", full);
 	if (!*name || strlen(name) > 255)
 		return sfs_errf(err, -EINVAL, "docker: write %s: bad file name", full);
 	struct tarball t = {.fd = fd, .size = st.st_size};
@@ -403,9 +405,11 @@ int dk_fs_write(struct sfs_sandbox *sb, const char *path, int fd, mode_t mode, s
 	if (!edir)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[12400];
-	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid,
-		 edir);
+	int pr = sfs_pathf(url, sizeof(url),
+			   "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid, edir);
 	free(edir);
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: write %s: path too long", full);
 	size_t total = t.head_len + ((size_t)st.st_size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK +
 		       2 * TAR_BLOCK;
 	struct dk_resp resp;
@@ -458,8 +462,11 @@ int dk_fs_put_tree(struct sfs_sandbox *sb, int fd, off_t size, struct sfs_err *e
 	if (!e)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	char url[12400];
-	snprintf(url, sizeof(url), "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid, e);
+	int pr = sfs_pathf(url, sizeof(url),
+			   "/containers/%s/archive?path=%s&noOverwriteDirNonDir=1", cid, e);
 	free(e);
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "docker: %s: path too long", full);
 	struct fd_source s = {.fd = fd};
 	struct dk_resp resp;
 	r = dk_upload("PUT", url, "application/x-tar", fd_read, &s, (size_t)size, 600, &resp, err);

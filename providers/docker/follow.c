@@ -75,9 +75,12 @@ static void stale_add(const struct dk_follower *f, int pid)
 	struct stale *s = calloc(1, sizeof(*s));
 	if (!s)
 		return;
-	snprintf(s->cid, sizeof(s->cid), "%s", f->cid);
-	snprintf(s->dir, sizeof(s->dir), "%s", f->dir);
-	snprintf(s->token, sizeof(s->token), "%s", f->f.token);
+	if (sfs_pathf(s->cid, sizeof(s->cid), "%s", f->cid) < 0 ||
+	    sfs_pathf(s->dir, sizeof(s->dir), "%s", f->dir) < 0 ||
+	    sfs_pathf(s->token, sizeof(s->token), "%s", f->f.token) < 0) {
+		free(s);
+		return; /* never a kill aimed by a cut name */
+	}
 	s->pid = pid;
 	pthread_mutex_lock(&stale_mu);
 	s->next = stale;

@@ -71,7 +71,7 @@ int dk_net_set(struct sfs_sandbox *sb, const char *policy, struct sfs_err *err)
 	if (strlen(policy) >= sizeof(spec.network))
 		return sfs_errf(err, -EINVAL, "policy network: too long");
 	struct dk_spec old = spec;
-	snprintf(spec.network, sizeof(spec.network), "%s", policy);
+	memcpy(spec.network, policy, strlen(policy) + 1); /* its length checked above */
 	dk_current(sb, cid, sizeof(cid));
 	dk_saved_fork_image(sb, fork_image, sizeof(fork_image));
 	if (dk_saved_set(sb, cid, &spec, fork_image[0] ? fork_image : NULL) < 0)

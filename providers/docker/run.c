@@ -21,7 +21,8 @@
 
 void dk_run_dir(int n, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%d", DK_RUNS_DIR, n);
+	snprintf(buf, len, "%s/%d", DK_RUNS_DIR,
+		 n); /* may be cut: never, a constant and a number */
 }
 
 /* The run's record, loaded from RUNDIR/docker.json after a restart.  Copies
@@ -33,19 +34,19 @@ static bool run_record(struct sfs_sandbox *sb, const struct sfs_run *run, struct
 	struct dk_run *r = d ? dk_run_locked(d, run->n) : NULL;
 	if (r && !r->loaded && run->dir) {
 		char path[4200], *text = NULL;
-		snprintf(path, sizeof(path), "%s/docker.json", run->dir);
-		json_t *j =
-		    sfs_read_file(path, &text, NULL) == 0 ? json_loads(text, 0, NULL) : NULL;
+		json_t *j = sfs_pathf(path, sizeof(path), "%s/docker.json", run->dir) == 0 &&
+				    sfs_read_file(path, &text, NULL) == 0
+				? json_loads(text, 0, NULL)
+				: NULL;
 		free(text);
 		const char *cid = json_string_value(json_object_get(j, "container"));
 		const char *eid = json_string_value(json_object_get(j, "exec"));
 		const char *started = json_string_value(json_object_get(j, "started"));
-		if (cid && eid) {
-			snprintf(r->cid, sizeof(r->cid), "%s", cid);
-			snprintf(r->eid, sizeof(r->eid), "%s", eid);
-			snprintf(r->started, sizeof(r->started), "%s", started ? started : "");
+		/* a record too long to hold whole is no record: never a cut id */
+		if (cid && eid && sfs_pathf(r->cid, sizeof(r->cid), "%s", cid) == 0 &&
+		    sfs_pathf(r->eid, sizeof(r->eid), "%s", eid) == 0 &&
+		    sfs_pathf(r->started, sizeof(r->started), "%s", started ? started : "") == 0)
 			r->loaded = true;
-		}
 		json_decref(j);
 	}
 	bool ok = r && r->loaded;
@@ -65,10 +66,9 @@ static void save_record(struct sfs_sandbox *sb, const struct sfs_run *run, const
 	pthread_mutex_lock(&dk_mu);
 	struct dk_sb *d = dk_sb_locked(sb);
 	struct dk_run *rec = d ? dk_run_locked(d, run->n) : NULL;
-	if (rec) {
-		snprintf(rec->cid, sizeof(rec->cid), "%s", cid);
-		snprintf(rec->eid, sizeof(rec->eid), "%s", eid);
-		snprintf(rec->started, sizeof(rec->started), "%s", started);
+	if (rec && sfs_pathf(rec->cid, sizeof(rec->cid), "%s", cid) == 0 &&
+	    sfs_pathf(rec->eid, sizeof(rec->eid), "%s", eid) == 0 &&
+	    sfs_pathf(rec->started, sizeof(rec->started), "%s", started) == 0) {
 		rec->loaded = true;
 		rec->next_check_ms = dk_now_ms() + CHECK_INTERVAL_MS;
 	}
@@ -77,9 +77,10 @@ static void save_record(struct sfs_sandbox *sb, const struct sfs_run *run, const
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/docker.json", run->dir);
 	struct sfs_err werr = {0};
-	if (!text || sfs_write_file_atomic(path, text, strlen(text), &werr))
+	if (text && sfs_pathf(path, sizeof(path), "%s/docker.json", run->dir) < 0)
+		sfs_errf(&werr, -ENAMETOOLONG, "%s/docker.json: path too long", run->dir);
+	if (!text || werr.code || sfs_write_file_atomic(path, text, strlen(text), &werr))
 		sfs_log(SFS_LOG_ERR, "%s: run %d: %s", sb->name, run->n,
 			text ? werr.msg : "out of memory");
 	free(text);
@@ -155,7 +156,7 @@ static void record_started(struct sfs_sandbox *sb, struct sfs_run *run, const ch
 	char started[64];
 	pthread_mutex_lock(&dk_mu);
 	struct dk_sb *d = dk_sb_locked(sb);
-	snprintf(started, sizeof(started), "%s", d ? d->started : "");
+	memcpy(started, d ? d->started : "", d ? sizeof(d->started) : 1); /* the same size */
 	pthread_mutex_unlock(&dk_mu);
 	save_record(sb, run, cid, eid, started);
 	run->state = SFS_RUN_RUNNING;
@@ -237,7 +238,8 @@ static int read_status(struct sfs_sandbox *sb, const char *cid, struct sfs_run *
 		       bool allow_engine)
 {
 	char path[96];
-	snprintf(path, sizeof(path), "%s/%d/status", DK_RUNS_DIR, run->n);
+	snprintf(path, sizeof(path), "%s/%d/status", DK_RUNS_DIR,
+		 run->n); /* may be cut: never, a constant and a number */
 	int fd;
 	int r = dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL);
 	if (r == 0) {
@@ -351,7 +353,7 @@ static int run_from_container(struct sfs_sandbox *sb, struct sfs_run *run, const
 		return r;
 	dk_note_container(sb, &info);
 	char started[64];
-	snprintf(started, sizeof(started), "%s", info.started);
+	memcpy(started, info.started, sizeof(info.started)); /* the same size */
 	bool up = info.running;
 	dk_info_free(&info);
 	if (!up) {
@@ -457,7 +459,8 @@ int dk_journal_local_path(struct sfs_sandbox *sb, struct sfs_run *run, char *buf
 	pthread_mutex_unlock(&dk_mu);
 	if (jfd < 0) {
 		char path[96];
-		snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
+		snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR,
+			 run->n); /* may be cut: never, a constant and a number */
 		int fd;
 		int rc = dk_host_open(sb, path, O_RDONLY, 0, &fd, NULL);
 		if (rc)
@@ -486,7 +489,8 @@ ssize_t dk_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off, 
 			size_t max, struct sfs_err *err)
 {
 	char path[96];
-	snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR, run->n);
+	snprintf(path, sizeof(path), "%s/%d/journal", DK_RUNS_DIR,
+		 run->n); /* may be cut: never, a constant and a number */
 	if (dk_is_gone(sb))
 		return sfs_errf(err, -ENOENT, "docker: run %d: its container is gone", run->n);
 	int fd;

@@ -1,5 +1,6 @@
 /* What the registry keeps of a docker sandbox: sb->priv behind its own lock. */
 #include "docker.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -66,8 +67,12 @@ int dk_state_load(struct sfs_sandbox *sb, json_t *saved, struct sfs_err *err)
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	const char *c = json_string_value(json_object_get(saved, "container"));
 	const char *fi = json_string_value(json_object_get(saved, "fork_image"));
-	snprintf(s->container, sizeof(s->container), "%s", c ? c : "");
-	snprintf(s->fork_image, sizeof(s->fork_image), "%s", fi ? fi : "");
+	if (sfs_pathf(s->container, sizeof(s->container), "%s", c ? c : "") < 0 ||
+	    sfs_pathf(s->fork_image, sizeof(s->fork_image), "%s", fi ? fi : "") < 0) {
+		free(s);
+		return sfs_errf(err, -EIO, "docker: %s: a saved container or image id is too long",
+				sb->name);
+	}
 	/* a missing or bad spec fails restore and fork later, with a message */
 	s->has_spec = dk_spec_from_json(json_object_get(saved, "spec"), &s->spec) == 0;
 	json_t *doomed = json_object_get(saved, "doomed");
@@ -100,7 +105,7 @@ void dk_saved_container(struct sfs_sandbox *sb, char *cid, size_t len)
 {
 	pthread_mutex_lock(&dk_saved_mu);
 	const struct dk_saved *s = sb->priv;
-	snprintf(cid, len, "%s", s ? s->container : "");
+	(void)!sfs_pathf(cid, len, "%s", s ? s->container : ""); /* "" (none) if it does not fit */
 	pthread_mutex_unlock(&dk_saved_mu);
 }
 
@@ -119,7 +124,7 @@ void dk_saved_fork_image(struct sfs_sandbox *sb, char *id, size_t len)
 {
 	pthread_mutex_lock(&dk_saved_mu);
 	const struct dk_saved *s = sb->priv;
-	snprintf(id, len, "%s", s ? s->fork_image : "");
+	(void)!sfs_pathf(id, len, "%s", s ? s->fork_image : ""); /* "" (none) if it does not fit */
 	pthread_mutex_unlock(&dk_saved_mu);
 }
 
@@ -129,10 +134,13 @@ int dk_saved_set(struct sfs_sandbox *sb, const char *cid, const struct dk_spec *
 	pthread_mutex_lock(&dk_saved_mu);
 	struct dk_saved *s = saved_locked(sb);
 	if (s) {
-		snprintf(s->container, sizeof(s->container), "%s", cid);
+		if (sfs_pathf(s->container, sizeof(s->container), "%s", cid) < 0)
+			s->container[0] = '\0'; /* ids fit DK_ID_MAX: never */
 		s->spec = *spec;
 		s->has_spec = true;
-		snprintf(s->fork_image, sizeof(s->fork_image), "%s", fork_image ? fork_image : "");
+		if (sfs_pathf(s->fork_image, sizeof(s->fork_image), "%s",
+			      fork_image ? fork_image : "") < 0)
+			s->fork_image[0] = '\0'; /* ids fit DK_ID_MAX: never */
 		/* doomed images outlive the swap: they wait for the old container */
 	}
 	pthread_mutex_unlock(&dk_saved_mu);

@@ -3,6 +3,7 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +69,7 @@ void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
 	struct dk_sb *d = dk_sb_locked(sb);
 	bool known = d && d->known;
 	if (known)
-		snprintf(cid, len, "%s", d->cid);
+		(void)!sfs_pathf(cid, len, "%s", d->cid); /* "" (none) if it does not fit */
 	pthread_mutex_unlock(&dk_mu);
 	if (known)
 		return;
@@ -78,8 +79,7 @@ void dk_current(struct sfs_sandbox *sb, char *cid, size_t len)
 	pthread_mutex_lock(&dk_mu);
 	d = dk_sb_locked(sb);
 	if (d && !d->known) {
-		snprintf(d->cid, sizeof(d->cid), "%s", cid);
-		d->known = true;
+		d->known = sfs_pathf(d->cid, sizeof(d->cid), "%s", cid) == 0;
 	}
 	pthread_mutex_unlock(&dk_mu);
 }
@@ -100,10 +100,11 @@ void dk_note_container(struct sfs_sandbox *sb, const struct dk_info *info)
 		    strcmp(d->started, info->started) != 0 || !info->running)
 			close_merged_locked(d);
 		if (strcmp(d->cid, info->id) != 0)
-			d->gone = false; /* a new container (restore) */
-		snprintf(d->cid, sizeof(d->cid), "%s", info->id);
-		snprintf(d->started, sizeof(d->started), "%s", info->started);
-		snprintf(d->merged, sizeof(d->merged), "%s", info->running ? info->merged : "");
+			d->gone = false;		  /* a new container (restore) */
+		memcpy(d->cid, info->id, sizeof(d->cid)); /* the same sizes */
+		memcpy(d->started, info->started, sizeof(d->started));
+		memcpy(d->merged, info->running ? info->merged : "",
+		       info->running ? sizeof(d->merged) : 1);
 		d->running = info->running;
 		d->root_user = !info->user[0] || strcmp(info->user, "root") == 0 ||
 			       strcmp(info->user, "0") == 0 || strncmp(info->user, "0:", 2) == 0 ||
@@ -125,7 +126,7 @@ bool dk_cid_owned(const char *cid)
 	for (struct dk_sb *d = sandboxes; d && n < 8; d = d->next)
 		if (d->cid[0] && strcmp(d->cid, cid) == 0 && !d->gone) {
 			p = d->sb->provider;
-			snprintf(keys[n++], sizeof(keys[0]), "%s", d->sb->key);
+			memcpy(keys[n++], d->sb->key, sizeof(keys[0])); /* the same size */
 		}
 	pthread_mutex_unlock(&dk_mu);
 	for (int i = 0; i < n; i++)
@@ -166,7 +167,7 @@ size_t dk_list(struct sfs_sandbox **sbs, char (*cids)[DK_ID_MAX], size_t max)
 	for (struct dk_sb *d = sandboxes; d && n < max; d = d->next)
 		if (d->known && d->cid[0]) {
 			sbs[n] = d->sb;
-			snprintf(cids[n], DK_ID_MAX, "%s", d->cid);
+			memcpy(cids[n], d->cid, DK_ID_MAX); /* the same size */
 			n++;
 		}
 	pthread_mutex_unlock(&dk_mu);

@@ -6,6 +6,7 @@
 #include "../options.h"
 #include "../redact.h"
 #include "../sh/sh.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -121,8 +122,9 @@ static char *api_base(void)
 {
 	const char *dom = getenv("E2B_DOMAIN");
 	char fallback[300];
-	snprintf(fallback, sizeof(fallback), "https://api.%s",
-		 dom && *dom ? dom : E2B_DEFAULT_DOMAIN);
+	if (sfs_pathf(fallback, sizeof(fallback), "https://api.%s",
+		      dom && *dom ? dom : E2B_DEFAULT_DOMAIN) < 0)
+		return NULL; /* never the API of a cut domain */
 	return sfs_http_base_url("e2b.api_url", "E2B_API_URL", fallback);
 }
 
@@ -256,7 +258,7 @@ static int envd_error(struct sfs_sandbox *sb, const char *what, struct sfs_http_
 {
 	json_t *o = json_loadb(resp->body ? resp->body : "", resp->len, 0, NULL);
 	char prefix[256];
-	snprintf(prefix, sizeof(prefix), "e2b: %s in %s", what, sb->name);
+	snprintf(prefix, sizeof(prefix), "e2b: %s in %s", what, sb->name); /* message: may be cut */
 	int r;
 	if (json_is_string(json_object_get(o, "code"))) {
 		r = sfs_connect_error(o, prefix, err);
@@ -274,7 +276,8 @@ int e2b_rpc(struct sfs_sandbox *sb, const char *method, json_t *body, json_t **o
 	    struct sfs_err *err)
 {
 	char path[128];
-	snprintf(path, sizeof(path), "/%s", method);
+	if (sfs_pathf(path, sizeof(path), "/%s", method) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: method %s: name too long", method);
 	const char *m = strchr(method, '/');
 	m = m ? m + 1 : method;
 	struct sfs_http_req req = {.method = "POST",
@@ -402,7 +405,8 @@ int e2b_stream(struct sfs_sandbox *sb, const char *method, json_t *body, long tm
 	s.dec.on_msg = on_msg;
 	s.dec.arg = &s;
 	char path[64];
-	snprintf(path, sizeof(path), "/process.Process/%s", method);
+	snprintf(path, sizeof(path), "/process.Process/%s",
+		 method); /* may be cut: never, "Start" */
 	struct sfs_http_req req = {.method = "POST",
 				   .body = env.buf,
 				   .body_len = env.len,
@@ -428,7 +432,8 @@ int e2b_stream(struct sfs_sandbox *sb, const char *method, json_t *body, long tm
 				     method, sb->name);
 		else {
 			char prefix[160];
-			snprintf(prefix, sizeof(prefix), "e2b: %s in %s", method, sb->name);
+			snprintf(prefix, sizeof(prefix), "e2b: %s in %s", method,
+				 sb->name); /* message: may be cut */
 			r = sfs_connect_error(s.end, prefix, err);
 		}
 		sfs_http_resp_free(&resp);

@@ -75,7 +75,8 @@ static void kill_remote(const char *id)
 {
 	char path[256];
 	struct sfs_err err = {0};
-	snprintf(path, sizeof(path), "/sandboxes/%s", id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s", id) < 0)
+		return; /* never a DELETE of a cut id */
 	int r = e2b_api("DELETE", path, NULL, NULL, NULL, &err);
 	if (r && r != -ENOENT)
 		sfs_log(SFS_LOG_WARN, "e2b: could not kill sandbox %s: %s", id, err.msg);
@@ -122,7 +123,8 @@ static int e2b_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 static int connect_sandbox(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s/connect", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s/connect", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	json_t *body = json_pack("{s:I}", "timeout", (json_int_t)e2b_sandbox_timeout());
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -142,7 +144,8 @@ static int e2b_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return sfs_errf(err, -EINVAL, "e2b: no sandbox id to resume");
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	json_t *o = NULL;
 	int r = e2b_api("GET", path, NULL, &o, NULL, err);
 	if (r == -ENOENT)
@@ -151,7 +154,10 @@ static int e2b_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		return r;
 	const char *tpl = json_string_value(json_object_get(o, "templateID"));
 	char image[128];
-	snprintf(image, sizeof(image), "%s", tpl ? tpl : "base");
+	if (sfs_pathf(image, sizeof(image), "%s", tpl ? tpl : "base") < 0) {
+		json_decref(o);
+		return sfs_errf(err, -EIO, "e2b: sandbox %s: its template id is too long", sb->id);
+	}
 	r = e2b_adopt(sb, o, err);
 	json_decref(o);
 	if (!r)
@@ -168,7 +174,8 @@ static int e2b_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return 0;
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	int r = e2b_api("DELETE", path, NULL, NULL, NULL, err);
 	if (r == -ENOENT)
 		r = 0; /* already gone is what we wanted */
@@ -180,7 +187,8 @@ static int e2b_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 static int e2b_stop(struct sfs_sandbox *sb, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s/pause", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s/pause", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	json_t *body = json_object();
 	int r = body ? e2b_api("POST", path, body, NULL, NULL, err)
 		     : sfs_errf(err, -ENOMEM, "out of memory");
@@ -196,7 +204,8 @@ static int e2b_start(struct sfs_sandbox *sb, struct sfs_err *err)
 static int e2b_snapshot(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err)
 {
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s/snapshots", sb->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s/snapshots", sb->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	json_t *body = json_object(), *o = NULL;
 	/* a name is a template alias: only what E2B allows in one */
 	if (body && label && *label) {
@@ -265,7 +274,8 @@ static int e2b_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, 
 {
 	(void)sb;
 	char path[512];
-	snprintf(path, sizeof(path), "/templates/%s", snapshot_id);
+	if (sfs_pathf(path, sizeof(path), "/templates/%s", snapshot_id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: snapshot id too long");
 	int r = e2b_api("DELETE", path, NULL, NULL, NULL, err);
 	return r == -ENOENT ? 0 : r;
 }
@@ -283,7 +293,8 @@ static int e2b_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char
 		return r;
 	}
 	char path[256];
-	snprintf(path, sizeof(path), "/sandboxes/%s/fork", src->id);
+	if (sfs_pathf(path, sizeof(path), "/sandboxes/%s/fork", src->id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "e2b: sandbox id too long");
 	body = json_pack("{s:I, s:i}", "timeout", (json_int_t)e2b_sandbox_timeout(), "count", 1);
 	r = body ? e2b_api("POST", path, body, &o, NULL, err)
 		 : sfs_errf(err, -ENOMEM, "out of memory");

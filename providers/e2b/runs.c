@@ -38,8 +38,7 @@ static int got_pid(long pid, void *arg)
 static long saved_pid(struct sfs_run *run)
 {
 	char file[4200], text[64];
-	snprintf(file, sizeof(file), "%s/e2b", run->dir);
-	FILE *f = fopen(file, "re");
+	FILE *f = sfs_pathf(file, sizeof(file), "%s/e2b", run->dir) < 0 ? NULL : fopen(file, "re");
 	long pid = 0;
 	if (f) {
 		if (fgets(text, sizeof(text), f))
@@ -100,9 +99,9 @@ int e2b_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *e
 		return sfs_errf(err, -EPROTO, "e2b: run %d in %s: Start gave no pid", run->n,
 				sb->name);
 	char file[4200], text[64];
-	snprintf(file, sizeof(file), "%s/e2b", run->dir);
 	int tl = snprintf(text, sizeof(text), "pid %ld\n", pid);
-	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	if (sfs_pathf(file, sizeof(file), "%s/e2b", run->dir) == 0)
+		sfs_write_file_atomic(file, text, (size_t)tl, NULL);
 	run->state = SFS_RUN_RUNNING;
 	return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "../http/http.h"
 #include "../redact.h"
+#include "../util.h"
 #include "../strbuf.h"
 
 static time_t wall_clock(void)
@@ -122,7 +123,7 @@ static void oauth_error_text(const char *body, size_t len, char *buf, size_t cap
 		char c[128], d[512];
 		sfs_escape_text(code, strlen(code), c, sizeof(c));
 		sfs_escape_text(desc ? desc : "", desc ? strlen(desc) : 0, d, sizeof(d));
-		snprintf(buf, cap, "%s%s%s", c, *d ? ": " : "", d);
+		sfs_msgf(buf, cap, "%s%s%s", c, *d ? ": " : "", d);
 	} else {
 		sfs_http_error_text(body, len, buf, cap);
 	}

@@ -18,6 +18,7 @@
 
 #include "../config.h"
 #include "../http/http.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <git2.h>
@@ -40,11 +41,12 @@ int gk_cred_cb(git_credential **out, const char *url, const char *user, unsigned
 		if (!key || !*key)
 			return git_credential_ssh_key_from_agent(out, name);
 		char pub[4200];
-		snprintf(pub, sizeof(pub), "%s.pub", key);
+		if (sfs_pathf(pub, sizeof(pub), "%s.pub", key) < 0)
+			pub[0] = '\0'; /* no public key file: never one of a cut name */
 		const char *pass =
 		    sfs_http_credential(SFS_GIT_SSH_PASSPHRASE_ENV, "git.ssh_passphrase");
-		return git_credential_ssh_key_new(out, name, access(pub, R_OK) == 0 ? pub : NULL,
-						  key, pass);
+		return git_credential_ssh_key_new(
+		    out, name, pub[0] && access(pub, R_OK) == 0 ? pub : NULL, key, pass);
 	}
 	if (allowed & GIT_CREDENTIAL_USERNAME)
 		return git_credential_username_new(out, name);
@@ -94,7 +96,8 @@ static int check_known_hosts(const git_cert_hostkey *hk, const char *host, int p
 	if (!kh)
 		snprintf(msg, sizeof(msg), "ssh host key: out of memory");
 	else if (libssh2_knownhost_readfile(kh, file, LIBSSH2_KNOWNHOST_FILE_OPENSSH) < 0)
-		snprintf(msg, sizeof(msg), "ssh host key: git.known_hosts %s cannot be read", file);
+		snprintf(msg, sizeof(msg), "ssh host key: git.known_hosts %s cannot be read",
+			 file); /* message: may be cut */
 	else {
 		int check = libssh2_knownhost_checkp(kh, host, port, hk->hostkey, hk->hostkey_len,
 						     LIBSSH2_KNOWNHOST_TYPE_PLAIN |
@@ -109,7 +112,7 @@ static int check_known_hosts(const git_cert_hostkey *hk, const char *host, int p
 				 check == LIBSSH2_KNOWNHOST_CHECK_MISMATCH
 				     ? "does NOT match the one listed in"
 				     : "is not listed in",
-				 file);
+				 file); /* message: may be cut */
 	}
 	if (rc)
 		git_error_set_str(GIT_ERROR_SSH, msg);
@@ -144,13 +147,15 @@ void gk_ca_init(void)
 	if (!ca || !*ca)
 		return;
 	if (access(ca, R_OK) < 0) {
-		snprintf(ca_error, sizeof(ca_error), "%s %s: %s", what, ca, strerror(errno));
+		snprintf(ca_error, sizeof(ca_error), "%s %s: %s", what, ca,
+			 strerror(errno)); /* message: may be cut */
 		return;
 	}
 	if (git_libgit2_opts(GIT_OPT_SET_SSL_CERT_LOCATIONS, ca, NULL) < 0) {
 		const git_error *e = git_error_last();
 		snprintf(ca_error, sizeof(ca_error), "%s %s: %s", what, ca,
-			 e && e->message ? e->message : "not a certificate file");
+			 e && e->message ? e->message
+					 : "not a certificate file"); /* message: may be cut */
 	}
 }
 

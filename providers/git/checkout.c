@@ -5,6 +5,7 @@
  */
 #include "git.h"
 #include "internal.h"
+#include "../util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -37,10 +38,12 @@ static int link_tree(const char *from, const char *to, struct sfs_err *err)
 	while (!r && (e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(a, sizeof(a), "%s/%s", from, e->d_name);
-		snprintf(b, sizeof(b), "%s/%s", to, e->d_name);
 		struct stat st;
-		if (lstat(a, &st) < 0)
+		if (sfs_pathf(a, sizeof(a), "%s/%s", from, e->d_name) < 0 ||
+		    sfs_pathf(b, sizeof(b), "%s/%s", to, e->d_name) < 0)
+			r = sfs_errf(err, -ENAMETOOLONG, "source: %s/%s: path too long", from,
+				     e->d_name);
+		else if (lstat(a, &st) < 0)
 			r = sfs_errf(err, -errno, "source: %s: %s", a, strerror(errno));
 		else if (S_ISDIR(st.st_mode))
 			r = link_tree(a, b, err);
@@ -86,11 +89,13 @@ static int copy_ref(const char *name, void *payload)
 	struct ref_copy *c = payload;
 	char to[600];
 	if (strncmp(name, "refs/heads/", 11) == 0)
-		snprintf(to, sizeof(to), "refs/remotes/origin/%s", name + 11);
+		c->rc = sfs_pathf(to, sizeof(to), "refs/remotes/origin/%s", name + 11);
 	else if (strncmp(name, "refs/tags/", 10) == 0)
-		snprintf(to, sizeof(to), "%s", name);
+		c->rc = sfs_pathf(to, sizeof(to), "%s", name);
 	else
 		return 0;
+	if (c->rc < 0)
+		return c->rc = GIT_EINVALIDSPEC; /* never a ref of a cut name */
 	git_oid id;
 	git_reference *ref = NULL;
 	if ((c->rc = git_reference_name_to_id(&id, c->mirror, name)) < 0 ||
@@ -131,8 +136,11 @@ int sfs_git_checkout(const char *mirror, const char *url, const char *oid, const
 	}
 	/* objects come from the mirror (linked, not repacked), under origin's names */
 	char from[4200], to[4200];
-	snprintf(from, sizeof(from), "%s/objects", mirror);
-	snprintf(to, sizeof(to), "%s/.git/objects", dest);
+	if (sfs_pathf(from, sizeof(from), "%s/objects", mirror) < 0 ||
+	    sfs_pathf(to, sizeof(to), "%s/.git/objects", dest) < 0) {
+		r = sfs_errf(err, -ENAMETOOLONG, "source: %s: path too long", dest);
+		goto out;
+	}
 	gk_report(&p, "copy", 0, 1, 0);
 	if ((r = link_tree(from, to, err)))
 		goto out;
@@ -153,12 +161,17 @@ int sfs_git_checkout(const char *mirror, const char *url, const char *oid, const
 	}
 	if (branch) {
 		char head[300];
-		snprintf(head, sizeof(head), "refs/heads/%s", branch);
 		char key[400];
-		snprintf(key, sizeof(key), "branch.%s.remote", branch);
+		if (sfs_pathf(head, sizeof(head), "refs/heads/%s", branch) < 0 ||
+		    sfs_pathf(key, sizeof(key), "branch.%s.merge", branch) < 0) {
+			r = sfs_errf(err, -ENAMETOOLONG, "source: branch %.64s...: name too long",
+				     branch);
+			goto out;
+		}
+		(void)!sfs_pathf(key, sizeof(key), "branch.%s.remote", branch); /* shorter: fits */
 		if ((rc = git_branch_create(&local, repo, branch, commit, 0)) < 0 ||
 		    (rc = git_config_set_string(cfg, key, "origin")) < 0 ||
-		    (snprintf(key, sizeof(key), "branch.%s.merge", branch),
+		    ((void)!sfs_pathf(key, sizeof(key), "branch.%s.merge", branch),
 		     rc = git_config_set_string(cfg, key, head)) < 0 ||
 		    (rc = git_repository_set_head(repo, head)) < 0) {
 			r = gk_error(err, rc, "source: branch");

@@ -179,11 +179,11 @@ static int fetch_into(git_repository *repo, const char *url, bool created, struc
 	rc = git_remote_connect(remote, GIT_DIRECTION_FETCH, &cb, NULL, NULL);
 	if (rc < 0) {
 		char what[600];
-		snprintf(what, sizeof(what), "source: %s", url);
+		snprintf(what, sizeof(what), "source: %s", url); /* message: may be cut */
 		r = gk_error(err, rc, what);
 		if (r == -ENOENT && err) {
 			char why[SFS_ERR_MAX];
-			snprintf(why, sizeof(why), "%s", err->msg);
+			snprintf(why, sizeof(why), "%s", err->msg); /* message: may be cut */
 			sfs_errf(err, r, "%s (not a git repository)", why);
 		}
 		goto out;
@@ -261,12 +261,16 @@ int sfs_git_mirror_update(const char *statedir, const char *url, sfs_git_progres
 	if (r || (r = check_source(url, err)))
 		return r;
 	char dir[4096], path[4200], lock[4200], tmp[4200];
-	snprintf(dir, sizeof(dir), "%s/git/mirrors", statedir);
+	if (sfs_pathf(dir, sizeof(dir), "%s/git/mirrors", statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "source: %s: path too long", statedir);
 	if ((r = sfs_mkdir_p(dir, 0700)))
 		return sfs_errf(err, r, "source: %s: %s", dir, strerror(-r));
 	uint64_t h = fnv1a(url);
-	snprintf(path, sizeof(path), "%s/%016llx.git", dir, (unsigned long long)h);
-	snprintf(lock, sizeof(lock), "%s/%016llx.lock", dir, (unsigned long long)h);
+	/* dir fits 4096 bytes, these 4200: never cut */
+	snprintf(path, sizeof(path), "%s/%016llx.git", dir,
+		 (unsigned long long)h); /* may be cut: never */
+	snprintf(lock, sizeof(lock), "%s/%016llx.lock", dir,
+		 (unsigned long long)h); /* may be cut: never */
 	int lfd = lock_file(lock, err);
 	if (lfd < 0)
 		return lfd;
@@ -275,7 +279,8 @@ int sfs_git_mirror_update(const char *statedir, const char *url, sfs_git_progres
 	bool created = access(path, F_OK) != 0;
 	const char *at = path;
 	if (created) {
-		snprintf(tmp, sizeof(tmp), "%s/.tmp-%016llx-XXXXXX", dir, (unsigned long long)h);
+		snprintf(tmp, sizeof(tmp), "%s/.tmp-%016llx-XXXXXX", dir,
+			 (unsigned long long)h); /* may be cut: never */
 		if (!mkdtemp(tmp)) {
 			r = sfs_errf(err, -errno, "source: %s: %s", tmp, strerror(errno));
 			goto out;

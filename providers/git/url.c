@@ -1,5 +1,6 @@
 /* The git kit's pure rules: what a source URL is, what a ref may be, progress text. */
 #include "git.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -153,13 +154,14 @@ size_t sfs_git_ref_candidates(const char *ref, char (*names)[256], size_t max, b
 		hex = strchr("0123456789abcdefABCDEF", ref[i]) != NULL;
 	*maybe_sha = hex;
 	if (strncmp(ref, "refs/", 5) == 0) {
-		if (n < max)
-			snprintf(names[n++], 256, "%s", ref);
+		if (n < max && sfs_pathf(names[n], 256, "%s", ref) == 0)
+			n++; /* a name too long is no candidate: never a cut one */
 		return n;
 	}
 	static const char *const prefixes[] = {"refs/heads/", "refs/tags/"};
 	for (size_t i = 0; i < 2 && n < max; i++)
-		snprintf(names[n++], 256, "%s%s", prefixes[i], ref);
+		if (sfs_pathf(names[n], 256, "%s%s", prefixes[i], ref) == 0)
+			n++;
 	return n;
 }
 
@@ -181,5 +183,5 @@ void sfs_git_progress_text(char *buf, size_t len, const char *phase, size_t done
 	if (u == 0)
 		snprintf(buf + w, len - (size_t)w, " %llu B", (unsigned long long)bytes);
 	else
-		snprintf(buf + w, len - (size_t)w, " %.1f %s", v, units[u]);
+		snprintf(buf + w, len - (size_t)w, " %.1f %s", v, units[u]); /* message: may be cut */
 }

@@ -4,6 +4,7 @@
 #include "../config.h"
 #include "../options.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -319,19 +320,19 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 		hdrs = l;
 	}
 	if (req->bearer) {
-		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", req->bearer);
-		if (!(l = curl_slist_append(hdrs, auth)))
+		if (sfs_pathf(auth, sizeof(auth), "Authorization: Bearer %s", req->bearer) < 0 ||
+		    !(l = curl_slist_append(hdrs, auth)))
 			goto out;
 		hdrs = l;
 	}
 	const char *method = req->method ? req->method : "GET";
 	if (json_body || req->body) {
 		char ct[256];
-		snprintf(ct, sizeof(ct), "Content-Type: %s",
-			 json_body ? "application/json"
-				   : (req->content_type ? req->content_type
-							: "application/octet-stream"));
-		if (!(l = curl_slist_append(hdrs, ct)))
+		if (sfs_pathf(ct, sizeof(ct), "Content-Type: %s",
+			      json_body ? "application/json"
+					: (req->content_type ? req->content_type
+							     : "application/octet-stream")) < 0 ||
+		    !(l = curl_slist_append(hdrs, ct)))
 			goto out;
 		hdrs = l;
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, json_body ? json_body : req->body);
@@ -340,8 +341,8 @@ static CURLcode attempt(CURL *h, struct xfer *x, const char *json_body, char *er
 	} else if (req->read) {
 		if (req->content_type) {
 			char ct[256];
-			snprintf(ct, sizeof(ct), "Content-Type: %s", req->content_type);
-			if (!(l = curl_slist_append(hdrs, ct)))
+			if (sfs_pathf(ct, sizeof(ct), "Content-Type: %s", req->content_type) < 0 ||
+			    !(l = curl_slist_append(hdrs, ct)))
 				goto out;
 			hdrs = l;
 		}
@@ -404,7 +405,7 @@ static double rnd01(void)
 static void url_for_msg(const char *url, char *buf, size_t cap)
 {
 	size_t n = strcspn(url, "?");
-	snprintf(buf, cap, "%.*s", (int)n, url);
+	snprintf(buf, cap, "%.*s", (int)n, url); /* message: may be cut */
 }
 
 int sfs_http_do(const struct sfs_http_req *req, struct sfs_http_resp *resp, struct sfs_err *err)

@@ -49,13 +49,13 @@ void sfs_http_error_text(const char *body, size_t len, char *buf, size_t cap)
 		if (json_is_object(m))
 			m = json_object_get(m, "message");
 		if (json_is_string(m))
-			snprintf(buf, cap, "%s", json_string_value(m));
+			snprintf(buf, cap, "%s", json_string_value(m)); /* message: may be cut */
 		json_decref(v);
 		if (buf[0])
 			return;
 	}
 	size_t n = len < 200 ? len : 200;
-	snprintf(buf, cap, "%.*s", (int)n, body);
+	snprintf(buf, cap, "%.*s", (int)n, body); /* message: may be cut */
 	for (char *p = buf; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
@@ -75,7 +75,8 @@ int sfs_http_json(const struct sfs_http_req *req, long *status, json_t **out, st
 	if (r) {
 		char text[512], where[512];
 		sfs_http_error_text(resp.body, resp.len, text, sizeof(text));
-		snprintf(where, sizeof(where), "%.*s", (int)strcspn(req->url, "?"), req->url);
+		snprintf(where, sizeof(where), "%.*s", (int)strcspn(req->url, "?"),
+			 req->url); /* message: may be cut */
 		r = sfs_errf(err, r, "%s: %s %s: HTTP %ld%s%s", req->what ? req->what : "http",
 			     req->method ? req->method : "GET", where, resp.status,
 			     text[0] ? ": " : "", text);

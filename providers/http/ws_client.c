@@ -9,6 +9,7 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../util.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -309,8 +310,9 @@ int sfs_ws_connect(const struct sfs_ws_opts *o, struct sfs_ws **out, long *statu
 	}
 	if (header_out && o->capture_header) {
 		char name[128];
-		snprintf(name, sizeof name, "\n%s:", o->capture_header);
-		const char *h = strcasestr(head.buf, name);
+		const char *h = sfs_pathf(name, sizeof name, "\n%s:", o->capture_header) < 0
+				    ? NULL /* never a header of a cut name */
+				    : strcasestr(head.buf, name);
 		if (h && h < head.buf + head_len) {
 			h += strlen(name);
 			while (*h == ' ')

@@ -15,6 +15,7 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -137,7 +138,7 @@ static void last_log_line(const char *path, char *out, size_t len)
 	while (n > 0 && buf[n - 1] == '\n')
 		buf[--n] = '\0';
 	char *nl = strrchr(buf, '\n');
-	snprintf(out, len, "%s", nl ? nl + 1 : buf);
+	sfs_msgf(out, len, "%s", nl ? nl + 1 : buf);
 }
 
 /* Where a root daemon's holder child mounts the workspace (fd 4) and the

@@ -93,10 +93,11 @@ static bool net_unshared(const struct local_iso *iso)
 	return strcmp(iso->network, "host") != 0;
 }
 
-/* STATE/sandboxes/KEY/NAME into buf. */
+/* STATE/sandboxes/KEY/NAME into buf; "" (no file) if it does not fit. */
 static const char *state_path(struct sfs_sandbox *sb, const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s", sb->statedir, name);
+	if (sfs_pathf(buf, len, "%s/%s", sb->statedir, name) < 0)
+		sfs_log(SFS_LOG_ERR, "local: %s: state path too long", sb->name);
 	return buf;
 }
 
@@ -298,7 +299,8 @@ void sfs_local_iso_from_json(json_t *o, struct local_iso *iso)
 	iso->bwrap = json_is_string(json_object_get(o, "isolation")) &&
 		     strcmp(json_string_value(json_object_get(o, "isolation")), "bwrap") == 0;
 	const char *net = json_string_value(json_object_get(o, "network"));
-	snprintf(iso->network, sizeof(iso->network), "%s", net ? net : "host");
+	if (sfs_pathf(iso->network, sizeof(iso->network), "%s", net ? net : "host") < 0)
+		snprintf(iso->network, sizeof(iso->network), "none"); /* never a cut policy */
 	json_t *h = json_object_get(o, "holder");
 	if (json_is_object(h)) {
 		iso->holder.init = (pid_t)json_integer_value(json_object_get(h, "init"));
@@ -359,10 +361,13 @@ void sfs_local_iso_loaded(struct sfs_sandbox *sb, const struct local_iso *iso)
 	struct pending_attach *p = calloc(1, sizeof(*p));
 	if (!p)
 		return; /* the next run attaches it */
-	snprintf(p->key, sizeof(p->key), "%s", sb->key);
-	snprintf(p->name, sizeof(p->name), "%s", sb->name);
-	state_path(sb, "net", p->netdir, sizeof(p->netdir));
-	snprintf(p->network, sizeof(p->network), "%s", iso->network);
+	if (sfs_pathf(p->key, sizeof(p->key), "%s", sb->key) < 0 ||
+	    sfs_pathf(p->name, sizeof(p->name), "%s", sb->name) < 0 ||
+	    !*state_path(sb, "net", p->netdir, sizeof(p->netdir)) ||
+	    sfs_pathf(p->network, sizeof(p->network), "%s", iso->network) < 0) {
+		free(p);
+		return; /* the next run attaches it */
+	}
 	p->holder = iso->holder;
 	pthread_mutex_lock(&pending_mu);
 	p->next = pending;

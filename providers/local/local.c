@@ -187,7 +187,9 @@ static int local_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, s
 		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
 			return sfs_errf(err, -ENOTDIR, "local: dir=%s is not a directory", want);
 	} else {
-		snprintf(dir, sizeof(dir), "%s/workspace", sb->statedir);
+		if (sfs_pathf(dir, sizeof(dir), "%s/workspace", sb->statedir) < 0)
+			return sfs_errf(err, -ENAMETOOLONG, "local: %s/workspace: path too long",
+					sb->statedir);
 		r = sfs_mkdir_p(dir, 0755);
 		if (r)
 			return sfs_errf(err, r, "local: mkdir %s: %s", dir, strerror(-r));
@@ -242,8 +244,8 @@ static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid, uint64_t *w
 	char path[4200], *text = NULL;
 	*pgid = *wpid = -1;
 	*wstart = 0;
-	snprintf(path, sizeof(path), "%s/pid", run->dir);
-	if (sfs_read_file(path, &text, NULL) < 0)
+	if (sfs_pathf(path, sizeof(path), "%s/pid", run->dir) < 0 ||
+	    sfs_read_file(path, &text, NULL) < 0)
 		return;
 	int a = 0, b = 0;
 	unsigned long long c = 0;
@@ -255,8 +257,8 @@ static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid, uint64_t *w
 		*wstart = got == 3 ? c : 0;
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/wpid", run->dir);
-	if (sfs_read_file(path, &text, NULL) < 0)
+	if (sfs_pathf(path, sizeof(path), "%s/wpid", run->dir) < 0 ||
+	    sfs_read_file(path, &text, NULL) < 0)
 		return;
 	b = atoi(text);
 	free(text);
@@ -266,7 +268,8 @@ static void read_pids(struct sfs_run *run, pid_t *pgid, pid_t *wpid, uint64_t *w
 static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *err)
 {
 	char path[4200], *text = NULL;
-	snprintf(path, sizeof(path), "%s/status", run->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/status", run->dir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "local: %s/status: path too long", run->dir);
 	if (sfs_read_file(path, &text, NULL) == 0) {
 		int n = 0;
 		if (sscanf(text, "exit %d", &n) == 1) {
@@ -284,7 +287,8 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	/* No status yet: the wrapper holds a lock on the run's directory while
 	 * it lives, or on RUNDIR/lock when that is there (a file system that
 	 * cannot lock directories, or an earlier wrapper's). */
-	snprintf(path, sizeof(path), "%s/lock", run->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/lock", run->dir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "local: %s/lock: path too long", run->dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		fd = open(run->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -305,8 +309,8 @@ static int local_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct
 	if (lr != EWOULDBLOCK && lr != EINTR) {
 		/* free: the wrapper died without a word; check status once more
 		 * since it may have finished between our two looks */
-		snprintf(path, sizeof(path), "%s/status", run->dir);
-		if (access(path, F_OK) == 0) {
+		if (sfs_pathf(path, sizeof(path), "%s/status", run->dir) == 0 &&
+		    access(path, F_OK) == 0) {
 			close(fd);
 			return local_run_refresh(sb, run, err);
 		}
@@ -596,7 +600,8 @@ static int local_stdin_write(struct sfs_sandbox *sb, struct sfs_run *run, const 
 			     size_t len, struct sfs_err *err)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/stdin", run->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/stdin", run->dir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "run %d: stdin: path too long", run->n);
 	int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return sfs_errf(err, errno == ENXIO ? -EPIPE : -errno, "run %d: stdin: %s", run->n,
@@ -639,7 +644,8 @@ static int local_stdin_close(struct sfs_sandbox *sb, struct sfs_run *run, struct
 static int make_file(const char *dir, const char *name, size_t len)
 {
 	char path[4200], room[SFS_LOCAL_STATUS_ROOM];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (sfs_pathf(path, sizeof(path), "%s/%s", dir, name) < 0)
+		return -ENAMETOOLONG;
 	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
@@ -662,7 +668,8 @@ static int local_run_prepare_dir(struct sfs_sandbox *sb, const char *dir)
 		r = make_file(dir, ".pid.tmp", 0);
 	if (!r)
 		r = make_file(dir, ".status.tmp", SFS_LOCAL_STATUS_ROOM);
-	snprintf(path, sizeof(path), "%s/stdin", dir);
+	if (!r && sfs_pathf(path, sizeof(path), "%s/stdin", dir) < 0)
+		r = -ENAMETOOLONG;
 	if (!r && mkfifo(path, 0600) < 0)
 		r = -errno;
 	return r;
@@ -835,7 +842,8 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	if (r)
 		return r;
 	char srcdot[4200];
-	snprintf(srcdot, sizeof(srcdot), "%s/.", dir);
+	if (sfs_pathf(srcdot, sizeof(srcdot), "%s/.", dir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "local: %s: path too long", dir);
 	/* cp -a never follows symlinks inside the tree (-P is implied). */
 	char *dstdir = (char *)local_dir(dst, dstbuf, NULL);
 	if (!dstdir)
@@ -888,8 +896,8 @@ static void local_status_lines(const struct sfs_sandbox *sb, char *buf, size_t l
 	const struct local_state *st = sb->priv;
 	if (st)
 		snprintf(buf, len, "isolation %s\nnetwork %s\numask %04o\n",
-			 st->iso.bwrap ? "bwrap" : "none", st->iso.bwrap ? st->iso.network : "host",
-			 (unsigned)(st->iso.umask & 0777));
+			 st->iso.bwrap ? "bwrap" : "none", /* message: may be cut */
+			 st->iso.bwrap ? st->iso.network : "host", (unsigned)(st->iso.umask & 0777));
 	pthread_mutex_unlock(&local_state_mu);
 }
 

@@ -24,7 +24,8 @@
  * (same argv either way: sfs_local_wrapper_pid checks it). */
 static void wrapper_exe(char *buf, size_t len)
 {
-	snprintf(buf, len, "%s", sfs_self_exe);
+	if (sfs_pathf(buf, len, "%s", sfs_self_exe) < 0)
+		return; /* "": the spawn fails, it never runs another file */
 	char *slash = strrchr(buf, '/');
 	if (!slash)
 		return;
@@ -33,7 +34,7 @@ static void wrapper_exe(char *buf, size_t len)
 		return;
 	memcpy(slash + 1, SFS_LOCAL_WRAP_EXE, sizeof(SFS_LOCAL_WRAP_EXE));
 	if (access(buf, X_OK) != 0)
-		snprintf(buf, len, "%s", sfs_self_exe);
+		(void)!sfs_pathf(buf, len, "%s", sfs_self_exe); /* fitted above */
 }
 
 int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd, pid_t *pid)

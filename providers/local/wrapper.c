@@ -32,6 +32,7 @@
 #include "local.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -71,22 +72,36 @@ static void on_usr1(int sig)
  * wait for a flush.  With durable, the file is fsync'd after the rename: a
  * crash before that leaves no status or an empty one, which reads as `lost`.
  */
+/* snprintf that refuses to cut: 0, or -1 (buf "") when it does not fit. */
+static int __attribute__((format(printf, 3, 4)))
+wpathf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < size)
+		return 0;
+	buf[0] = '\0';
+	return -1;
+}
+
 static int write_small_file(const char *dir, const char *name, const char *text, bool durable,
 			    bool tmp_beside)
 {
 	char tmp[4200], path[4200];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (wpathf(path, sizeof(path), "%s/%s", dir, name) < 0)
+		return -1;
 	/* status's temp file is made beside RUNDIR (runs/.N.status.tmp, a
 	 * name the daemon's scan of runs/ skips), not in it: a reader of
 	 * `wait` has an inotify watch on RUNDIR, and the temp file's creation
 	 * and write would wake the journal engine twice just before the rename
 	 * that answers it */
 	const char *slash = tmp_beside ? strrchr(dir, '/') : NULL;
-	if (slash)
-		snprintf(tmp, sizeof(tmp), "%.*s/.%s.%s.tmp", (int)(slash - dir), dir, slash + 1,
-			 name);
-	else
-		snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+	if (slash ? wpathf(tmp, sizeof(tmp), "%.*s/.%s.%s.tmp", (int)(slash - dir), dir, slash + 1,
+			   name)
+		  : wpathf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name))
+		return -1;
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -1;
@@ -114,9 +129,10 @@ static int reserve_status(const char *dir, char *tmp, size_t len)
 	const char *slash = strrchr(dir, '/');
 	if (!slash)
 		return -1;
-	snprintf(tmp, len, "%.*s/.%s.status.tmp", (int)(slash - dir), dir, slash + 1);
 	char ahead[4200];
-	snprintf(ahead, sizeof(ahead), "%s/.status.tmp", dir);
+	if (wpathf(tmp, len, "%.*s/.%s.status.tmp", (int)(slash - dir), dir, slash + 1) ||
+	    wpathf(ahead, sizeof(ahead), "%s/.status.tmp", dir))
+		return -1;
 	struct stat st;
 	if (rename(ahead, tmp) == 0) {
 		int fd = open(tmp, O_WRONLY | O_CLOEXEC);
@@ -147,7 +163,8 @@ static int reserve_status(const char *dir, char *tmp, size_t len)
 static void write_status(const char *dir, int res_fd, const char *tmp, const char *text)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/status", dir);
+	if (wpathf(path, sizeof(path), "%s/status", dir))
+		return; /* the wrapper refused such a RUNDIR at its start */
 	size_t len = strlen(text);
 	long delay_ms = 10;
 	for (;;) {
@@ -208,6 +225,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	unsetenv(SFS_LOCAL_UMASK_ENV);
 	unsigned long long journal_max = strtoull(argv[5], NULL, 10);
 	char path[4200];
+	/* every RUNDIR/NAME and runs/.N.NAME.tmp below must fit path */
+	if (strlen(dir) + 64 > sizeof(path)) {
+		report(ready_fd, "run directory path too long");
+		return 1;
+	}
 	/* the command must not inherit it, or the daemon would wait for the
 	 * command's end to see the pipe close */
 	fcntl(ready_fd, F_SETFD, FD_CLOEXEC);
@@ -219,8 +241,9 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		 * POSIX lock, which an exclusive one needs a file open for
 		 * writing for): RUNDIR/lock, which the daemon looks for first */
 		close(lock_fd);
-		snprintf(path, sizeof(path), "%s/lock", dir);
-		lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		lock_fd = wpathf(path, sizeof(path), "%s/lock", dir)
+			      ? -1
+			      : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (lock_fd >= 0 && flock(lock_fd, LOCK_EX) < 0) {
 			close(lock_fd);
 			lock_fd = -1;
@@ -230,8 +253,9 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		report(ready_fd, "lock");
 		return 1;
 	}
-	snprintf(path, sizeof(path), "%s/journal", dir);
-	int journal_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	int journal_fd = wpathf(path, sizeof(path), "%s/journal", dir)
+			     ? -1
+			     : open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (journal_fd < 0) {
 		report(ready_fd, "journal");
 		return 1;
@@ -249,8 +273,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	relay.last = '\n';
 	char status_tmp[4200];
 	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
-	snprintf(path, sizeof(path), "%s/stdin", dir);
-	if (mkfifo(path, 0600) < 0 && errno != EEXIST) {
+	if (wpathf(path, sizeof(path), "%s/stdin", dir) ||
+	    (mkfifo(path, 0600) < 0 && errno != EEXIST)) {
 		report(ready_fd, "stdin fifo");
 		return 1;
 	}

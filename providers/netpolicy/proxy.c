@@ -190,8 +190,8 @@ static bool override(const char *host, char *addr, size_t len)
 		const char *end = p + strcspn(p, " ;\t");
 		const char *eq = memchr(p, '=', (size_t)(end - p));
 		if (eq && (size_t)(eq - p) == hl && strncasecmp(p, host, hl) == 0) {
-			snprintf(addr, len, "%.*s", (int)(end - eq - 1), eq + 1);
-			return true;
+			/* an address too long for addr is none: never a cut one */
+			return sfs_pathf(addr, len, "%.*s", (int)(end - eq - 1), eq + 1) == 0;
 		}
 		p = end;
 	}
@@ -240,17 +240,18 @@ static int dial(const char *host, int port, char *why, size_t wlen)
 		hints.ai_flags = AI_NUMERICHOST;
 	int g = getaddrinfo(forced ? addr : host, portstr, &hints, &res);
 	if (g) {
-		snprintf(why, wlen, "cannot resolve %s: %s", host, gai_strerror(g));
+		snprintf(why, wlen, "cannot resolve %s: %s", host,
+			 gai_strerror(g)); /* message: may be cut */
 		return -EHOSTUNREACH;
 	}
 	int fd = -1, e = EHOSTUNREACH;
-	snprintf(why, wlen, "no address of %s may be reached", host);
+	snprintf(why, wlen, "no address of %s may be reached", host); /* message: may be cut */
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		/* the override and an allowed address literal are the user's own
 		 * word; a name DNS resolved must lead outside */
 		if (!forced && !is_literal(host) && addr_refused(ai->ai_addr)) {
 			snprintf(why, wlen, "%s resolves to a private, loopback or own address",
-				 host);
+				 host); /* message: may be cut */
 			continue;
 		}
 		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -271,7 +272,8 @@ static int dial(const char *host, int port, char *why, size_t wlen)
 			}
 			e = soerr;
 		}
-		snprintf(why, wlen, "connecting to %s:%d: %s", host, port, strerror(e));
+		snprintf(why, wlen, "connecting to %s:%d: %s", host, port,
+			 strerror(e)); /* message: may be cut */
 		close(fd);
 		fd = -1;
 	}
@@ -320,11 +322,11 @@ static bool decide(const char *key, const char *host, int port, char name[64])
 {
 	pthread_mutex_lock(&P.mu);
 	bool ok = false;
-	snprintf(name, 64, "%s", key);
+	snprintf(name, 64, "%s", key); /* message: may be cut (a name for the log) */
 	for (struct psb *s = P.sbs; s; s = s->next)
 		if (!s->dead && strcmp(s->key, key) == 0) {
 			ok = sfs_netpolicy_allows(&s->policy, host, port);
-			snprintf(name, 64, "%s", s->name);
+			memcpy(name, s->name, 64); /* the same size */
 			break;
 		}
 	pthread_mutex_unlock(&P.mu);
@@ -464,7 +466,7 @@ static bool admit(const char *key)
 	int mine = 0, total = 0;
 	char name[64];
 	bool log = false;
-	snprintf(name, sizeof(name), "%s", key);
+	snprintf(name, sizeof(name), "%s", key); /* message: may be cut (a name for the log) */
 	pthread_mutex_lock(&P.mu);
 	for (struct pconn *o = P.conns; o; o = o->next)
 		if (!o->done) {
@@ -474,7 +476,7 @@ static bool admit(const char *key)
 	bool over = mine >= per || total >= all;
 	for (struct psb *s = P.sbs; s; s = s->next)
 		if (!s->dead && strcmp(s->key, key) == 0) {
-			snprintf(name, sizeof(name), "%s", s->name);
+			memcpy(name, s->name, sizeof(name)); /* the same size */
 			if (over && !s->warned)
 				log = s->warned = true;
 			else if (!over && mine < per / 2)
@@ -509,7 +511,11 @@ static int accept_one(int lfd, const char *key)
 		return -ENOMEM;
 	}
 	c->client = fd;
-	snprintf(c->key, sizeof(c->key), "%s", key);
+	if (sfs_pathf(c->key, sizeof(c->key), "%s", key) < 0) {
+		close(fd);
+		free(c);
+		return -ENAMETOOLONG; /* keys are < 40: never */
+	}
 	pthread_mutex_lock(&P.mu);
 	int r = pthread_create(&c->th, NULL, conn_thread, c);
 	if (!r) {
@@ -586,7 +592,8 @@ static void *acceptor(void *arg)
 			int lfds[2] = {s->unix_fd, s->tcp_fd};
 			for (int i = 0; i < 2 && n < ps.cap; i++)
 				if (lfds[i] >= 0) {
-					snprintf(keys[n], sizeof(keys[n]), "%s", s->key);
+					memcpy(keys[n], s->key,
+					       sizeof(keys[n])); /* the same size */
 					fds[n++] = (struct pollfd){.fd = lfds[i], .events = POLLIN};
 				}
 			pp = &s->next;
@@ -703,7 +710,8 @@ static int attach_locked(const char *key, const char *name, const struct sfs_hol
 		    s->start == h->start) {
 			sfs_netpolicy_free(&s->policy);
 			s->policy = pol;
-			snprintf(s->name, sizeof(s->name), "%s", name);
+			snprintf(s->name, sizeof(s->name), "%s",
+				 name); /* message: may be cut (log only) */
 			pthread_mutex_unlock(&P.mu);
 			return 0;
 		}
@@ -727,8 +735,12 @@ static int attach_locked(const char *key, const char *name, const struct sfs_hol
 		sfs_netpolicy_free(&pol);
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
-	snprintf(s->key, sizeof(s->key), "%s", key);
-	snprintf(s->name, sizeof(s->name), "%s", name);
+	if (sfs_pathf(s->key, sizeof(s->key), "%s", key) < 0) {
+		sfs_netpolicy_free(&pol);
+		free(s);
+		return sfs_errf(err, -ENAMETOOLONG, "proxy: key too long");
+	}
+	snprintf(s->name, sizeof(s->name), "%s", name); /* message: may be cut (log only) */
 	s->policy = pol;
 	s->target = h->target;
 	s->start = h->start;

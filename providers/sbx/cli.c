@@ -9,6 +9,7 @@
 #include "../options.h"
 #include "../spawn_attr.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,8 +36,7 @@ bool sbx_cli_path(char *buf, size_t len)
 {
 	const char *cfg = sfs_opt_get("sbx.cli");
 	if (cfg && *cfg) {
-		snprintf(buf, len, "%s", cfg);
-		return is_exe(cfg);
+		return sfs_pathf(buf, len, "%s", cfg) == 0 && is_exe(cfg);
 	}
 	const char *path = getenv("PATH");
 	for (const char *p = path ? path : ""; *p;) {

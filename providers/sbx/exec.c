@@ -83,7 +83,7 @@ int sbx_exec_n(struct sfs_sandbox *sb, const struct sfs_sh_cmd *c, const void *i
 	}
 	*code = res.code;
 	if (res.code && err && res.errtxt[0]) /* the command's complaint, for the caller */
-		snprintf(err->msg, sizeof(err->msg), "%s", res.errtxt);
+		snprintf(err->msg, sizeof(err->msg), "%s", res.errtxt); /* message: may be cut */
 	if (out) {
 		*out = res.out;
 		res.out = NULL;

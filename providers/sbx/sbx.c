@@ -52,11 +52,17 @@ static int set_network(struct sfs_sandbox *sb, const char *text, struct sfs_err 
 	r = cli_ok("policy", all, err);
 	for (size_t i = 0; !r && i < p.n; i++) {
 		char host[300];
-		snprintf(host, sizeof(host), "%s%s", p.rules[i].subdomains ? "*." : "",
-			 p.rules[i].host);
-		if (p.rules[i].port)
-			snprintf(host + strlen(host), sizeof(host) - strlen(host), ":%d",
-				 p.rules[i].port);
+		/* a rule cut would allow another host: refused instead */
+		if (p.rules[i].port
+			? sfs_pathf(host, sizeof(host), "%s%s:%d",
+				    p.rules[i].subdomains ? "*." : "", p.rules[i].host,
+				    p.rules[i].port) < 0
+			: sfs_pathf(host, sizeof(host), "%s%s", p.rules[i].subdomains ? "*." : "",
+				    p.rules[i].host) < 0) {
+			r = sfs_errf(err, -ENAMETOOLONG, "sbx: network rule %.64s...: too long",
+				     p.rules[i].host);
+			break;
+		}
 		const char *one[] = {"policy", "allow", "network", "--sandbox", sb->id, host, NULL};
 		r = cli_ok("policy", one, err);
 	}
@@ -107,7 +113,8 @@ static int fetch_workspace(struct sfs_sandbox *sb, bool seeded, struct sfs_err *
  * when no clone= was given (sbx clones a host git workspace, nothing else). */
 static int seed_repo(struct sfs_sandbox *sb, char *buf, size_t len, struct sfs_err *err)
 {
-	snprintf(buf, len, "%s/sbx-seed", sb->statedir);
+	if (sfs_pathf(buf, len, "%s/sbx-seed", sb->statedir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sbx: %s: path too long", sb->statedir);
 	git_libgit2_init();
 	git_repository *repo = NULL;
 	int rc = git_repository_init(&repo, buf, 0);
@@ -153,8 +160,8 @@ static int sbx_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 	struct stat st;
 	if (clone) {
 		char git[4200];
-		snprintf(git, sizeof(git), "%s/.git", clone);
-		if (clone[0] != '/' || stat(git, &st))
+		if (sfs_pathf(git, sizeof(git), "%s/.git", clone) < 0 || clone[0] != '/' ||
+		    stat(git, &st))
 			return sfs_errf(err, -EINVAL,
 					"sbx: clone=%s: not a git repository on this host (an "
 					"absolute path with .git)",
@@ -166,7 +173,8 @@ static int sbx_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		clone = seed;
 	}
 	if (!name) {
-		snprintf(dflt, sizeof(dflt), "sandboxfs-%s", sb->key);
+		snprintf(dflt, sizeof(dflt), "sandboxfs-%s",
+			 sb->key); /* may be cut: never, a key < 40 */
 		name = dflt;
 	}
 	const char *args[16];
@@ -272,7 +280,8 @@ static bool sbx_configured(char *why, size_t len)
 {
 	char cli[4096];
 	if (!sbx_cli_path(cli, sizeof(cli))) {
-		snprintf(why, len, "missing cli: no sbx CLI on PATH (or at sbx.cli): %s", cli);
+		snprintf(why, len, "missing cli: no sbx CLI on PATH (or at sbx.cli): %s",
+			 cli); /* message: may be cut */
 		return false;
 	}
 	const char *args[] = {"ls", "--json", NULL};
@@ -280,12 +289,13 @@ static bool sbx_configured(char *why, size_t len)
 	struct sfs_err e = {0};
 	int r = sbx_cli(args, NULL, 0, 5000, &res, &e);
 	if (r) {
-		snprintf(why, len, "missing cli: %s", e.msg);
+		snprintf(why, len, "missing cli: %s", e.msg); /* message: may be cut */
 		return false;
 	}
 	bool ok = res.code == 0;
 	if (ok) {
-		snprintf(why, len, "ready: sbx CLI at %s (logged in, hypervisor available)", cli);
+		snprintf(why, len, "ready: sbx CLI at %s (logged in, hypervisor available)",
+			 cli); /* message: may be cut */
 	} else {
 		const char *t = res.errtxt;
 		const char *what = "cli";
@@ -295,7 +305,8 @@ static bool sbx_configured(char *why, size_t len)
 		else if (strcasestr(t, "hypervisor") || strcasestr(t, "virtualization") ||
 			 strcasestr(t, "kvm"))
 			what = "hypervisor";
-		snprintf(why, len, "missing %s: sbx ls: %s", what, t[0] ? t : "failed");
+		snprintf(why, len, "missing %s: sbx ls: %s", what,
+			 t[0] ? t : "failed"); /* message: may be cut */
 		for (char *p = why; *p; p++)
 			if (*p == '\n')
 				*p = ' ';

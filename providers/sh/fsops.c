@@ -137,7 +137,8 @@ static int run_text(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct 
 
 void sfs_sh_run_dir(const struct sfs_sandbox *sb, const struct sfs_run *run, char *buf, size_t len)
 {
-	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key, run->n);
+	snprintf(buf, len, "sandboxfs-runs/%s-%d", sb->key,
+		 run->n); /* may be cut: never, a key < 40 and a number */
 }
 
 int sfs_sh_xrun_refresh(const struct sfs_sh_exec *x, struct sfs_sandbox *sb, struct sfs_run *run,
@@ -162,7 +163,8 @@ ssize_t sfs_sh_xjournal_read(const struct sfs_sh_exec *x, struct sfs_sandbox *sb
 {
 	char dir[256], journal[300];
 	sfs_sh_run_dir(sb, run, dir, sizeof(dir));
-	snprintf(journal, sizeof(journal), "%s/journal", dir);
+	snprintf(journal, sizeof(journal), "%s/journal",
+		 dir); /* may be cut: never, 256 + 8 < 300 */
 	/* base64-framed by the read script itself (any bytes over any
 	 * transport) unless stdout carries bytes as they are */
 	struct sfs_sh_cmd c;

@@ -3,6 +3,7 @@
 
 #include "../config.h"
 #include "../options.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,9 +30,9 @@ static long timeout_ms(void)
 	return (long)(sfs_opt_get_double("sprites.timeout") * 1000);
 }
 
-void sp_path(char *buf, size_t len, const char *name, const char *rest)
+int sp_path(char *buf, size_t len, const char *name, const char *rest)
 {
-	snprintf(buf, len, "/v1/sprites/%s%s", name, rest ? rest : "");
+	return sfs_pathf(buf, len, "/v1/sprites/%s%s", name, rest ? rest : "");
 }
 
 static char *url_of(const char *path)
@@ -107,7 +108,8 @@ static int nd_value(json_t *v, void *arg)
 		const char *e = json_string_value(json_object_get(v, "error"));
 		if (!e)
 			e = json_string_value(json_object_get(v, "message"));
-		snprintf(n->error, sizeof n->error, "%s", e ? e : "error");
+		snprintf(n->error, sizeof n->error, "%s",
+			 e ? e : "error"); /* message: may be cut */
 		return -EIO;
 	}
 	return n->on_value ? n->on_value(v, n->arg) : 0;

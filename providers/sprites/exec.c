@@ -10,6 +10,7 @@
 #include "../config.h"
 #include "../options.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -188,9 +189,10 @@ int sp_kill_session(struct sfs_sandbox *sb, long session, const char *signal, co
 		    struct sfs_err *err)
 {
 	char rest[160], path[320];
-	snprintf(rest, sizeof rest, "/exec/%ld/kill?signal=%s&timeout=%s", session, signal,
-		 timeout);
-	sp_path(path, sizeof path, sb->id, rest);
+	if (sfs_pathf(rest, sizeof rest, "/exec/%ld/kill?signal=%s&timeout=%s", session, signal,
+		      timeout) < 0 ||
+	    sp_path(path, sizeof path, sb->id, rest) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: kill: name too long");
 	struct kill_progress k = {0};
 	int r = sp_api_ndjson("POST", path, NULL, on_kill_line, &k, err);
 	if (r == -ENOENT)

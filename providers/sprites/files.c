@@ -61,9 +61,9 @@ static int fs_path(struct sfs_sandbox *sb, const char *route, const char *rel, c
 		return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	free(p);
-	sp_path(path, FS_PATH_MAX, sb->id, rest);
+	int r = sp_path(path, FS_PATH_MAX, sb->id, rest);
 	free(rest);
-	return 0;
+	return r < 0 ? sfs_errf(err, -ENAMETOOLONG, "sprites: %s: path too long", rel) : 0;
 }
 
 /* One fs route, body raw or JSON. */

@@ -162,9 +162,9 @@ int sp_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	if (r)
 		return r;
 	char file[4200], text[64];
-	snprintf(file, sizeof file, "%s/sprites", run->dir);
 	int tl = snprintf(text, sizeof text, "session %ld\n", session);
-	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	if (sfs_pathf(file, sizeof file, "%s/sprites", run->dir) == 0)
+		sfs_write_file_atomic(file, text, (size_t)tl, NULL);
 	run->state = SFS_RUN_RUNNING;
 	return 0;
 }
@@ -173,8 +173,8 @@ static long run_session(struct sfs_run *run)
 {
 	char file[4200], *text = NULL;
 	size_t len;
-	snprintf(file, sizeof file, "%s/sprites", run->dir);
-	if (sfs_read_file(file, &text, &len) < 0)
+	if (sfs_pathf(file, sizeof file, "%s/sprites", run->dir) < 0 ||
+	    sfs_read_file(file, &text, &len) < 0)
 		return 0;
 	long s = 0;
 	sscanf(text, "session %ld", &s);

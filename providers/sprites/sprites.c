@@ -2,6 +2,7 @@
 #include "sprites.h"
 
 #include "../config.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -71,7 +72,8 @@ static int network_rules(const char *v, json_t **out, struct sfs_err *err)
 static int set_network(struct sfs_sandbox *sb, json_t *policy, struct sfs_err *err)
 {
 	char path[256];
-	sp_path(path, sizeof path, sb->id, "/policy/network");
+	if (sp_path(path, sizeof path, sb->id, "/policy/network") < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: %s: name too long", sb->id);
 	int r = sp_api("POST", path, policy, NULL, NULL, err);
 	json_decref(policy);
 	return r;
@@ -90,7 +92,8 @@ static void delete_sprite(const char *name)
 {
 	char path[256];
 	struct sfs_err err = {0};
-	sp_path(path, sizeof path, name, NULL);
+	if (sp_path(path, sizeof path, name, NULL) < 0)
+		return; /* never a DELETE of a cut name */
 	int r = sp_api("DELETE", path, NULL, NULL, NULL, &err);
 	if (r && r != -ENOENT)
 		sfs_log(SFS_LOG_WARN, "sprites: could not delete sprite %s: %s", name, err.msg);
@@ -169,7 +172,8 @@ static int sp_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return sfs_errf(err, -EINVAL, "sprites: no sprite name to resume");
 	char path[256];
-	sp_path(path, sizeof path, sb->id, NULL);
+	if (sp_path(path, sizeof path, sb->id, NULL) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: %s: name too long", sb->id);
 	/* any call wakes a sleeping sprite; GET says whether it exists */
 	int r = sp_api("GET", path, NULL, NULL, NULL, err);
 	if (r == -ENOENT)
@@ -186,7 +190,8 @@ static int sp_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	if (!sb->id)
 		return 0;
 	char path[256];
-	sp_path(path, sizeof path, sb->id, NULL);
+	if (sp_path(path, sizeof path, sb->id, NULL) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: %s: name too long", sb->id);
 	int r = sp_api("DELETE", path, NULL, NULL, NULL, err); /* checkpoints go with it */
 	return r == -ENOENT ? 0 : r;
 }
@@ -219,7 +224,8 @@ static int on_checkpoint(json_t *v, void *arg)
 static int sp_snapshot(struct sfs_sandbox *sb, const char *label, char **id, struct sfs_err *err)
 {
 	char path[256];
-	sp_path(path, sizeof path, sb->id, "/checkpoint");
+	if (sp_path(path, sizeof path, sb->id, "/checkpoint") < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: %s: name too long", sb->id);
 	json_t *body = json_pack("{s:s}", "comment", label ? label : "sandboxfs");
 	if (!body)
 		return sfs_errf(err, -ENOMEM, "out of memory");
@@ -242,9 +248,10 @@ static int checkpoint_path(struct sfs_sandbox *sb, const char *id, const char *s
 	char *e = sfs_http_escape_component(id), rest[256];
 	if (!e)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(rest, sizeof rest, "/checkpoints/%s%s", e, suffix);
+	int r = sfs_pathf(rest, sizeof rest, "/checkpoints/%s%s", e, suffix);
 	free(e);
-	sp_path(path, 512, sb->id, rest);
+	if (r < 0 || sp_path(path, 512, sb->id, rest) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: checkpoint %s: name too long", id);
 	return 0;
 }
 
@@ -272,7 +279,8 @@ static int sp_expose(struct sfs_sandbox *sb, int port, char **url, struct sfs_er
 				"8080); port %d cannot be exposed",
 				port);
 	char path[256];
-	sp_path(path, sizeof path, sb->id, NULL);
+	if (sp_path(path, sizeof path, sb->id, NULL) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "sprites: %s: name too long", sb->id);
 	json_t *o = NULL;
 	int r = sp_api("GET", path, NULL, &o, NULL, err);
 	if (r)
@@ -295,7 +303,8 @@ static bool sp_configured(char *why, size_t len)
 		return false;
 	}
 	char *base = sfs_http_base_url("sprites.api_url", "SPRITES_API_URL", SP_DEFAULT_API);
-	snprintf(why, len, "ready: Sprites API at %s", base ? base : SP_DEFAULT_API);
+	snprintf(why, len, "ready: Sprites API at %s",
+		 base ? base : SP_DEFAULT_API); /* message: may be cut */
 	free(base);
 	return true;
 }

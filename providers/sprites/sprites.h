@@ -38,8 +38,10 @@ int sp_api_req(const char *path, struct sfs_http_req *req, struct sfs_http_resp 
  * {"type":"error"} line fails with its text. */
 int sp_api_ndjson(const char *method, const char *path, json_t *body,
 		  int (*on_value)(json_t *v, void *arg), void *arg, struct sfs_err *err);
-/* "/v1/sprites/NAME" + rest (rest may hold a query). */
-void sp_path(char *buf, size_t len, const char *name, const char *rest);
+/* "/v1/sprites/NAME" + rest (rest may hold a query) into buf: 0, or
+ * -ENAMETOOLONG when it does not fit (never cut). */
+int sp_path(char *buf, size_t len, const char *name, const char *rest)
+    __attribute__((warn_unused_result));
 
 /* ---- exec.c --------------------------------------------------------------- */
 

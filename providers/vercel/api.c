@@ -7,6 +7,7 @@
 #include "../redact.h"
 #include "../sh/sh.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ static int claim(json_t *o, const char *key, char *buf, size_t len)
 	const char *v = json_string_value(json_object_get(o, key));
 	if (!v || !*v || strlen(v) >= len)
 		return -EINVAL;
-	snprintf(buf, len, "%s", v);
+	memcpy(buf, v, strlen(v) + 1); /* its length checked above */
 	return 0;
 }
 
@@ -63,7 +64,7 @@ static void ident(const char *env, const char *key, char *buf, size_t len)
 	const char *v = getenv(env);
 	if (!v || !*v)
 		v = sfs_opt_get(key);
-	snprintf(buf, len, "%s", v && strlen(v) < len ? v : "");
+	(void)!sfs_pathf(buf, len, "%s", v ? v : ""); /* "" (none) if it does not fit */
 }
 
 int vc_creds(struct vc_creds *c, struct sfs_err *err)
@@ -95,9 +96,11 @@ int vc_creds(struct vc_creds *c, struct sfs_err *err)
 				"vercel: VERCEL_OIDC_TOKEN is not a JWT whose payload has owner_id "
 				"and project_id");
 	if (!c->team[0])
-		snprintf(c->team, sizeof(c->team), "%s", team);
+		if (sfs_pathf(c->team, sizeof(c->team), "%s", team) < 0)
+			return sfs_errf(err, -EINVAL, "vercel: the token's team id is too long");
 	if (!c->project[0])
-		snprintf(c->project, sizeof(c->project), "%s", project);
+		if (sfs_pathf(c->project, sizeof(c->project), "%s", project) < 0)
+			return sfs_errf(err, -EINVAL, "vercel: the token's project id is too long");
 	return 0;
 }
 
@@ -249,7 +252,8 @@ static int on_line(json_t *v, void *arg)
 	json_t *data = json_object_get(v, "data");
 	if (stream && !strcmp(stream, "error")) {
 		const char *m = json_string_value(json_object_get(data, "message"));
-		snprintf(x->failure, sizeof(x->failure), "%s", m ? m : "the command failed");
+		snprintf(x->failure, sizeof(x->failure), "%s",
+			 m ? m : "the command failed"); /* message: may be cut */
 		return 0;
 	}
 	const char *s = json_string_value(data);

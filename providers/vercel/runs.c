@@ -64,9 +64,9 @@ int vc_run_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	/* the command id, for whoever debugs a run by hand */
 	const char *cid = json_string_value(json_object_get(json_object_get(out, "command"), "id"));
 	char file[4200], text[256];
-	snprintf(file, sizeof(file), "%s/vercel", run->dir);
-	int tl = snprintf(text, sizeof(text), "command %s\n", cid ? cid : "-");
-	sfs_write_file_atomic(file, text, (size_t)tl, NULL);
+	snprintf(text, sizeof(text), "command %s\n", cid ? cid : "-"); /* message: may be cut */
+	if (sfs_pathf(file, sizeof(file), "%s/vercel", run->dir) == 0)
+		sfs_write_file_atomic(file, text, strlen(text), NULL);
 	json_decref(out);
 	run->state = SFS_RUN_RUNNING;
 	return 0;

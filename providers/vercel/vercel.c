@@ -321,8 +321,10 @@ static int vc_snapshot_delete(struct sfs_sandbox *sb, const char *snapshot_id, s
 	char *e = sfs_http_escape_component(snapshot_id);
 	if (!e)
 		return sfs_errf(err, -ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), "/v2/sandboxes/snapshots/%s", e);
+	int pr = sfs_pathf(path, sizeof(path), "/v2/sandboxes/snapshots/%s", e);
 	free(e);
+	if (pr < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "vercel: snapshot id too long");
 	int r = vc_call("DELETE", path, NULL, false, NULL, NULL, err);
 	return r == -ENOENT ? 0 : r;
 }
@@ -485,12 +487,12 @@ static bool vc_configured(char *why, size_t len)
 	struct vc_creds c;
 	struct sfs_err err = {0};
 	if (vc_creds(&c, &err)) {
-		snprintf(why, len, "%s", err.msg);
+		snprintf(why, len, "%s", err.msg); /* message: may be cut */
 		return false;
 	}
 	char *base = sfs_http_base_url("vercel.api_url", "VERCEL_API_URL", VC_DEFAULT_API);
 	snprintf(why, len, "ready: Vercel API at %s (team %s, project %s)",
-		 base ? base : VC_DEFAULT_API, c.team, c.project);
+		 base ? base : VC_DEFAULT_API, c.team, c.project); /* message: may be cut */
 	free(base);
 	return true;
 }

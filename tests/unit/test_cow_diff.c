@@ -46,13 +46,13 @@ static void change(const char *ws)
 {
 	char p[600];
 	put(ws, "src/main.c", "one\ntwo\nthree\nfour\n");
-	snprintf(p, sizeof(p), "%s/gone.txt", ws);
+	CHECK_INT(sfs_pathf(p, sizeof(p), "%s/gone.txt", ws), 0);
 	CHECK_INT(unlink(p), 0);
 	put(ws, "added.txt", "new\n");
 	put(ws, ".env", "made in the sandbox\n"); /* hidden path: never in the diff */
-	snprintf(p, sizeof(p), "%s/tool.sh", ws);
+	CHECK_INT(sfs_pathf(p, sizeof(p), "%s/tool.sh", ws), 0);
 	CHECK_INT(chmod(p, 0755), 0);
-	snprintf(p, sizeof(p), "%s/same.txt", ws);
+	CHECK_INT(sfs_pathf(p, sizeof(p), "%s/same.txt", ws), 0);
 	FILE *f = fopen(p, "a"); /* opened for writing, nothing changed */
 	if (f)
 		fclose(f);

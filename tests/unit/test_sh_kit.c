@@ -10,6 +10,7 @@
 #include "providers/provider.h"
 #include "providers/sh/sh.h"
 #include "providers/strbuf.h"
+#include "providers/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -597,7 +598,8 @@ static void test_status_lost_and_none(void)
 	sfs_sh_cmd_free(&c);
 	CHECK_STREQ(out, "none\n");
 	char mk[700];
-	snprintf(mk, sizeof(mk), "mkdir -p '%s' && echo 999999 >'%s/wpid'", abs, abs);
+	CHECK_INT(sfs_pathf(mk, sizeof(mk), "mkdir -p '%s' && echo 999999 >'%s/wpid'", abs, abs),
+		  0);
 	CHECK_INT(system(mk), 0);
 	CHECK_INT(sfs_sh_status(&c, abs, NULL), 0);
 	CHECK_INT(run(&c, out, sizeof(out)), 0);

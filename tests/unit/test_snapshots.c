@@ -326,7 +326,7 @@ static char *restored(const char *commit, const char *rel)
 	size_t len;
 	static int n;
 	snprintf(dir, sizeof(dir), "%s/out%d", state, __atomic_add_fetch(&n, 1, __ATOMIC_SEQ_CST));
-	snprintf(rcache, sizeof(rcache), "%s.cache", dir);
+	CHECK_INT(sfs_pathf(rcache, sizeof(rcache), "%s.cache", dir), 0);
 	mkdir(dir, 0755);
 	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct snap_restore_stats st;
