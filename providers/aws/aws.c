@@ -228,7 +228,7 @@ static bool aws_configured(char *why, size_t len)
 	struct sfs_err err = {0};
 	if (aws_config_load(&c, sfs_opt_get("aws.region"), sfs_opt_get("aws.s3_addressing"),
 			    &err)) {
-		snprintf(why, len, "%s", err.msg);
+		snprintf(why, len, "%s", err.msg); /* message: may be cut */
 		return false;
 	}
 	const char *miss = aws_config_missing(&c);
@@ -238,10 +238,10 @@ static bool aws_configured(char *why, size_t len)
 		   *project = sfs_opt_get("aws.codebuild_project");
 	bool cb = runner && !strcmp(runner, "codebuild");
 	if (!ok)
-		snprintf(why, len, "no %s", miss);
+		snprintf(why, len, "no %s", miss); /* message: may be cut */
 	else if (cb)
 		snprintf(
-		    why, len,
+		    why, len, /* message: may be cut */
 		    "ready: S3 at %s (%s-style, region %s, keys from %s)%s; runs: CodeBuild at "
 		    "%s%s",
 		    c.s3_endpoint, c.s3_path_style ? "path" : "virtual-host", c.region,
@@ -257,7 +257,7 @@ static bool aws_configured(char *why, size_t len)
 		    bucket && *bucket ? "" : "; no aws.bucket: new needs bucket=", c.ecs_endpoint,
 		    sfs_opt_get("aws.cluster") && *sfs_opt_get("aws.cluster")
 			? ""
-			: " (no aws.cluster: exec needs cluster=)");
+			: " (no aws.cluster: exec needs cluster=)"); /* message: may be cut */
 	aws_config_free(&c);
 	return ok;
 }

@@ -91,7 +91,10 @@ int aws_cb_start(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *er
 	json_decref(bs);
 	char token[65], group[300];
 	snprintf(token, sizeof(token), "%.32s-%d-%lld", sb->key, run->n, (long long)time(NULL));
-	snprintf(group, sizeof(group), "/aws/codebuild/%s", project);
+	if (sfs_pathf(group, sizeof(group), "/aws/codebuild/%s", project) < 0) {
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: CodeBuild project name too long");
+		goto out;
+	}
 	body = spec ? json_pack("{s:s, s:s, s:s, s:[o,o], s:{s:{s:s, s:s, s:s}}}", "projectName",
 				project, "buildspecOverride", spec, "idempotencyToken", token,
 				"environmentVariablesOverride", env_var("SFS_JOB_URL", job_url),
@@ -192,7 +195,7 @@ int aws_cb_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err *
 			char msg[512];
 			snprintf(msg, sizeof(msg),
 				 "aws: run %d: build %s ended %s without an exit status", run->n,
-				 id, st);
+				 id, st); /* message: may be cut */
 			sfs_sb_set_error(sb, msg);
 			run->state = SFS_RUN_LOST;
 		}

@@ -85,14 +85,17 @@ char *aws_ini_get(const char *text, const char *section, const char *key)
 		trim(&k, &kn);
 		trim(&v, &vn);
 		char full[256];
-		if (indented && parent[0])
-			snprintf(full, sizeof(full), "%s.%.*s", parent, (int)kn, k);
-		else if (!indented && !vn && kn < sizeof(parent))
-			snprintf(parent, sizeof(parent), "%.*s", (int)kn, k);
-		else
+		if (indented && parent[0]) {
+			if (sfs_pathf(full, sizeof(full), "%s.%.*s", parent, (int)kn, k) < 0)
+				continue; /* a key too long is none asked for */
+		} else if (!indented && !vn && kn < sizeof(parent)) {
+			if (sfs_pathf(parent, sizeof(parent), "%.*s", (int)kn, k) < 0)
+				parent[0] = 0;
+		} else
 			parent[0] = 0;
-		if (!(indented && parent[0]))
-			snprintf(full, sizeof(full), "%.*s", (int)kn, k);
+		if (!(indented && parent[0]) &&
+		    sfs_pathf(full, sizeof(full), "%.*s", (int)kn, k) < 0)
+			continue;
 		if (!strcmp(full, key))
 			return strndup(v, vn);
 	}
@@ -150,7 +153,13 @@ int aws_config_load(struct aws_config *c, const char *region_opt, const char *ad
 	char *cfg_text = cfg_path ? slurp(cfg_path) : NULL;
 	/* the config file names profiles "[profile NAME]", the default also "[default]" */
 	char cfg_section[300];
-	snprintf(cfg_section, sizeof(cfg_section), "profile %s", prof);
+	if (sfs_pathf(cfg_section, sizeof(cfg_section), "profile %s", prof) < 0) {
+		free(cred_text);
+		free(cfg_text);
+		free(cred_path);
+		free(cfg_path);
+		return sfs_errf(err, -ENAMETOOLONG, "aws: profile name (AWS_PROFILE) too long");
+	}
 	if (!strcmp(prof, "default") && cfg_text && !strstr(cfg_text, "[profile default]"))
 		snprintf(cfg_section, sizeof(cfg_section), "default");
 	struct sfs_buf src = {0};
@@ -191,10 +200,10 @@ int aws_config_load(struct aws_config *c, const char *region_opt, const char *ad
 			free(sk);
 			bool seen = false;
 			char hdr[320];
-			snprintf(hdr, sizeof(hdr), "[%s]", prof);
-			seen = (cred_text && strstr(cred_text, hdr));
-			snprintf(hdr, sizeof(hdr), "[%s]", cfg_section);
-			seen = seen || (cfg_text && strstr(cfg_text, hdr));
+			if (!sfs_pathf(hdr, sizeof(hdr), "[%s]", prof))
+				seen = (cred_text && strstr(cred_text, hdr));
+			if (!sfs_pathf(hdr, sizeof(hdr), "[%s]", cfg_section))
+				seen = seen || (cfg_text && strstr(cfg_text, hdr));
 			if (named && !seen)
 				rc = sfs_errf(
 				    err, -ENOENT,
@@ -219,7 +228,8 @@ int aws_config_load(struct aws_config *c, const char *region_opt, const char *ad
 	free(cfg_reg);
 
 	char host[300];
-	snprintf(host, sizeof(host), "https://s3.%s.amazonaws.com", c->region);
+	if (sfs_pathf(host, sizeof(host), "https://s3.%s.amazonaws.com", c->region) < 0 && !rc)
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: region name too long");
 	c->s3_endpoint = endpoint("AWS_ENDPOINT_URL_S3", cfg_text, cfg_section, host);
 	/* a configured endpoint means path-style (botocore does the same: an
 	 * emulator on 127.0.0.1 has no bucket subdomains) unless asked */
@@ -232,12 +242,16 @@ int aws_config_load(struct aws_config *c, const char *region_opt, const char *ad
 			       ? false
 			       : c->s3_endpoint && strcmp(c->s3_endpoint, host) != 0;
 	free(cfg_style);
-	snprintf(host, sizeof(host), "https://ecs.%s.amazonaws.com", c->region);
+	if (sfs_pathf(host, sizeof(host), "https://ecs.%s.amazonaws.com", c->region) < 0 && !rc)
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: region name too long");
 	c->ecs_endpoint = endpoint("AWS_ENDPOINT_URL_ECS", cfg_text, cfg_section, host);
-	snprintf(host, sizeof(host), "https://logs.%s.amazonaws.com", c->region);
+	if (sfs_pathf(host, sizeof(host), "https://logs.%s.amazonaws.com", c->region) < 0 && !rc)
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: region name too long");
 	c->logs_endpoint =
 	    endpoint("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", cfg_text, cfg_section, host);
-	snprintf(host, sizeof(host), "https://codebuild.%s.amazonaws.com", c->region);
+	if (sfs_pathf(host, sizeof(host), "https://codebuild.%s.amazonaws.com", c->region) < 0 &&
+	    !rc)
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: region name too long");
 	c->codebuild_endpoint = endpoint("AWS_ENDPOINT_URL_CODEBUILD", cfg_text, cfg_section, host);
 	c->creds_source = sfs_buf_take(&src);
 

@@ -26,6 +26,7 @@
 #include "../provider.h"
 #include "../untrusted/name.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 int aws_ws_open(struct sfs_sandbox *sb, struct aws_ws *w, struct sfs_err *err)
 {
@@ -33,8 +34,10 @@ int aws_ws_open(struct sfs_sandbox *sb, struct aws_ws *w, struct sfs_err *err)
 	const char *id = sb->id, *slash = id ? strchr(id, '/') : NULL;
 	if (!slash || slash == id || (size_t)(slash - id) >= sizeof(w->bucket))
 		return sfs_errf(err, -EINVAL, "aws: sandbox %s has no bucket in its id", sb->name);
-	snprintf(w->bucket, sizeof(w->bucket), "%.*s", (int)(slash - id), id);
-	snprintf(w->root, sizeof(w->root), "%s", slash + 1);
+	if (sfs_pathf(w->bucket, sizeof(w->bucket), "%.*s", (int)(slash - id), id) < 0 ||
+	    sfs_pathf(w->root, sizeof(w->root), "%s", slash + 1) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "aws: sandbox %s: its id is too long",
+				sb->name);
 	int rc = aws_config_load(&w->cfg, sfs_opt_get("aws.region"),
 				 sfs_opt_get("aws.s3_addressing"), err);
 	if (rc)

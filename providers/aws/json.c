@@ -15,13 +15,15 @@
 #include <time.h>
 
 #include "../http/http.h"
+#include "../util.h"
 
 /* __type may be "Name", "ns#Name" or "Name:url": the Name. */
 static void error_type(const char *t, char *out, size_t len)
 {
 	const char *h = t ? strrchr(t, '#') : NULL;
 	t = h ? h + 1 : (t ? t : "");
-	snprintf(out, len, "%.*s", (int)strcspn(t, ":"), t);
+	if (sfs_pathf(out, len, "%.*s", (int)strcspn(t, ":"), t) < 0)
+		return; /* out is "": no type, never a cut one that names another */
 }
 
 static bool throttled(const char *type, long status)
@@ -79,7 +81,8 @@ int aws_json(const struct aws_config *c, const char *service, const char *target
 		*out = NULL;
 	if (snprintf(url, sizeof(url), "%s/", ep) >= (int)sizeof(url))
 		return sfs_errf(err, -ENAMETOOLONG, "aws: %s endpoint too long", service);
-	snprintf(th, sizeof(th), "X-Amz-Target: %s.%s", prefix, target);
+	if (sfs_pathf(th, sizeof(th), "X-Amz-Target: %s.%s", prefix, target) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "aws: %s target %s too long", service, target);
 	char *text = json_dumps(body, JSON_COMPACT);
 	if (!text)
 		return sfs_errf(err, -ENOMEM, "out of memory");

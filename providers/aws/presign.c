@@ -15,10 +15,11 @@
 
 #include "../http/http.h"
 #include "../strbuf.h"
+#include "../util.h"
 
-static void credential(const struct aws_config *c, const char *date, char *out, size_t len)
+static int credential(const struct aws_config *c, const char *date, char *out, size_t len)
 {
-	snprintf(out, len, "%s/%.8s/%s/s3/aws4_request", c->access_key, date, c->region);
+	return sfs_pathf(out, len, "%s/%.8s/%s/s3/aws4_request", c->access_key, date, c->region);
 }
 
 int aws_presign(const struct aws_config *c, const char *method, const char *bucket, const char *key,
@@ -29,7 +30,8 @@ int aws_presign(const struct aws_config *c, const char *method, const char *buck
 		return sfs_errf(err, -EACCES, "aws: no %s", aws_config_missing(c));
 	char date[17], cred[512];
 	sfs_sigv4_amz_date(now, date);
-	credential(c, date, cred, sizeof(cred));
+	if (credential(c, date, cred, sizeof(cred)) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "aws: access key or region too long");
 	struct sfs_buf q = {0}, url = {0}, path = {0}, creq = {0}, sh = {0}, sts = {0};
 	int rc = sfs_buf_adds(&q, "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=");
 	if (!rc)
@@ -56,7 +58,10 @@ int aws_presign(const struct aws_config *c, const char *method, const char *buck
 	const char *p = auth + alen;
 	size_t plen = strcspn(p, "?");
 	char host[256];
-	snprintf(host, sizeof(host), "%.*s", (int)alen, auth);
+	if (sfs_pathf(host, sizeof(host), "%.*s", (int)alen, auth) < 0) {
+		rc = sfs_errf(err, -ENAMETOOLONG, "aws: S3 host too long");
+		goto out;
+	}
 	rc = plen ? sfs_sigv4_uri_decode(&path, p, plen) : sfs_buf_addc(&path, '/');
 	struct sfs_sigv4_hdr h = {"host", host};
 	struct sfs_sigv4_req r = {.method = method,
@@ -108,7 +113,8 @@ int aws_post_policy(const struct aws_config *c, const char *bucket, const char *
 	if (!c->access_key || !c->secret_key)
 		return sfs_errf(err, -EACCES, "aws: no %s", aws_config_missing(c));
 	sfs_sigv4_amz_date(now, p->date);
-	credential(c, p->date, p->credential, sizeof(p->credential));
+	if (credential(c, p->date, p->credential, sizeof(p->credential)) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "aws: access key or region too long");
 	time_t until = now + expires;
 	struct tm tm;
 	char exp[40];

@@ -45,7 +45,8 @@ char *aws_setting(struct sfs_sandbox *sb, const char *key)
 	if (v)
 		return v;
 	char opt[64];
-	snprintf(opt, sizeof(opt), "aws.%s", key);
+	if (sfs_pathf(opt, sizeof(opt), "aws.%s", key) < 0)
+		return NULL;
 	const char *o = sfs_opt_get(opt);
 	return o && *o ? strdup(o) : NULL;
 }
@@ -292,8 +293,8 @@ int aws_run_keep(struct sfs_sandbox *sb, struct sfs_run *run, const char *cluste
 	char *text = rec ? json_dumps(rec, JSON_COMPACT) : NULL;
 	json_decref(rec);
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/aws", run->dir);
-	if (!text || sfs_write_file_atomic(path, text, strlen(text), NULL))
+	if (sfs_pathf(path, sizeof(path), "%s/aws", run->dir) < 0 || !text ||
+	    sfs_write_file_atomic(path, text, strlen(text), NULL))
 		sfs_log(SFS_LOG_WARN,
 			"%s: run %d: cannot record %s in %s: a restarted daemon "
 			"will not find it",
@@ -421,8 +422,8 @@ struct aws_runst *aws_run_locked(struct sfs_sandbox *sb, const struct sfs_run *r
 		return r;
 	char path[4200], *text = NULL;
 	size_t len;
-	snprintf(path, sizeof(path), "%s/aws", run->dir);
-	if (sfs_read_file(path, &text, &len))
+	if (sfs_pathf(path, sizeof(path), "%s/aws", run->dir) < 0 ||
+	    sfs_read_file(path, &text, &len))
 		return NULL;
 	json_t *o = json_loadb(text, len, 0, NULL);
 	free(text);
@@ -517,7 +518,7 @@ int aws_run_refresh(struct sfs_sandbox *sb, struct sfs_run *run, struct sfs_err 
 			char msg[512];
 			snprintf(msg, sizeof(msg),
 				 "aws: run %d: task stopped without an exit code: %s", run->n,
-				 why ? why : "no reason given");
+				 why ? why : "no reason given"); /* message: may be cut */
 			sfs_sb_set_error(sb, msg);
 			run->state = SFS_RUN_LOST;
 		}

@@ -14,6 +14,7 @@
 
 #include "../http/http.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 /* Decodes the five XML entities and numeric ones below 128. */
 static char *xml_unescape(const char *s, size_t n)
@@ -62,8 +63,9 @@ static bool find_tag(const char *s, const char *e, const char *tag, const char *
 		     const char **te)
 {
 	char open[64], close[64];
-	snprintf(open, sizeof(open), "<%s>", tag);
-	snprintf(close, sizeof(close), "</%s>", tag);
+	if (sfs_pathf(open, sizeof(open), "<%s>", tag) < 0 ||
+	    sfs_pathf(close, sizeof(close), "</%s>", tag) < 0)
+		return false;
 	size_t ol = strlen(open), cl = strlen(close);
 	for (const char *p = s; p + ol <= e; p++) {
 		if (memcmp(p, open, ol))

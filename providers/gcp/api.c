@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../http/http.h"
+#include "../util.h"
 
 static pthread_mutex_t session_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct gcp_auth *session;
@@ -118,7 +119,8 @@ static void error_text(const char *body, size_t len, char *status, size_t scap, 
 	const char *reason = json_string_value(
 	    json_object_get(json_array_get(json_object_get(e, "errors"), 0), "reason"));
 	const char *m = json_string_value(json_object_get(e, "message"));
-	snprintf(status, scap, "%s", st ? st : reason ? reason : "");
+	if (sfs_pathf(status, scap, "%s", st ? st : reason ? reason : "") < 0)
+		*status = 0; /* no status, never a cut one that names another */
 	if (m) {
 		sfs_escape_text(m, strlen(m), msg, mcap);
 	} else {

@@ -28,6 +28,7 @@
 #include "../provider.h"
 #include "../untrusted/name.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 static int oom(struct sfs_err *err)
 {
@@ -41,8 +42,10 @@ int gcp_ws_of(struct sfs_sandbox *sb, struct gcp_ws *w, struct sfs_err *err)
 	if (!slash || slash == id || (size_t)(slash - id) >= sizeof(w->bucket) ||
 	    strlen(slash + 1) >= sizeof(w->root))
 		return sfs_errf(err, -EINVAL, "gcp: sandbox %s has no bucket in its id", sb->name);
-	snprintf(w->bucket, sizeof(w->bucket), "%.*s", (int)(slash - id), id);
-	snprintf(w->root, sizeof(w->root), "%s", slash + 1);
+	if (sfs_pathf(w->bucket, sizeof(w->bucket), "%.*s", (int)(slash - id), id) < 0 ||
+	    sfs_pathf(w->root, sizeof(w->root), "%s", slash + 1) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: sandbox %s: its id is too long",
+				sb->name);
 	return 0;
 }
 

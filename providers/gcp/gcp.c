@@ -55,14 +55,16 @@ static bool cpu_ok(const char *v)
 {
 	char *end;
 	long n = strtol(v, &end, 10);
-	return *v && n > 0 && n <= 8000 && (!*end || !strcmp(end, "m"));
+	return *v && strlen(v) < sizeof(((struct gcp_settings *)0)->cpu) && n > 0 && n <= 8000 &&
+	       (!*end || !strcmp(end, "m"));
 }
 
 static bool memory_ok(const char *v)
 {
 	char *end;
 	long n = strtol(v, &end, 10);
-	return *v && n > 0 && n <= 65536 && (!strcmp(end, "Mi") || !strcmp(end, "Gi"));
+	return *v && strlen(v) < sizeof(((struct gcp_settings *)0)->memory) && n > 0 &&
+	       n <= 65536 && (!strcmp(end, "Mi") || !strcmp(end, "Gi"));
 }
 
 /* A project id or a region: lower-case letters, digits and '-'. */
@@ -90,10 +92,9 @@ static const char *default_project(char *buf, size_t len)
 		return v;
 	struct gcp_auth *a;
 	struct sfs_err e = {0};
-	if (!gcp_session(&a, &e) && a->have_key && a->key.project_id) {
-		snprintf(buf, len, "%s", a->key.project_id);
-		return buf;
-	}
+	if (!gcp_session(&a, &e) && a->have_key && a->key.project_id &&
+	    !sfs_pathf(buf, len, "%s", a->key.project_id))
+		return buf; /* a project id too long is none */
 	return NULL;
 }
 
@@ -104,13 +105,17 @@ void gcp_settings_of(struct sfs_sandbox *sb, struct gcp_settings *s)
 	json_t *o = sb->priv;
 	const char *v;
 	if ((v = json_string_value(json_object_get(o, "project"))))
-		snprintf(s->project, sizeof(s->project), "%s", v);
+		if (sfs_pathf(s->project, sizeof(s->project), "%s", v) < 0)
+			*s->project = 0; /* new refuses what does not fit */
 	if ((v = json_string_value(json_object_get(o, "region"))))
-		snprintf(s->region, sizeof(s->region), "%s", v);
+		if (sfs_pathf(s->region, sizeof(s->region), "%s", v) < 0)
+			*s->region = 0; /* new refuses what does not fit */
 	if ((v = json_string_value(json_object_get(o, "cpu"))))
-		snprintf(s->cpu, sizeof(s->cpu), "%s", v);
+		if (sfs_pathf(s->cpu, sizeof(s->cpu), "%s", v) < 0)
+			*s->cpu = 0; /* new refuses what does not fit */
 	if ((v = json_string_value(json_object_get(o, "memory"))))
-		snprintf(s->memory, sizeof(s->memory), "%s", v);
+		if (sfs_pathf(s->memory, sizeof(s->memory), "%s", v) < 0)
+			*s->memory = 0; /* new refuses what does not fit */
 	pthread_mutex_unlock(&settings_mu);
 }
 
@@ -311,7 +316,8 @@ static void gcp_status_lines(const struct sfs_sandbox *sb, char *buf, size_t len
 	char missing[200];
 	gcp_run_missing((struct sfs_sandbox *)sb, missing, sizeof(missing));
 	snprintf(buf, len, "objects gs://%s\n%s%s%s", sb->id ? sb->id : "",
-		 *missing ? "runs need " : "", missing, *missing ? "\n" : "");
+		 *missing ? "runs need " : "", missing,
+		 *missing ? "\n" : ""); /* message: may be cut */
 }
 
 /* Local checks only (no network on a status read): the key file parses,
@@ -324,7 +330,7 @@ static bool gcp_configured(char *why, size_t len)
 	bool have_bucket = bucket && *bucket;
 	if (gcp_session(&a, &err)) {
 		snprintf(why, len, "%s%s", err.msg + (strncmp(err.msg, "gcp: ", 5) ? 0 : 5),
-			 have_bucket ? "" : "; no gcp.bucket");
+			 have_bucket ? "" : "; no gcp.bucket"); /* message: may be cut */
 		return false;
 	}
 	/* worded so the redactor's key-looking words ("key", "token",
@@ -333,10 +339,10 @@ static bool gcp_configured(char *why, size_t len)
 	if (a->have_key)
 		snprintf(src, sizeof(src),
 			 "authenticates as %s, a service-account JWT exchanged at %s",
-			 a->key.client_email, a->token_url);
+			 a->key.client_email, a->token_url); /* message: may be cut */
 	else
 		snprintf(src, sizeof(src), "authenticates through the metadata server at %s",
-			 a->metadata_url);
+			 a->metadata_url); /* message: may be cut */
 	const char *project = default_project(pbuf, sizeof(pbuf));
 	const char *region = sfs_opt_get("gcp.region");
 	char *storage = gcp_storage_url();
@@ -346,7 +352,7 @@ static bool gcp_configured(char *why, size_t len)
 		 have_bucket ? bucket : "", storage ? storage : "?",
 		 project ? "project " : "no gcp.project", project ? project : "",
 		 region && *region ? ", region " : ", no gcp.region",
-		 region && *region ? region : "");
+		 region && *region ? region : ""); /* message: may be cut */
 	free(storage);
 	return true;
 }

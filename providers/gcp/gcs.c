@@ -16,6 +16,7 @@
 
 #include "../http/http.h"
 #include "../strbuf.h"
+#include "../util.h"
 
 #define LIST_FIELDS "items(name,size,updated,metadata),prefixes,nextPageToken"
 #define OBJ_FIELDS "name,size,updated,metadata"
@@ -46,7 +47,8 @@ static char *url_of(const char *fmt, ...)
 /* "gcs VERB gs://bucket/name" for messages */
 static void what_of(char *buf, size_t len, const char *verb, const char *bucket, const char *name)
 {
-	snprintf(buf, len, "gcs %s gs://%s/%s", verb, bucket, name ? name : "");
+	snprintf(buf, len, "gcs %s gs://%s/%s", verb, bucket,
+		 name ? name : ""); /* message: may be cut */
 }
 
 /* storage root + /storage/v1/b/BUCKET/o/NAME + suffix, both escaped */
@@ -188,7 +190,7 @@ int gcs_list(const char *bucket, const char *prefix, bool delim, size_t max, str
 	if (rc == -ENOENT && err) {
 		/* a list only 404s for its bucket */
 		char msg[sizeof(err->msg)];
-		snprintf(msg, sizeof(msg), "%s", err->msg);
+		snprintf(msg, sizeof(msg), "%s", err->msg); /* message: may be cut */
 		rc = sfs_errf(err, -ENOENT, "%s (no bucket %s)", msg, bucket);
 	}
 	return rc;
@@ -305,7 +307,8 @@ static int upload_multipart(const char *bucket, const char *name, json_t *res, c
 	     sfs_buf_add(&body, data, len) || sfs_buf_printf(&body, "\r\n--%s--\r\n", boundary)))
 		rc = oom(err);
 	char ctype[80], what[1200];
-	snprintf(ctype, sizeof(ctype), "multipart/related; boundary=%s", boundary);
+	if (sfs_pathf(ctype, sizeof(ctype), "multipart/related; boundary=%s", boundary) < 0 && !rc)
+		rc = sfs_errf(err, -ENAMETOOLONG, "gcs: multipart boundary too long");
 	what_of(what, sizeof(what), "upload", bucket, name);
 	if (!rc) {
 		/* an unconditional upload of the same bytes may be repeated */
@@ -453,7 +456,8 @@ int gcs_rewrite(const char *bucket, const char *src, const char *dst, struct sfs
 	char *eb = sfs_http_escape_component(bucket), *es = sfs_http_escape_component(src),
 	     *ed = sfs_http_escape_component(dst);
 	char what[2400];
-	snprintf(what, sizeof(what), "gcs rewrite gs://%s/%s to %s", bucket, src, dst);
+	snprintf(what, sizeof(what), "gcs rewrite gs://%s/%s to %s", bucket, src,
+		 dst); /* message: may be cut */
 	int rc = eb && es && ed ? 0 : oom(err);
 	char *token = NULL;
 	for (int round = 0; !rc; round++) {

@@ -72,12 +72,17 @@ static void job_place(struct sfs_sandbox *sb, struct gcp_settings *s)
 {
 	gcp_settings_of(sb, s);
 	const char *v;
-	if (!*s->project && (v = sfs_opt_get("gcp.project")) && *v)
-		snprintf(s->project, sizeof(s->project), "%s", v);
-	if (!*s->project && (v = getenv("GOOGLE_CLOUD_PROJECT")) && *v)
-		snprintf(s->project, sizeof(s->project), "%s", v);
-	if (!*s->region && (v = sfs_opt_get("gcp.region")) && *v)
-		snprintf(s->region, sizeof(s->region), "%s", v);
+	/* a value too long leaves the place unset (a run then names what it
+	 * lacks), never a cut one nor the next source's */
+	if (!*s->project && (v = sfs_opt_get("gcp.project")) && *v &&
+	    sfs_pathf(s->project, sizeof(s->project), "%s", v) < 0)
+		return;
+	if (!*s->project && (v = getenv("GOOGLE_CLOUD_PROJECT")) && *v &&
+	    sfs_pathf(s->project, sizeof(s->project), "%s", v) < 0)
+		return;
+	if (!*s->region && (v = sfs_opt_get("gcp.region")) && *v &&
+	    sfs_pathf(s->region, sizeof(s->region), "%s", v) < 0)
+		return;
 }
 
 const char *gcp_run_missing(struct sfs_sandbox *sb, char *buf, size_t len)
@@ -88,7 +93,7 @@ const char *gcp_run_missing(struct sfs_sandbox *sb, char *buf, size_t len)
 	snprintf(buf, len, "%s%s%s%s%s", *s.project ? "" : "gcp.project (or project=)",
 		 !*s.project && (!*s.region || !image) ? ", " : "",
 		 *s.region ? "" : "gcp.region (or region=)", !*s.region && !image ? ", " : "",
-		 image ? "" : "image= (the job's container image)");
+		 image ? "" : "image= (the job's container image)"); /* message: may be cut */
 	return buf;
 }
 
@@ -159,7 +164,7 @@ static int ensure_job(struct sfs_sandbox *sb, const struct gcp_settings *s, cons
 		      struct sfs_err *err)
 {
 	char what[200];
-	snprintf(what, sizeof(what), "run jobs.get %s", job);
+	snprintf(what, sizeof(what), "run jobs.get %s", job); /* message: may be cut */
 	char *url = run_url(s, job, NULL);
 	if (!url)
 		return oom(err);
@@ -179,7 +184,9 @@ static int ensure_job(struct sfs_sandbox *sb, const struct gcp_settings *s, cons
 		return rc;
 	/* only-dir takes the prefix without its trailing '/' */
 	char onlydir[1100];
-	snprintf(onlydir, sizeof(onlydir), "only-dir=%.*s", (int)strlen(w.root) - 1, w.root);
+	if (sfs_pathf(onlydir, sizeof(onlydir), "only-dir=%.*s", (int)strlen(w.root) - 1, w.root) <
+	    0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: workspace prefix too long");
 	json_t *limits = json_object();
 	if (*s->cpu)
 		json_object_set_new(limits, "cpu", json_string(s->cpu));
@@ -194,9 +201,12 @@ static int ensure_job(struct sfs_sandbox *sb, const struct gcp_settings *s, cons
 	    "gcs", "bucket", w.bucket, "mountOptions", onlydir, "maxRetries", 0, "timeout",
 	    "86400s", "labels", "sandboxfs", "sandbox");
 	char tail[160];
-	snprintf(tail, sizeof(tail), "/jobs?jobId=%s", job);
+	if (sfs_pathf(tail, sizeof(tail), "/jobs?jobId=%s", job) < 0) {
+		json_decref(body);
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: job name %s too long", job);
+	}
 	url = run_url(s, NULL, tail);
-	snprintf(what, sizeof(what), "run jobs.create %s", job);
+	snprintf(what, sizeof(what), "run jobs.create %s", job); /* message: may be cut */
 	json_t *op = NULL;
 	struct gcp_call create = {
 	    .method = "POST", .url = url, .json = body, .sink_fd = -1, .what = what};
@@ -231,7 +241,8 @@ static struct runstate *runs;
 static char *read_small(const char *dir, const char *file)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (sfs_pathf(path, sizeof(path), "%s/%s", dir, file) < 0)
+		return NULL;
 	char *text = NULL;
 	size_t len = 0;
 	if (sfs_read_file(path, &text, &len))
@@ -244,7 +255,8 @@ static char *read_small(const char *dir, const char *file)
 static int write_small(const char *dir, const char *file, const char *text, struct sfs_err *err)
 {
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (sfs_pathf(path, sizeof(path), "%s/%s", dir, file) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: %s/%s: path too long", dir, file);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));
@@ -277,9 +289,11 @@ static struct runstate *state_of(const char *dir)
 			exec = NULL;
 			pthread_mutex_init(&r->fetch, NULL);
 			char path[4200];
-			snprintf(path, sizeof(path), "%s/gcp.log", dir);
 			int fd =
-			    open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+			    sfs_pathf(path, sizeof(path), "%s/gcp.log", dir) < 0
+				? -1
+				: open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+				       0600);
 			if (fd >= 0)
 				close(fd);
 			r->next = runs;
@@ -340,7 +354,7 @@ static int start_execution(struct sfs_sandbox *sb, const char *script, const str
 	if (!rc && !url)
 		rc = oom(err);
 	char what[200];
-	snprintf(what, sizeof(what), "run jobs.run %s", job);
+	snprintf(what, sizeof(what), "run jobs.run %s", job); /* message: may be cut */
 	json_t *op = NULL;
 	/* not retried once the server may have it: a second run would be a
 	 * second execution */
@@ -368,7 +382,7 @@ static const char *missing_msg(struct sfs_sandbox *sb, const char *what, char *b
 	snprintf(buf, len,
 		 "gcp: %s runs a Cloud Run job, which needs %s; the workspace gs://%s works "
 		 "without them",
-		 what, missing, sb->id ? sb->id : "");
+		 what, missing, sb->id ? sb->id : ""); /* message: may be cut */
 	return buf;
 }
 
@@ -500,17 +514,20 @@ static int append_entries(struct runstate *r, int fd, json_t *entries, int *adde
 			    json_object_get(json_object_get(e, "jsonPayload"), "message"));
 		if (!ts || !id || !text)
 			continue;
+		if (strlen(ts) >= sizeof(r->cursor))
+			continue; /* no timestamp Cloud Logging writes */
 		int cmp = strcmp(ts, r->cursor);
 		if (cmp < 0)
 			continue;
 		if (cmp == 0) {
 			/* the cursor's own second is asked for again: skip ids seen */
 			char needle[300];
-			snprintf(needle, sizeof(needle), "\n%s\n", id);
-			if (r->ids.buf && strstr(r->ids.buf, needle))
-				continue;
+			if (sfs_pathf(needle, sizeof(needle), "\n%s\n", id) < 0 ||
+			    (r->ids.buf && strstr(r->ids.buf, needle)))
+				continue; /* an id too long to check is not shown */
 		} else {
-			snprintf(r->cursor, sizeof(r->cursor), "%s", ts);
+			if (sfs_pathf(r->cursor, sizeof(r->cursor), "%s", ts) < 0)
+				continue; /* never: its length was checked */
 			sfs_buf_reset(&r->ids);
 		}
 		if ((!r->ids.len && sfs_buf_addc(&r->ids, '\n')) ||
@@ -545,14 +562,16 @@ static int fetch_log(struct sfs_sandbox *sb, struct runstate *r, int *added, str
 	if (!rc && *r->cursor)
 		rc = sfs_buf_printf(&flt, " AND timestamp>=\"%s\"", r->cursor);
 	char resource[200];
-	snprintf(resource, sizeof(resource), "projects/%s", s.project);
 	char *root = gcp_logging_url(), *url = NULL;
 	if (rc || !root || asprintf(&url, "%s/v2/entries:list", root) < 0) {
 		url = NULL;
 		rc = oom(err);
 	}
 	free(root);
-	snprintf(path, sizeof(path), "%s/gcp.log", r->dir);
+	if (!rc && sfs_pathf(resource, sizeof(resource), "projects/%s", s.project) < 0)
+		rc = sfs_errf(err, -ENAMETOOLONG, "gcp: project id too long");
+	if (!rc && sfs_pathf(path, sizeof(path), "%s/gcp.log", r->dir) < 0)
+		rc = sfs_errf(err, -ENAMETOOLONG, "gcp: %s: path too long", r->dir);
 	int fd = rc ? -1 : open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (!rc && fd < 0)
 		rc = sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));
@@ -618,7 +637,8 @@ ssize_t gcp_journal_read(struct sfs_sandbox *sb, struct sfs_run *run, off_t off,
 	if (rc)
 		return rc;
 	char path[4200];
-	snprintf(path, sizeof(path), "%s/gcp.log", r->dir);
+	if (sfs_pathf(path, sizeof(path), "%s/gcp.log", r->dir) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: %s: path too long", r->dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sfs_errf(err, -errno, "gcp: %s: %s", path, strerror(errno));

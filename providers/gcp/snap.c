@@ -16,6 +16,7 @@
 #include <sys/random.h>
 
 #include "../provider.h"
+#include "../util.h"
 
 /* ID: letters, digits, '-' only, so it is one safe path segment. */
 static bool id_ok(const char *id)
@@ -34,7 +35,8 @@ static int snap_prefix(const char *id, char *buf, size_t len, struct sfs_err *er
 {
 	if (!id_ok(id))
 		return sfs_errf(err, -EINVAL, "gcp: %s: not a snapshot id of this provider", id);
-	snprintf(buf, len, "snapshots/%s/", id);
+	if (sfs_pathf(buf, len, "snapshots/%s/", id) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: %s: snapshot id too long", id);
 	return 0;
 }
 
@@ -53,8 +55,9 @@ int gcp_snapshot(struct sfs_sandbox *sb, const char *label, char **id, struct sf
 	struct tm tm;
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	snprintf(sid, sizeof(sid), "%s-%02x%02x%02x%02x", stamp, r[0], r[1], r[2], r[3]);
-	snprintf(prefix, sizeof(prefix), "snapshots/%s/", sid);
+	if (sfs_pathf(sid, sizeof(sid), "%s-%02x%02x%02x%02x", stamp, r[0], r[1], r[2], r[3]) < 0 ||
+	    sfs_pathf(prefix, sizeof(prefix), "snapshots/%s/", sid) < 0)
+		return sfs_errf(err, -ENAMETOOLONG, "gcp: snapshot id too long");
 	rc = gcp_copy_prefix(w.bucket, w.root, prefix, false, err);
 	if (rc) {
 		/* a half copy is no snapshot: remove what was copied */

@@ -250,6 +250,11 @@ teardown() {
 	[[ "$output" == *"error: gcp: bucket=Bad_Bucket: expected 3-222 characters"* ]]
 	run ctl_write "$MNT/ctl" "new g2 provider=gcp memory=lots"
 	[[ "$output" == *"error: gcp: memory=lots: expected a size like 512Mi"* ]]
+	# a value longer than the job's field is refused, never cut to another
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp cpu=00000000000000000002"
+	[[ "$output" == *"error: gcp: cpu=00000000000000000002: expected Cloud Run's cpu"* ]]
+	run ctl_write "$MNT/ctl" "new g2 provider=gcp memory=0000000000000512Mi"
+	[[ "$output" == *"error: gcp: memory=0000000000000512Mi: expected a size"* ]]
 	run ctl_write "$MNT/ctl" "new g2 provider=gcp prefix=a/../b"
 	[[ "$output" == *"error: gcp: prefix=a/../b: no '..' segments"* ]]
 	run ctl_write "$MNT/ctl" "new g2 provider=gcp colour=red"

@@ -224,6 +224,44 @@ static void test_region_and_endpoints(void)
 	aws_config_free(&c);
 }
 
+/* A name too long for its buffer is refused, never cut to one that names
+ * another profile, another ini key or another region's endpoint. */
+static void test_too_long_is_refused(void)
+{
+	char name[400], cfg[600], key[300], ini[500];
+	struct aws_config c;
+	struct sfs_err err = {0};
+	/* "profile " + 291 'a' fills the section buffer: a longer AWS_PROFILE
+	 * cut there would read [profile aaa...a]'s keys */
+	memset(name, 'a', 291);
+	name[291] = 0;
+	snprintf(cfg, sizeof(cfg),
+		 "[profile %s]\naws_access_key_id = AKIDOTHER\naws_secret_access_key = s\n", name);
+	reset_env(NULL, cfg);
+	strcat(name, "zzzz");
+	setenv("AWS_PROFILE", name, 1);
+	CHECK_INT(aws_config_load(&c, NULL, NULL, &err), -ENAMETOOLONG);
+	CHECK(strstr(err.msg, "AWS_PROFILE") != NULL);
+
+	/* a region too long for an endpoint host */
+	reset_env(NULL, NULL);
+	memset(name, 'r', 300);
+	name[300] = 0;
+	setenv("AWS_REGION", name, 1);
+	CHECK_INT(aws_config_load(&c, NULL, NULL, &err), -ENAMETOOLONG);
+	CHECK(strstr(err.msg, "region") != NULL);
+	reset_env(NULL, NULL);
+
+	/* a nested key too long is no key asked for, not its first 255 bytes */
+	memset(key, 'k', 298);
+	key[298] = 0;
+	snprintf(ini, sizeof(ini), "[a]\ns3 =\n  %s = evil\n", key);
+	key[252] = 0;
+	char want[310];
+	snprintf(want, sizeof(want), "s3.%s", key);
+	CHECK(aws_ini_get(ini, "a", want) == NULL);
+}
+
 static const char *hdr(const struct aws_signed *s, const char *name)
 {
 	size_t n = strlen(name);
@@ -325,5 +363,5 @@ static void teardown(void)
 
 CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(test_ini), CHECK_CASE(test_env_keys_beat_profile),
 	   CHECK_CASE(test_profiles), CHECK_CASE(test_region_and_endpoints),
-	   CHECK_CASE(test_sign_s3_docs_example), CHECK_CASE(test_sign_payload_and_token),
-	   CHECK_CASE(teardown))
+	   CHECK_CASE(test_too_long_is_refused), CHECK_CASE(test_sign_s3_docs_example),
+	   CHECK_CASE(test_sign_payload_and_token), CHECK_CASE(teardown))
