@@ -113,8 +113,8 @@ static int list_procs(bool with_zombies, struct sfs_local_proc **out, size_t *n)
  * session), never the wrapper itself.  Only valid while the wrapper lives:
  * the caller checks that after the walk (then the session id and every
  * parent link seen in the walk were the wrapper's). */
-static int run_procs(const struct sfs_local_wrapper *w, bool with_zombies,
-		     struct sfs_local_proc **out, size_t *n)
+static int select_procs(pid_t root, pid_t sid, bool with_zombies, struct sfs_local_proc **out,
+			size_t *n)
 {
 	struct sfs_local_proc *procs;
 	size_t total;
@@ -128,10 +128,10 @@ static int run_procs(const struct sfs_local_wrapper *w, bool with_zombies,
 		free(procs);
 		return -ENOMEM;
 	}
-	sfs_local_tree_select(procs, total, w->pid, mark);
+	sfs_local_tree_select(procs, total, root, mark);
 	size_t k = 0;
 	for (size_t i = 0; i < total; i++)
-		if (procs[i].pid != w->pid && (mark[i] || procs[i].sid == w->pid))
+		if (procs[i].pid != root && (mark[i] || (sid > 0 && procs[i].sid == sid)))
 			procs[k++] = procs[i];
 	free(mark);
 	*out = procs;
@@ -139,28 +139,27 @@ static int run_procs(const struct sfs_local_wrapper *w, bool with_zombies,
 	return 0;
 }
 
+static int run_procs(const struct sfs_local_wrapper *w, bool with_zombies,
+		     struct sfs_local_proc **out, size_t *n)
+{
+	return select_procs(w->pid, w->pid, with_zombies, out, n);
+}
+
 int sfs_local_descendants(pid_t root, bool with_zombies, pid_t **out, size_t *n)
 {
-	*out = NULL;
-	*n = 0;
 	struct sfs_local_proc *procs;
-	size_t total;
-	int r = list_procs(with_zombies, &procs, &total);
+	*out = NULL;
+	int r = select_procs(root, 0, with_zombies, &procs, n);
 	if (r)
 		return r;
-	bool *mark = calloc(total ? total : 1, sizeof(*mark));
-	pid_t *pids = calloc(total ? total : 1, sizeof(*pids));
-	if (!mark || !pids) {
-		free(mark);
-		free(pids);
+	pid_t *pids = calloc(*n ? *n : 1, sizeof(*pids));
+	if (!pids) {
 		free(procs);
+		*n = 0;
 		return -ENOMEM;
 	}
-	sfs_local_tree_select(procs, total, root, mark);
-	for (size_t i = 0; i < total; i++)
-		if (mark[i])
-			pids[(*n)++] = procs[i].pid;
-	free(mark);
+	for (size_t i = 0; i < *n; i++)
+		pids[i] = procs[i].pid;
 	free(procs);
 	*out = pids;
 	return 0;
