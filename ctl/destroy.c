@@ -259,7 +259,7 @@ static int destroy_locked(struct sfs_sandbox *sb, struct sfs_err *err)
 		tree_set_error(sb, msg);
 		return r;
 	}
-	sfs_rm_rf(sb->statedir);
+	tree_remove_statedir(sb);
 	destroy_reserve_space(); /* best effort: there may be room again */
 	return 0;
 }
@@ -461,7 +461,7 @@ int tree_forget(const char *name, struct sfs_err *err)
 		forgotten_clear_destroy_markers(sb); /* never destroy what was let go */
 	} else {
 		audit_close(sb);
-		int rr = sfs_rm_rf(sb->statedir);
+		int rr = tree_remove_statedir(sb);
 		if (rr)
 			sfs_log(SFS_LOG_WARN, "%s: %s", sb->statedir, strerror(-rr));
 	}

@@ -1,4 +1,5 @@
 #include "forgotten.h"
+#include "quota.h"
 #include "runs.h"
 
 #include "../providers/util.h"
@@ -144,6 +145,13 @@ bool forgotten_find(const char *statedir, const char *pname, const char *id,
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.' || strlen(e->d_name) >= 40)
 			continue;
+		if (sfs_pathf(path, sizeof(path), "%s/%s", dir, e->d_name) < 0)
+			continue;
+		/* its mark is on its quota's file system, if it has one and a
+		 * reboot unmounted it */
+		struct sfs_err qerr = {0};
+		if (quota_attach(statedir, e->d_name, path, &qerr))
+			sfs_log(SFS_LOG_WARN, "forgotten %s: %s", e->d_name, qerr.msg);
 		if (sfs_pathf(path, sizeof(path), "%s/%s/" MARK, dir, e->d_name) < 0)
 			continue;
 		time_t t = 0;

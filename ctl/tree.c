@@ -9,12 +9,14 @@
 #include "source.h"
 #include "tree_internal.h"
 #include "cowbase.h"
+#include "quota.h"
 #include "wsnap.h"
 
 #include "../fs/snapshots/snapshots.h"
 
 #include "../journal/journal.h"
 #include "../providers/later.h"
+#include "../providers/options.h"
 #include "../providers/util.h"
 
 #include <errno.h>
@@ -283,6 +285,10 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	int r = sfs_mkdir_p(path, 0700);
 	if (r)
 		return sfs_errf(err, r, "state dir %s: %s", path, strerror(-r));
+	uint64_t quota;
+	const char *qtext = sfs_opt_get("quota");
+	if (qtext && (r = quota_parse(qtext, &quota, err)))
+		return r;
 	if ((r = snap_store_init(statedir, err)))
 		return r;
 	cowbase_init(); /* base= sandboxes' snapshots/base/diff */
@@ -315,6 +321,11 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			resave = true;
 			continue;
 		}
+		/* a reboot unmounted its quota's file system: before the dir is read */
+		struct sfs_err qerr = {0};
+		int qr = quota_attach(tree.statedir, sb->key, sb->statedir, &qerr);
+		if (qr)
+			sfs_log(SFS_LOG_ERR, "%s: %s", sb->name, qerr.msg);
 		char marker[4300], decided[4300];
 		destroy_marker_path(sb, marker, sizeof(marker));
 		destroy_decided_path(sb, decided, sizeof(decided));
@@ -345,6 +356,10 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 			sfs_sb_set_state(sb, SFS_SB_ERROR);
 			resave = true;
 		}
+		if (qr) {
+			tree_set_error(sb, qerr.msg);
+			sfs_sb_set_state(sb, SFS_SB_ERROR);
+		}
 		secrets_load(sb); /* values are never saved: read again */
 		enum sfs_sb_state st = sfs_sb_get_state(sb);
 		if (st == SFS_SB_RUNNING || st == SFS_SB_STOPPED) {
@@ -374,7 +389,7 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	for (size_t i = 0; i < ngone; i++) {
 		if (!sr) {
 			audit_close(gone[i]);
-			sfs_rm_rf(gone[i]->statedir);
+			tree_remove_statedir(gone[i]);
 		}
 		/* destroy_finish_decided loaded its runs, which the journal engine lists */
 		journal_detach_sandbox(gone[i]);
@@ -443,7 +458,7 @@ static void unlist_reserved(struct sfs_sandbox *sb)
  * fork) is in the registry before its state dir exists: a daemon killed
  * while it is made leaves no dir that no record names (tree_init). */
 static int reserve(const char *name, const struct sfs_provider *p, const char *want, bool saved,
-		   struct sfs_sandbox **out, struct sfs_err *err)
+		   uint64_t quota, struct sfs_sandbox **out, struct sfs_err *err)
 {
 	int r = ctl_check_sandbox_name(name, err);
 	if (r)
@@ -491,14 +506,32 @@ again:
 		return r;
 	}
 	r = sfs_mkdir_p(sb->statedir, 0700);
-	if (!r && audit_start(sb))
-		r = -ENOMEM;
 	if (r) {
 		unlist_reserved(sb);
 		return sfs_errf(err, r, "state dir %s: %s", sb->statedir, strerror(-r));
 	}
+	/* before anything is written in it: all of it is under the quota (a
+	 * forgotten sandbox's dir that a resume takes has its own again) */
+	r = quota ? quota_make(tree.statedir, sb->key, sb->statedir, quota, err)
+		  : quota_attach(tree.statedir, sb->key, sb->statedir, err);
+	if (!r && audit_start(sb))
+		r = sfs_errf(err, -ENOMEM, "out of memory");
+	if (r) {
+		if (!want) {
+			quota_release(tree.statedir, sb->key, sb->statedir);
+			sfs_rm_rf(sb->statedir);
+		}
+		unlist_reserved(sb);
+		return r;
+	}
 	*out = sb;
 	return 0;
+}
+
+int tree_remove_statedir(struct sfs_sandbox *sb)
+{
+	quota_release(tree.statedir, sb->key, sb->statedir);
+	return sfs_rm_rf(sb->statedir);
 }
 
 /* Undoes reserve() after a failed create: nothing is left behind (but a
@@ -509,7 +542,7 @@ static void unreserve_keeping(struct sfs_sandbox *sb, bool keep_dir)
 {
 	if (!keep_dir) {
 		audit_close(sb);
-		sfs_rm_rf(sb->statedir);
+		tree_remove_statedir(sb);
 	}
 	unlist_reserved(sb);
 	if (tree_sandbox_gone_hook)
@@ -570,11 +603,17 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 				return r;
 		}
 	}
+	uint64_t quota = 0;
+	const char *qtext = sfs_kv_get(opts, "quota");
+	if (!qtext)
+		qtext = sfs_opt_get("quota");
+	if (qtext && (r = quota_parse(qtext, &quota, err)))
+		return r;
 	const char *red = sfs_kv_get(opts, "redact");
 	if (red && strcmp(red, "journal") != 0 && strcmp(red, "none") != 0)
 		return sfs_errf(err, -EINVAL, "redact=%s: expected journal or none", red);
 	struct sfs_sandbox *sb;
-	r = reserve(name, p, NULL, true, &sb, err);
+	r = reserve(name, p, NULL, true, quota, &sb, err);
 	if (r)
 		return r;
 	/* the values are read now: a missing one fails `new` before the
@@ -592,7 +631,7 @@ int tree_create(const char *name, const struct sfs_kvlist *opts, struct sfs_err 
 		if (strncmp(opts->v[i].key, "env.", 4) == 0)
 			r = sfs_kv_set(&sb->env, opts->v[i].key + 4, opts->v[i].val);
 		else if (!source_key(opts->v[i].key) && strncmp(opts->v[i].key, "secret.", 7) &&
-			 strcmp(opts->v[i].key, "redact"))
+			 strcmp(opts->v[i].key, "redact") && strcmp(opts->v[i].key, "quota"))
 			r = sfs_kv_add(&popts, opts->v[i].key, opts->v[i].val);
 	if (r) {
 		sfs_kv_free(&popts);
@@ -662,7 +701,7 @@ int tree_resume(const char *name, const char *pname, const char *id, struct sfs_
 	char key[40];
 	bool found = forgotten_find(tree.statedir, p->name, id, key_listed, key);
 	struct sfs_sandbox *sb;
-	int r = reserve(name, p, found ? key : NULL, false, &sb, err);
+	int r = reserve(name, p, found ? key : NULL, false, 0, &sb, err);
 	if (r)
 		return r;
 	bool again = found && strcmp(sb->key, key) == 0;
@@ -751,7 +790,9 @@ int tree_fork(struct sfs_sandbox *src, const char *newname, const char *from, st
 	if (!src->provider->ops->fork)
 		return sfs_errf(err, -EOPNOTSUPP, "provider %s cannot fork", src->provider->name);
 	struct sfs_sandbox *dst;
-	r = reserve(newname, src->provider, NULL, true, &dst, err);
+	/* a fork of a sandbox with a quota has the same one */
+	r = reserve(newname, src->provider, NULL, true, quota_bytes(tree.statedir, src->key), &dst,
+		    err);
 	if (r)
 		return r;
 	pthread_mutex_lock(&sfs_records_mu);

@@ -35,5 +35,8 @@ void destroy_empty_statedir(struct sfs_sandbox *sb);
 /* Startup: finishes a destroy an rmdir decided; 0 when destroyed, else sb is
  * left in state error saying why. */
 int destroy_finish_decided(struct sfs_sandbox *sb);
+/* Removes sb's state dir, and the file system of its quota (ctl/quota.h)
+ * with it: 0 or a negative errno. */
+int tree_remove_statedir(struct sfs_sandbox *sb);
 
 #endif

@@ -6,6 +6,7 @@
 #include "../ctl/wsnap.h"
 
 #include "../ctl/audit.h"
+#include "../ctl/quota.h"
 #include "../ctl/secrets.h"
 #include "../ctl/tree.h"
 #include "../journal/journal.h"
@@ -370,6 +371,7 @@ static void sandbox_status(struct sfs_buf *t, struct sfs_sandbox *sb)
 		tf_kv(t, "base", base); /* a copy-on-write view of base */
 		tf_kv(t, "cow", cow);
 	}
+	quota_status(t, sfs_state_dir, sb->key, sb->statedir);
 	bool remote = tree_workspace_is_remote(sb);
 	sfs_buf_printf(t, "followers %d\n", journal_followers());
 	/* provider round trips made for workspace/ (tests count them); docker

@@ -124,6 +124,13 @@ const struct sfs_opt sfs_core_options[] = {
      .max = 1e12,
      .help = "bytes at which a sandbox's audit file becomes audit.1 (the older audit.1 is "
 	     "dropped) and a new one starts"},
+    {.key = "quota",
+     .type = SFS_OPT_STRING,
+     .arg = "SIZE",
+     .help = "quota= of new sandboxes that do not give one: each one's state directory "
+	     "(its local workspace, journals, audit) is a file system of SIZE bytes of its own, "
+	     "so a run that fills it gets ENOSPC and other sandboxes keep their room (unset: no "
+	     "quota; needs root and loop devices)"},
     {.key = "journal.max_size",
      .type = SFS_OPT_DOUBLE,
      .arg = "BYTES",

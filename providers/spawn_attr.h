@@ -13,4 +13,14 @@
  */
 int sfs_spawn_attr_clean(posix_spawnattr_t *attr, short flags);
 
+/*
+ * Runs a host tool (argv[0] looked up in the system's sbin and bin
+ * directories only) to its end, as a child with a clean mask, stdin and
+ * stdout on /dev/null, stderr on errfd (or /dev/null when -1), no other
+ * descriptor, and an environment of PATH and LC_ALL=C only: none of the
+ * daemon's credentials.  0 when it exits 0, else a negative errno (-EIO
+ * for a non-zero exit).
+ */
+int sfs_spawn_tool(char *const argv[], int errfd);
+
 #endif

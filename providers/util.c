@@ -1,6 +1,7 @@
 #include "util.h"
 #include "strbuf.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -141,6 +142,33 @@ int sfs_rm_rf(const char *path)
 	if (r < 0 && errno == ENOENT)
 		return 0;
 	return r < 0 ? -errno : r;
+}
+
+int sfs_parse_size(const char *s, uint64_t *out)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	unsigned shift = 0;
+	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+	if (u) {
+		shift = 10 * (unsigned)(u - units + 1);
+		end++;
+		if (*end == 'i')
+			end++;
+	}
+	if (*end == 'B')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
 }
 
 void sfs_now_rfc3339(char *buf, size_t len)

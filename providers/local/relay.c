@@ -10,24 +10,26 @@
 #include "local.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-/* Appends all of buf to fd; a failed write (ENOSPC) drops the rest: the
- * relay must keep reading, or the command would block on a full pipe. */
-static void append_all(int fd, const char *buf, size_t len)
+/* Appends all of buf to fd: false when a write fails (ENOSPC: the state
+ * disk or the sandbox's quota is full). */
+static bool append_all(int fd, const char *buf, size_t len)
 {
 	while (len > 0) {
 		ssize_t w = write(fd, buf, len);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
-			return;
+			return false;
 		buf += w;
 		len -= (size_t)w;
 	}
+	return true;
 }
 
 static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
@@ -37,7 +39,14 @@ static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 	size_t room = r->max > r->written ? (size_t)(r->max - r->written) : 0;
 	size_t keep = n < room ? n : room;
 	if (keep > 0) {
-		append_all(r->out, buf, keep);
+		/* a failed write ends the journal there: it stays what the run
+		 * printed up to a point, with no gap if room comes back; the
+		 * relay goes on reading, or the command would block on a full
+		 * pipe */
+		if (!append_all(r->out, buf, keep)) {
+			r->capped = true;
+			return;
+		}
 		r->written += keep;
 		r->last = buf[keep - 1];
 	}

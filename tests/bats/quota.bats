@@ -1,0 +1,142 @@
+#!/usr/bin/env bats
+# bats file_tags=core
+# A sandbox's state quota (quota=SIZE): its state directory is a file system
+# of its own, so a run that fills its workspace or its journal gets ENOSPC
+# there, and the other sandboxes, the registry and the state disk do not.
+
+load helpers
+
+setup() {
+	[ "$(id -u)" -eq 0 ] || skip "quota= needs root (it mounts a file system)"
+	[ -e /dev/loop-control ] || skip "quota= needs loop devices: no /dev/loop-control"
+	sfs_mount
+}
+
+teardown() {
+	sfs_teardown
+}
+
+# status_of NAME KEY: the value of KEY in NAME's status.
+status_of() {
+	awk -v k="$2" '$1 == k { print $2 }' "$MNT/$1/status"
+}
+
+# key_of NAME: the sandbox's key, the name of its state dir.
+key_of() {
+	local d
+	for d in "$STATE"/sandboxes/*/; do
+		if [ -e "$d/workspace/.mark-$1" ]; then
+			basename "$d"
+			return 0
+		fi
+	done
+	return 1
+}
+
+@test "quota: a run that fills its quota gets ENOSPC; other sandboxes keep writing" {
+	ctl_write "$MNT/ctl" 'new q quota=32M' >/dev/null
+	ctl_write "$MNT/ctl" 'new free' >/dev/null
+	[ "$(status_of q quota)" = 33554432 ]
+	# no quota, no quota lines
+	[ -z "$(status_of free quota)" ]
+	local n
+	n=$(ctl_write "$MNT/q/ctl" 'exec dd if=/dev/zero of=big bs=1M count=64 2>&1; echo "dd=$?"')
+	[ "$(cat "$MNT/q/runs/$n/wait")" = "exited 0" ]
+	run cat "$MNT/q/runs/$n/journal"
+	echo "$output"
+	[[ "$output" == *"No space left on device"* ]]
+	[[ "$output" == *"dd=1"* ]]
+	[ "$(status_of q quota_full)" = yes ]
+	# through the mount too
+	run dd if=/dev/zero of="$MNT/q/workspace/more" bs=1M count=8 conv=fsync
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"No space left on device"* ]]
+	# the other sandbox, the registry and the host are not short of room
+	n=$(ctl_write "$MNT/free/ctl" 'exec dd if=/dev/zero of=big bs=1M count=40 2>&1 && echo ok')
+	[ "$(cat "$MNT/free/runs/$n/wait")" = "exited 0" ]
+	[ "$(tail -n 1 "$MNT/free/runs/$n/journal")" = ok ]
+	ctl_write "$MNT/ctl" 'new later' >/dev/null
+	[ -d "$MNT/later/workspace" ]
+	# the image is sparse and holds no more than its size on the state disk
+	local used
+	used=$(du -k "$STATE"/quotas/*.img | awk '{ s += $1 } END { print s }')
+	[ "$used" -le $((33 * 1024)) ]
+	# room again once the big file goes (discard gives its blocks back)
+	rm "$MNT/q/workspace/big"
+	[ -z "$(status_of q quota_full)" ]
+	n=$(ctl_write "$MNT/q/ctl" 'exec echo fine >small && cat small')
+	[ "$(cat "$MNT/q/runs/$n/wait")" = "exited 0" ]
+	[ "$(cat "$MNT/q/runs/$n/journal")" = fine ]
+}
+
+@test "quota: a run whose output fills the quota ends; its journal stops, the run is not stuck" {
+	ctl_write "$MNT/ctl" 'new chatty quota=16M' >/dev/null
+	local n
+	n=$(ctl_write "$MNT/chatty/ctl" 'exec head -c 64000000 /dev/zero | tr "\0" x; echo done >&2')
+	[ "$(timeout 60 cat "$MNT/chatty/runs/$n/wait")" = "exited 0" ]
+	local size
+	size=$(stat -c %s "$MNT/chatty/runs/$n/journal")
+	[ "$size" -lt 16777216 ]
+	[ "$size" -gt 1000000 ]
+	[ "$(status_of chatty quota_full)" = yes ]
+	still=$(ctl_write "$MNT/ctl" 'new other' && echo made)
+	[[ "$still" == *made* ]]
+}
+
+@test "quota: bad sizes are refused with the reason, and nothing is made" {
+	run ctl_write "$MNT/ctl" 'new tiny quota=1M'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"quota=1M: expected a size of at least 16M"* ]]
+	[ ! -e "$MNT/tiny" ]
+	run ctl_write "$MNT/ctl" 'new word quota=lots'
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"quota=lots"* ]]
+	[ ! -e "$MNT/word" ]
+	run ctl_write "$MNT/ctl" 'new huge quota=99999999999T'
+	[ "$status" -ne 0 ]
+	[ ! -e "$MNT/huge" ]
+	# nothing left on the state disk either
+	[ -z "$(ls -A "$STATE/quotas" 2>/dev/null)" ]
+}
+
+@test "quota: survives a restart and a reboot's unmount; fork keeps it; rmdir removes it" {
+	ctl_write "$MNT/ctl" 'new keep quota=24M' >/dev/null
+	echo kept >"$MNT/keep/workspace/.mark-keep"
+	local key
+	key=$(key_of keep)
+	[ -f "$STATE/quotas/$key.img" ]
+	mountpoint -q "$STATE/sandboxes/$key"
+	sfs_unmount
+	# what a reboot does: the daemon's mounts are gone
+	umount "$STATE/sandboxes/$key"
+	run ! mountpoint -q "$STATE/sandboxes/$key"
+	sfs_mount
+	[ "$(cat "$MNT/keep/workspace/.mark-keep")" = kept ]
+	[ "$(status_of keep quota)" = 25165824 ]
+	[ "$(status_of keep state)" = running ]
+	ctl_write "$MNT/keep/ctl" 'fork kid' >/dev/null
+	[ "$(status_of kid quota)" = 25165824 ]
+	[ "$(cat "$MNT/kid/workspace/.mark-keep")" = kept ]
+	rmdir "$MNT/keep"
+	[ ! -e "$STATE/quotas/$key.img" ]
+	[ ! -e "$STATE/sandboxes/$key" ]
+	run grep -F "$STATE/sandboxes/$key" /proc/self/mountinfo
+	[ "$status" -ne 0 ]
+	[ "$(cat "$MNT/kid/workspace/.mark-keep")" = kept ]
+}
+
+@test "quota: -o quota= is the default of new sandboxes; its workspace is nosuid" {
+	sfs_unmount
+	sfs_mount -o quota=20M
+	ctl_write "$MNT/ctl" 'new dflt' >/dev/null
+	[ "$(status_of dflt quota)" = 20971520 ]
+	local key
+	touch "$MNT/dflt/workspace/.mark-dflt"
+	key=$(key_of dflt)
+	grep -F " $STATE/sandboxes/$key " /proc/self/mountinfo | grep -q nosuid
+	# a bad default refuses the start, naming it
+	sfs_unmount
+	run timeout -k 5 20 "$SFS_BIN" -f --state "$STATE" -o quota=2K "$MNT" 3>&-
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"quota=2K"* ]]
+}
