@@ -231,8 +231,13 @@ int wsnap_restore_into(struct sfs_sandbox *sb, const char *id, const char *commi
 		r = root_fd(sb, &fd, err);
 		if (r)
 			return r;
+		/* as its runs would write: the kernel refuses what they could not */
+		uid_t uid = 0;
+		gid_t gid = 0;
+		if (!sb->provider->ops->run_ids || sb->provider->ops->run_ids(sb, &uid, &gid))
+			uid = gid = 0;
 		sfs_sb_set_progress(sb, "restore");
-		r = snap_restore(commit, fd, cache, &st, NULL, NULL, err);
+		r = snap_restore(commit, fd, cache, &st, NULL, NULL, uid, gid, err);
 		sfs_sb_set_progress(sb, NULL);
 		close(fd);
 	}

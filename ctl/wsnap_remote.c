@@ -534,7 +534,8 @@ int wsnap_remote_restore(struct sfs_sandbox *sb, const char *commit, const char 
 	}
 	struct push p = {sb, mirror, fd, 0, err};
 	sfs_sb_set_progress(sb, "restore: writing the workspace");
-	r = snap_restore(commit, fd, cache, st, push_one, &p, err);
+	/* the mirror is the daemon's own copy */
+	r = snap_restore(commit, fd, cache, st, push_one, &p, 0, 0, err);
 	sfs_sb_set_progress(sb, NULL);
 	close(fd);
 	return r ? r : p.r;

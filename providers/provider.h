@@ -230,6 +230,11 @@ struct sfs_provider_ops {
 	/* An O_PATH|O_DIRECTORY fd of the workspace root on this host, served
 	 * by the fd-based passthrough; -EOPNOTSUPP for remote file access. */
 	int (*workspace_root_fd)(struct sfs_sandbox *sb, int *fd, struct sfs_err *err);
+	/* The host uid and gid sb's runs have when they are not the daemon's
+	 * (an isolated local sandbox): what the daemon writes into its
+	 * workspace is written as them (providers/untrusted/creds.h).  0, or
+	 * -ENOENT when runs have the daemon's own. */
+	int (*run_ids)(struct sfs_sandbox *sb, uid_t *uid, gid_t *gid);
 
 	/*
 	 * Remote file access, for providers whose workspace is not on this host

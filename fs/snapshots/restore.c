@@ -14,6 +14,7 @@
  */
 #include "internal.h"
 
+#include "../../providers/untrusted/creds.h"
 #include "../../providers/untrusted/tree.h"
 #include "../../providers/util.h"
 
@@ -325,7 +326,7 @@ static int restore_tree(struct rst *s, int dirfd, const git_tree *t, const char 
 }
 
 int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_restore_stats *st,
-		 snap_change_fn changed, void *ctx, struct sfs_err *err)
+		 snap_change_fn changed, void *ctx, uid_t as_uid, gid_t as_gid, struct sfs_err *err)
 {
 	struct rst s = {.changed = changed, .ctx = ctx, .err = err};
 	struct stat rst;
@@ -350,8 +351,14 @@ int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_
 		ret = sfs_errf(err, -EIO, "restore: the snapshot's modes cannot be read");
 	if (!ret && (rc = git_commit_tree(&t, c)) < 0)
 		ret = st_error(err, rc, "restore: the snapshot's tree");
-	if (!ret)
+	struct untrusted_creds as;
+	if (!ret && (ret = untrusted_creds_begin(&as, as_uid, as_gid)))
+		sfs_errf(err, ret, "restore: acting as %u:%u: %s", (unsigned)as_uid,
+			 (unsigned)as_gid, strerror(-ret));
+	else if (!ret) {
 		ret = restore_tree(&s, rootfd, t, "");
+		untrusted_creds_end(&as);
+	}
 	scache_close(&sc, cache, true);
 	if (st)
 		*st = s.st;

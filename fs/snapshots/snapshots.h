@@ -106,10 +106,14 @@ struct snap_restore_stats {
  * written (temp file + rename), modes fixed, extra entries removed.  `.git`
  * entries and special files (never recorded) are left alone. */
 /* Told each change restore made, in order (a directory before what it
- * holds): 'w' written or made, 'r' removed (a whole tree), 'm' mode. */
+ * holds): 'w' written or made, 'r' removed (a whole tree), 'm' mode.
+ * The tree is written as as_uid:as_gid (providers/untrusted/creds.h: the
+ * kernel refuses what they could not do), or as the daemon when as_uid
+ * is 0. */
 typedef void (*snap_change_fn)(void *ctx, char what, const char *rel);
 int snap_restore(const char *commit, int rootfd, const char *cache, struct snap_restore_stats *st,
-		 snap_change_fn changed, void *ctx, struct sfs_err *err);
+		 snap_change_fn changed, void *ctx, uid_t as_uid, gid_t as_gid,
+		 struct sfs_err *err);
 
 /* Browsing a snapshot's tree (snapshots/ID/tree/). */
 struct snap_node {

@@ -694,6 +694,17 @@ static int local_workspace_root_fd(struct sfs_sandbox *sb, int *fd, struct sfs_e
 	return 0;
 }
 
+static int local_run_ids(struct sfs_sandbox *sb, uid_t *uid, gid_t *gid)
+{
+	struct local_iso iso;
+	get_iso(sb, &iso);
+	if (!iso.bwrap)
+		return -ENOENT;
+	*uid = iso.uid;
+	*gid = iso.gid;
+	return 0;
+}
+
 /* Ends every run of sb together: TERM to all runs at once (their groups
  * and the descendants that left them), one grace period for all of them,
  * then KILL to what is left (never a grace per run: ten runs that ignore
@@ -897,7 +908,8 @@ static void local_status_lines(const struct sfs_sandbox *sb, char *buf, size_t l
 	if (st)
 		snprintf(buf, len, "isolation %s\nnetwork %s\numask %04o\n",
 			 st->iso.bwrap ? "bwrap" : "none", /* message: may be cut */
-			 st->iso.bwrap ? st->iso.network : "host", (unsigned)(st->iso.umask & 0777));
+			 st->iso.bwrap ? st->iso.network : "host",
+			 (unsigned)(st->iso.umask & 0777));
 	pthread_mutex_unlock(&local_state_mu);
 }
 
@@ -940,6 +952,7 @@ static const struct sfs_provider_ops local_ops = {
     .run_refresh = local_run_refresh,
     .journal_local_path = local_journal_path,
     .workspace_root_fd = local_workspace_root_fd,
+    .run_ids = local_run_ids,
     .run_kill = local_run_kill,
     .run_stdin_write = local_stdin_write,
     .run_stdin_close = local_stdin_close,

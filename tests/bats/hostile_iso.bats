@@ -182,3 +182,39 @@ sb_uid() {
 	[[ "$output" == *local.umask* ]]
 	still_serving 6
 }
+
+@test "hostile_iso: restore writes an isolated sandbox's workspace as its own uid: a directory the sandbox cannot write stays as it was" {
+	new_iso box >/dev/null
+	[ "$(run_in box 'mkdir -p mine; echo one >mine/f; echo one >top; echo done')" = done ]
+	local ws uid
+	ws=$(awk '$1 == "id" { print $2 }' "$MNT/box/status")
+	uid=$(stat -c %u "$ws/mine")
+	[ "$uid" -ge 2147000000 ]
+	# the host puts a directory of root's in the workspace: the sandbox may
+	# read it, not write it
+	mkdir "$ws/rootdir"
+	echo one >"$ws/rootdir/g"
+	chmod 0755 "$ws/rootdir"
+	chmod 0644 "$ws/rootdir/g"
+	ctl_write "$MNT/box/ctl" 'snapshot s1' >/dev/null
+	[ "$(run_in box 'echo two >mine/f; echo two >top; echo done')" = done ]
+	echo two >"$ws/rootdir/g"
+	# restore as root would write rootdir/g; as the sandbox's uid it is refused
+	run ctl_write "$MNT/box/ctl" 'restore s1'
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"rootdir"* ]]
+	[[ "$output" == *"ermission denied"* ]]
+	[ "$(cat "$ws/rootdir/g")" = two ]
+	[ "$(stat -c %u "$ws/rootdir/g")" = 0 ]
+	# without the directory of root's, restore does its work, as the sandbox
+	rm -rf "$ws/rootdir"
+	run ctl_write "$MNT/box/ctl" 'restore s1'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$ws/mine/f")" = one ]
+	[ "$(cat "$ws/top")" = one ]
+	[ "$(stat -c %u "$ws/top")" = "$uid" ]
+	[ "$(stat -c %u "$ws/mine/f")" = "$uid" ]
+	still_serving 1
+}

@@ -183,7 +183,7 @@ static void test_diff_restore(void)
 	sfs_buf_free(&d);
 	struct snap_restore_stats rs;
 	char events[1024] = "";
-	CHECK_INT(snap_restore(commit, fd, cache, &rs, on_change, events, &err), 0);
+	CHECK_INT(snap_restore(commit, fd, cache, &rs, on_change, events, 0, 0, &err), 0);
 	CHECK(strstr(events, "|w a.txt|"));
 	CHECK(strstr(events, "|r new.txt|"));
 	CHECK(strstr(events, "|m run.sh|"));
@@ -331,7 +331,7 @@ static char *restored(const char *commit, const char *rel)
 	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct snap_restore_stats st;
 	struct sfs_err e = {0};
-	int r = snap_restore(commit, fd, rcache, &st, NULL, NULL, &e);
+	int r = snap_restore(commit, fd, rcache, &st, NULL, NULL, 0, 0, &e);
 	if (r)
 		fprintf(stderr, "restore %s: %s\n", commit, e.msg);
 	close(fd);
