@@ -100,9 +100,9 @@ static int64_t iso_time(const char *s)
 
 int aws_s3_parse_list(const char *xml, size_t len, struct aws_s3_list *l)
 {
-	const char *p = xml, *e = xml + len, *ts, *te;
 	if (!xml || !strstr(xml, "<ListBucketResult"))
 		return -EPROTO;
+	const char *p = xml, *e = xml + len, *ts, *te;
 	while (find_tag(p, e, "Contents", &ts, &te)) {
 		void *n = realloc(l->objs, (l->nobjs + 1) * sizeof(*l->objs));
 		if (!n)

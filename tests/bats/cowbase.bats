@@ -153,7 +153,7 @@ base_roundtrip() {
 }
 
 @test "cowbase: base= with isolation=bwrap: the run sees the view at /workspace, hidden files absent, writes in the upper layer" {
-	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	command -v bwrap >/dev/null || sfs_need "bubblewrap is not installed (.ci/setup installs it)"
 	chmod 777 "$BASE" # the sandbox uid (65534) may then create files at the root
 	sfs_mount
 	local before

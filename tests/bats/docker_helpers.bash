@@ -9,15 +9,22 @@
 SFS_DOCKER_IMAGE="${SFS_DOCKER_IMAGE:-sandboxfs-test:latest}"
 
 # docker_require: skips the test, naming why, unless Docker can be used.
+# (In CI these fail instead: sfs_need.)
 docker_require() {
 	if [ -n "${SFS_DOCKER_UNAVAILABLE:-}" ]; then
-		skip "docker: $SFS_DOCKER_UNAVAILABLE"
+		sfs_need "docker: $SFS_DOCKER_UNAVAILABLE"
+		return
 	fi
-	command -v docker >/dev/null || skip "docker: no docker client on PATH"
-	timeout 15 docker info >/dev/null 2>&1 ||
-		skip "docker: no engine answers on ${DOCKER_HOST:-/var/run/docker.sock} (run .ci/docker-up)"
+	command -v docker >/dev/null || {
+		sfs_need "docker: no docker client on PATH"
+		return
+	}
+	timeout 15 docker info >/dev/null 2>&1 || {
+		sfs_need "docker: no engine answers on ${DOCKER_HOST:-/var/run/docker.sock} (run .ci/docker-up)"
+		return
+	}
 	docker image inspect "$SFS_DOCKER_IMAGE" >/dev/null 2>&1 ||
-		skip "docker: image $SFS_DOCKER_IMAGE is missing (run .ci/docker-up)"
+		sfs_need "docker: image $SFS_DOCKER_IMAGE is missing (run .ci/docker-up)"
 }
 
 # docker_setup [sandboxfs options...]: requires Docker, then mounts.

@@ -2,9 +2,9 @@
 # proxy (isolation.bats, netproxy.bats): namespace holders, runs inside,
 # HTTP servers on loopback addresses of their own.
 
-# iso_require: skips the test when bwrap is missing.
+# iso_require: skips the test when bwrap is missing (fails it in CI: sfs_need).
 iso_require() {
-	command -v bwrap >/dev/null || skip "bubblewrap is not installed (.ci/setup installs it)"
+	command -v bwrap >/dev/null || sfs_need "bubblewrap is not installed (.ci/setup installs it)"
 }
 
 # iso_teardown: the servers, the namespace holders, the daemon, the
