@@ -40,13 +40,24 @@ int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd
 int sfs_local_wrapper_main(int argc, char **argv);
 
 /* relay.c: the run's output, from the pipe `in` (O_NONBLOCK) to the
- * journal `out`, at most max bytes, then one marker line and nothing. */
+ * journal `out`, at most max bytes, then one marker line and nothing.  A
+ * write that fails (ENOSPC: the state disk or the sandbox's quota is full)
+ * cuts it the same way, the marker written in the room `room` held (an fd
+ * of an unlinked file with a few blocks, closed to free them; -1: none). */
 struct sfs_relay {
-	int in, out;
+	int in, out, room;
 	unsigned long long written, max;
-	char last;   /* the last byte kept (the marker starts a line of its own) */
-	bool capped; /* the marker is written; the rest is read and dropped */
+	unsigned long long dropped; /* bytes read and not kept after a failed write */
+	int error;		    /* the errno of that write, 0 */
+	char last;		    /* the last byte kept (a marker starts a line of its own) */
+	bool capped;		    /* the marker is written; the rest is read and dropped */
 };
+/* The room for relay's marker: an fd of an unlinked file in dir that holds
+ * a few blocks, or -1. */
+int sfs_relay_room(const char *dir);
+/* After the command's end: one line saying how many bytes were dropped
+ * since a failed write cut the journal, if there were any and room. */
+void sfs_relay_finish(struct sfs_relay *r);
 /* Reads what the pipe has (at most limit bytes, 0: no limit) into the
  * journal: 1 at EOF, 0 when it would block or limit is reached, -1. */
 int sfs_relay_pump(struct sfs_relay *r, size_t limit);

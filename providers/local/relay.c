@@ -10,45 +10,73 @@
 #include "local.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-/* Appends all of buf to fd: false when a write fails (ENOSPC: the state
- * disk or the sandbox's quota is full). */
-static bool append_all(int fd, const char *buf, size_t len)
+/* Appends all of buf to fd: the bytes written, fewer when a write fails
+ * (errno says why). */
+static size_t append_all(int fd, const char *buf, size_t len)
 {
-	while (len > 0) {
-		ssize_t w = write(fd, buf, len);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, buf + done, len - done);
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
-			return false;
-		buf += w;
-		len -= (size_t)w;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			break;
+		}
+		done += (size_t)w;
 	}
-	return true;
+	return done;
+}
+
+/* A failed write cut the journal: the room's blocks are given back and
+ * the marker written in them, and from now on the output is dropped
+ * (counted), so the journal stays what the run printed up to a point,
+ * with no gap if room comes back; the relay goes on reading, or the
+ * command would block on a full pipe. */
+static void cut_for_error(struct sfs_relay *r, int e)
+{
+	r->capped = true;
+	r->error = e;
+	if (r->room >= 0) {
+		close(r->room);
+		r->room = -1;
+	}
+	char marker[200];
+	int m = snprintf(marker, sizeof(marker),
+			 "%ssandboxfs: journal cut at %llu bytes: %s (the state disk or the "
+			 "sandbox's quota is full); the run's further output is dropped\n",
+			 r->written > 0 && r->last != '\n' ? "\n" : "", r->written, strerror(e));
+	append_all(r->out, marker, (size_t)m);
 }
 
 static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 {
-	if (r->capped)
+	if (r->capped) {
+		if (r->error)
+			r->dropped += n;
 		return;
+	}
 	size_t room = r->max > r->written ? (size_t)(r->max - r->written) : 0;
 	size_t keep = n < room ? n : room;
 	if (keep > 0) {
-		/* a failed write ends the journal there: it stays what the run
-		 * printed up to a point, with no gap if room comes back; the
-		 * relay goes on reading, or the command would block on a full
-		 * pipe */
-		if (!append_all(r->out, buf, keep)) {
-			r->capped = true;
+		size_t done = append_all(r->out, buf, keep);
+		r->written += done;
+		if (done > 0)
+			r->last = buf[done - 1];
+		if (done < keep) {
+			int e = errno;
+			r->dropped += n - done;
+			cut_for_error(r, e);
 			return;
 		}
-		r->written += keep;
-		r->last = buf[keep - 1];
 	}
 	if (keep < n) {
 		char marker[160];
@@ -60,6 +88,35 @@ static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 		append_all(r->out, marker, (size_t)m);
 		r->capped = true;
 	}
+}
+
+int sfs_relay_room(const char *dir)
+{
+	char path[4200];
+	if (snprintf(path, sizeof(path), "%s/.journal-room", dir) >= (int)sizeof(path))
+		return -1;
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	unlink(path); /* its blocks stay until the fd goes: no file left behind */
+	/* written, not fallocated: a file system without fallocate too */
+	static const char zeros[4096];
+	if (append_all(fd, zeros, sizeof(zeros)) != sizeof(zeros)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void sfs_relay_finish(struct sfs_relay *r)
+{
+	if (!r->error || !r->dropped)
+		return;
+	char line[160];
+	int m = snprintf(line, sizeof(line),
+			 "sandboxfs: %llu bytes of the run's output were dropped\n", r->dropped);
+	if (append_all(r->out, line, (size_t)m) == (size_t)m)
+		r->dropped = 0;
 }
 
 int sfs_relay_pump(struct sfs_relay *r, size_t limit)

@@ -267,7 +267,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		return 1;
 	}
 	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
-	struct sfs_relay relay = {.in = out[0], .out = journal_fd, .max = journal_max};
+	struct sfs_relay relay = {
+	    .in = out[0], .out = journal_fd, .room = sfs_relay_room(dir), .max = journal_max};
 	/* a journal already there (none is, today) counts against the cap */
 	relay.written = (unsigned long long)jst.st_size;
 	relay.last = '\n';
@@ -394,6 +395,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 				close(out[0]);
 				pipe_open = false;
 			}
+			sfs_relay_finish(&relay);
 			char text[64];
 			if (WIFSIGNALED(status))
 				snprintf(text, sizeof(text), "signal %d\n", WTERMSIG(status));
@@ -415,6 +417,8 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		}
 	}
 	close(journal_fd);
+	if (relay.room >= 0)
+		close(relay.room);
 	if (status_fd >= 0) {
 		/* the command's end was never seen (waitpid failed) */
 		close(status_fd);

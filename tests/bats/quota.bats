@@ -69,7 +69,7 @@ key_of() {
 	[ "$(cat "$MNT/q/runs/$n/journal")" = fine ]
 }
 
-@test "quota: a run whose output fills the quota ends; its journal stops, the run is not stuck" {
+@test "quota: a run whose output fills the quota ends; its journal is cut with a line saying so and how much was dropped" {
 	ctl_write "$MNT/ctl" 'new chatty quota=16M' >/dev/null
 	local n
 	n=$(ctl_write "$MNT/chatty/ctl" 'exec head -c 64000000 /dev/zero | tr "\0" x; echo done >&2')
@@ -79,6 +79,21 @@ key_of() {
 	[ "$size" -lt 16777216 ]
 	[ "$size" -gt 1000000 ]
 	[ "$(status_of chatty quota_full)" = yes ]
+	# the cut is said where it happened, in the room held for it
+	local cut
+	cut=$(grep -a '^sandboxfs: journal cut at ' "$MNT/chatty/runs/$n/journal")
+	echo "$cut"
+	[[ "$cut" == *"No space left on device"*"further output is dropped" ]]
+	# the bytes before it are the run's own
+	[ "$(head -c 1000 "$MNT/chatty/runs/$n/journal" | tr -d x | wc -c)" -eq 0 ]
+	# "done" never reached the journal: no gap, nothing after the cut but the
+	# count, and what was kept and what was dropped make all of the output
+	run ! grep -aq '^done' "$MNT/chatty/runs/$n/journal"
+	local kept dropped
+	kept=$(sed -nE 's/^sandboxfs: journal cut at ([0-9]+) bytes.*/\1/p' "$MNT/chatty/runs/$n/journal")
+	dropped=$(sed -nE "s/^sandboxfs: ([0-9]+) bytes of the run's output were dropped$/\1/p" \
+		"$MNT/chatty/runs/$n/journal")
+	[ $((kept + dropped)) -eq 64000005 ]
 	still=$(ctl_write "$MNT/ctl" 'new other' && echo made)
 	[[ "$still" == *made* ]]
 }
