@@ -344,6 +344,23 @@ static struct job *push_job(struct jobs *l, struct journal *j, int kind)
 	return job;
 }
 
+/* A copy of job on l (its buffer not taken), NULL when out of memory. */
+static struct job *push_job_copy(struct jobs *l, const struct job *src)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct job *grown = realloc(l->v, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		l->v = grown;
+		l->cap = cap;
+	}
+	struct job *job = &l->v[l->n++];
+	*job = *src;
+	job->buf = NULL;
+	return job;
+}
+
 #define POLL_READ_MAX (1 << 20)
 
 static void run_job(struct job *job)
@@ -470,8 +487,11 @@ static bool permanent_error(ssize_t n)
 	       n == -EPERM || n == -ENOMEM;
 }
 
-/* Applies the results of the unlocked work. */
-static void apply_locked(struct job *job)
+/* Applies the results of the unlocked work.  True when a follower it
+ * started is not wanted: the caller has it stopped once unlocked (for
+ * docker an engine call, for e2b an HTTP exec: never under eng.mu, which
+ * every journal read and status of the mount waits for). */
+static bool apply_locked(struct job *job)
 {
 	struct journal *j = job->run->journal;
 	switch (job->kind) {
@@ -511,8 +531,8 @@ static void apply_locked(struct job *job)
 			break;
 		if (!j || j->follow_fd >= 0 || j->ended || j->nwaiters == 0) {
 			close(job->fd);
-			job->sb->provider->ops->journal_unfollow(job->sb, job->follower);
-			break;
+			job->fd = -1;
+			return true;
 		}
 		fcntl(job->fd, F_SETFL, fcntl(job->fd, F_GETFL) | O_NONBLOCK);
 		j->follow_fd = job->fd;
@@ -522,6 +542,7 @@ static void apply_locked(struct job *job)
 	case JOB_UNFOLLOW:
 		break;
 	}
+	return false;
 }
 
 struct ended {
@@ -533,7 +554,7 @@ static void *engine_main(void *arg)
 {
 	(void)arg;
 	struct ready_list ready = {0};
-	struct jobs jobs = {0};
+	struct jobs jobs = {0}, unwanted = {0};
 	struct ended ended[64];
 	int64_t last_idle = 0;
 	struct pollfd *pfd = NULL;
@@ -607,7 +628,14 @@ static void *engine_main(void *arg)
 		size_t nended = 0;
 		pthread_mutex_lock(&eng.mu);
 		for (size_t i = 0; i < jobs.n; i++) {
-			apply_locked(&jobs.v[i]);
+			if (apply_locked(&jobs.v[i])) {
+				struct job *u = push_job_copy(&unwanted, &jobs.v[i]);
+				if (u)
+					u->kind = JOB_UNFOLLOW;
+				else /* no memory for the list: stopped here */
+					jobs.v[i].sb->provider->ops->journal_unfollow(
+					    jobs.v[i].sb, jobs.v[i].follower);
+			}
 			free(jobs.v[i].buf);
 		}
 		jobs.n = 0;
@@ -634,10 +662,14 @@ static void *engine_main(void *arg)
 			eng.idle = j;
 		}
 		pthread_mutex_unlock(&eng.mu);
-		/* followers stopped in step 3 are reaped now, unlocked */
+		/* followers stopped in step 3, and those started but no longer
+		 * wanted, are reaped now, unlocked */
 		for (size_t i = 0; i < jobs.n; i++)
 			run_job(&jobs.v[i]);
 		jobs.n = 0;
+		for (size_t i = 0; i < unwanted.n; i++)
+			run_job(&unwanted.v[i]);
+		unwanted.n = 0;
 
 		/* the end hooks first: a reader that `wait`ed for the run finds
 		 * the workspace caches the run made stale already dropped.
@@ -649,6 +681,7 @@ static void *engine_main(void *arg)
 	}
 	free(pfd);
 	free(jobs.v);
+	free(unwanted.v);
 	free(ready.v);
 	return NULL;
 }

@@ -193,6 +193,62 @@ static const struct sfs_provider poll_provider = {
     .ops = &poll_ops,
 };
 
+/* follow provider: a follow that takes a while to start (an HTTP call),
+ * and an unfollow that takes a while too (a docker engine call, a join). */
+static struct {
+	pthread_mutex_t mu;
+	int follows_done, unfollows_done;
+	int64_t unfollow_ms;
+} slow = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int slow_follow(struct sfs_sandbox *sb, struct sfs_run *run, off_t from, int *fd,
+		       void **follower, struct sfs_err *err)
+{
+	(void)sb;
+	(void)run;
+	(void)from;
+	(void)err;
+	usleep(300 * 1000);
+	int p[2];
+	if (pipe(p) < 0)
+		return -errno;
+	*fd = p[0];
+	*follower = (void *)(intptr_t)p[1];
+	pthread_mutex_lock(&slow.mu);
+	slow.follows_done++;
+	pthread_mutex_unlock(&slow.mu);
+	return 0;
+}
+
+static void slow_unfollow(struct sfs_sandbox *sb, void *follower)
+{
+	(void)sb;
+	usleep((useconds_t)slow.unfollow_ms * 1000);
+	close((int)(intptr_t)follower);
+	pthread_mutex_lock(&slow.mu);
+	slow.unfollows_done++;
+	pthread_mutex_unlock(&slow.mu);
+}
+
+static const struct sfs_provider_ops follow_ops = {
+    .run_refresh = fake_refresh,
+    .journal_read = fake_read,
+    .journal_follow = slow_follow,
+    .journal_unfollow = slow_unfollow,
+};
+static const struct sfs_provider follow_provider = {
+    .name = "fake-follow",
+    .caps = {[SFS_CAP_EXEC] = true, [SFS_CAP_BACKGROUND] = true, [SFS_CAP_KILLABLE] = true},
+    .ops = &follow_ops,
+};
+
 static void set_run(int n, enum sfs_run_state state, int code)
 {
 	pthread_mutex_lock(&fake.mu);
@@ -388,6 +444,55 @@ static void test_interrupt(void)
 	int c;
 	CHECK_INT(journal_park(sb, run, &c, 0, 100, JOURNAL_WAIT_BYTES), 1);
 	CHECK_INT(journal_park(sb, run, &c, 0, 0, JOURNAL_WAIT_END), 1);
+	journal_detach_sandbox(sb);
+	free_run(run);
+	free(sb);
+}
+
+/* A follower started for a sandbox that went meanwhile is stopped outside
+ * the engine's lock: a slow unfollow (a provider's HTTP call) never holds
+ * up the journals of every other sandbox. */
+static void test_unwanted_follower_stopped_unlocked(void)
+{
+	struct sfs_sandbox *sb = new_sandbox(&follow_provider);
+	struct sfs_run *run = new_run(6);
+	set_run(6, SFS_RUN_RUNNING, 0);
+	slow.unfollow_ms = 1500;
+	CHECK_INT(journal_attach(sb, run, NULL), 0);
+	reset_got();
+	int a;
+	CHECK_INT(journal_park(sb, run, &a, 0, 100, JOURNAL_WAIT_BYTES), 0);
+	journal_arm(&a);
+	journal_poke();
+	/* the sandbox goes (rmdir) while the follow is being started */
+	usleep(100 * 1000);
+	journal_end_sandbox(sb, false);
+	CHECK_INT(wait_delivered(1, 5000), 1);
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&slow.mu);
+		int done = slow.follows_done;
+		pthread_mutex_unlock(&slow.mu);
+		if (done)
+			break;
+		usleep(10 * 1000);
+	}
+	CHECK_INT(slow.follows_done, 1);
+	usleep(100 * 1000); /* the engine applies it: the unfollow starts */
+	/* another reader's question meanwhile is answered at once */
+	int64_t t0 = mono_ms();
+	(void)journal_size(run);
+	int64_t took = mono_ms() - t0;
+	CHECK(took < 500);
+	for (int i = 0; i < 500; i++) {
+		pthread_mutex_lock(&slow.mu);
+		int done = slow.unfollows_done;
+		pthread_mutex_unlock(&slow.mu);
+		if (done)
+			break;
+		usleep(10 * 1000);
+	}
+	CHECK_INT(slow.unfollows_done, 1);
+	set_run(6, SFS_RUN_EXITED, 0);
 	journal_detach_sandbox(sb);
 	free_run(run);
 	free(sb);
@@ -618,7 +723,8 @@ static void test_teardown(void)
 
 CHECK_MAIN(CHECK_CASE(test_setup), CHECK_CASE(test_offsets_and_eof),
 	   CHECK_CASE(test_park_arm_and_wake), CHECK_CASE(test_end_hook_before_wait_readers),
-	   CHECK_CASE(test_interrupt), CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
+	   CHECK_CASE(test_interrupt), CHECK_CASE(test_unwanted_follower_stopped_unlocked),
+	   CHECK_CASE(test_many_readers), CHECK_CASE(test_poll_mirror),
 	   CHECK_CASE(test_poll_lost_remainder_ends), CHECK_CASE(test_poll_failing_remainder_ends),
 	   CHECK_CASE(test_detach_releases_readers), CHECK_CASE(test_ended_runs_leave_the_passes),
 	   CHECK_CASE(test_teardown))
