@@ -1,6 +1,7 @@
 #include "util.h"
 #include "strbuf.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -231,4 +232,14 @@ bool sfs_word_in(const char *list, const char *w)
 		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
 			return true;
 	return false;
+}
+
+bool sfs_image_ref_ok(const char *s)
+{
+	if (!*s || *s == '-' || strlen(s) >= 256)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._/:@-", *s))
+			return false;
+	return true;
 }
