@@ -116,27 +116,6 @@ static int check_option(const char *key, const char *v, struct sfs_err *err)
 	return 0;
 }
 
-/* v for a message: its first 48 bytes, each byte other than printable
- * ASCII as \xNN, "..." when cut (a marker's value may be megabytes, or
- * hold a newline that would start a line of its own). */
-static const char *shown(const char *v, char *buf, size_t len)
-{
-	size_t o = 0, i = 0;
-	for (; v[i] && i < 48 && o + 5 < len; i++) {
-		unsigned char c = (unsigned char)v[i];
-		if (c >= 0x20 && c < 0x7f && c != '\\')
-			buf[o++] = (char)c;
-		else
-			o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
-	}
-	if (v[i] && o + 4 <= len) {
-		memcpy(buf + o, "...", 3);
-		o += 3;
-	}
-	buf[o] = '\0';
-	return buf;
-}
-
 /* The settings the marker w carries (metadata md), each checked as new
  * checks its option, into *settings (the registry's json); *image is the
  * marker's image, "" when none (it points into md).  EINVAL naming the
@@ -164,7 +143,7 @@ static int marker_settings(json_t *md, const struct gcp_ws *w, json_t **settings
 				      "gcp: resume: the marker gs://%s/%s has a bad %s (metadata "
 				      "%s=\"%s\"): expected %s",
 				      w->bucket, w->root, r->key, r->meta,
-				      shown(v, buf, sizeof(buf)), r->expected);
+				      sfs_escape_line(v, 48, buf, sizeof(buf)), r->expected);
 		else if (!strcmp(r->key, "image"))
 			*image = v;
 		else if (json_object_set_new(*settings, r->key, json_string(v)))
