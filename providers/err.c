@@ -99,6 +99,32 @@ size_t sfs_escape_redacted(const char *in, size_t n, size_t max_in, char *out, s
 	return o;
 }
 
+const char *sfs_escape_line(const char *in, size_t max_in, char *out, size_t outsz)
+{
+	if (!outsz)
+		return out;
+	char *red = sfs_redact_dup(in ? in : "");
+	/* never show what could not be checked */
+	const unsigned char *s = (const unsigned char *)(red ? red : SFS_REDACTED);
+	size_t o = 0, i = 0;
+	for (; s[i] && i < max_in; i++) {
+		bool plain = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\';
+		if (o + (plain ? 1 : 4) >= outsz)
+			break;
+		if (plain)
+			out[o++] = (char)s[i];
+		else
+			o += (size_t)snprintf(out + o, 5, "\\x%02x", s[i]);
+	}
+	if (s[i] && o + 3 < outsz) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+	free(red);
+	return out;
+}
+
 /* The whole text, however long: redacted before it is cut or escaped (see
  * sfs_escape_redacted), into out. */
 static void format_redacted(char *out, size_t outsz, const char *fmt, va_list ap)

@@ -35,6 +35,14 @@ size_t sfs_escape_text(const char *in, size_t n, char *out, size_t outsz);
  */
 size_t sfs_escape_redacted(const char *in, size_t n, size_t max_in, char *out, size_t outsz,
 			   bool *cut);
+/*
+ * in, an untrusted value, for a one-line message: redacted as a whole (as
+ * sfs_escape_redacted), then at most max_in of its bytes, each byte other
+ * than printable ASCII (and the backslash) as \xNN, "..." after a cut.  No
+ * newline or tab survives, so the value never starts a line of its own.
+ * out is always NUL-terminated; returns out.
+ */
+const char *sfs_escape_line(const char *in, size_t max_in, char *out, size_t outsz);
 /* Whether s is valid UTF-8 (no overlongs, surrogates or code points past
  * U+10FFFF). */
 bool sfs_utf8_valid(const char *s);

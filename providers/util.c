@@ -260,3 +260,13 @@ bool sfs_word_in(const char *list, const char *w)
 			return true;
 	return false;
 }
+
+bool sfs_image_ref_ok(const char *s)
+{
+	if (!*s || *s == '-' || strlen(s) >= 256)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._/:@-", *s))
+			return false;
+	return true;
+}

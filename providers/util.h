@@ -10,6 +10,11 @@
 
 /* Whether w is one of the blank-separated words of list ("a b c"). */
 bool sfs_word_in(const char *list, const char *w);
+/* Whether s is a container image reference as `new` takes one (docker's
+ * image=, gcp's): letters, digits and . _ / : @ -, not starting with '-',
+ * under 256 bytes.  Not a registry's whole grammar: enough that the value
+ * holds no space, newline or quote and is no option to a command. */
+bool sfs_image_ref_ok(const char *s);
 
 /* Writes data to path via a temp file, fsync and rename: readers see the old
  * or the new contents, never a mix. */

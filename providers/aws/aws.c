@@ -45,39 +45,116 @@ static bool positive_int(const char *v)
 	return *v && !*end && n > 0 && n <= 1 << 20;
 }
 
+/* A job setting: an option of new other than provider, bucket, prefix and
+ * image, kept in the sandbox's state and in its settings.json. */
+static bool job_key(const char *k)
+{
+	return known_option(k) && strcmp(k, "provider") && strcmp(k, "bucket") &&
+	       strcmp(k, "prefix") && strcmp(k, "image");
+}
+
+/* What is wrong with job setting k's value v, NULL when nothing: new's
+ * check of its option, and a resume's of the settings.json beside the
+ * prefix (whatever the bucket holds), so a resume takes what new takes. */
+static const char *job_setting_problem(const char *k, const char *v)
+{
+	if (!strcmp(k, "runner") && strcmp(v, "ecs") && strcmp(v, "codebuild"))
+		return "expected ecs or codebuild";
+	if ((!strcmp(k, "cpu") || !strcmp(k, "memory")) && !positive_int(v))
+		return "expected a positive number (cpu units, memory MiB)";
+	return NULL;
+}
+
 /* The job settings new gave, in PREFIX/.sandboxfs/NAME/settings.json beside
  * the workspace (put at create, read at a resume by id), so a sandbox
  * resumed elsewhere runs where it ran. */
-static int settings_io(struct sfs_sandbox *sb, struct aws_ws *w, bool put, struct sfs_err *err)
+static int settings_key(const struct aws_ws *w, struct sfs_buf *key, struct sfs_err *err)
 {
 	char meta[1100];
-	struct sfs_buf key = {0}, body = {0};
-	int rc = 0;
 	if (aws_meta_prefix(w->root, meta, sizeof(meta)) ||
-	    sfs_buf_printf(&key, "%ssettings.json", meta))
+	    sfs_buf_printf(key, "%ssettings.json", meta))
 		return sfs_errf(err, -ENAMETOOLONG, "aws: prefix too long");
-	if (put) {
-		json_t *o = aws_state_save(sb);
-		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-		json_decref(o);
-		if (o && !text)
-			rc = sfs_errf(err, -ENOMEM, "out of memory");
-		if (text) {
-			struct aws_s3_call call = {.method = "PUT",
-						   .key = key.buf,
-						   .body = text,
-						   .body_len = strlen(text),
-						   .sink_fd = -1};
-			rc = aws_s3(&w->cfg, w->bucket, &call, NULL, NULL, NULL, err);
-		}
-		free(text);
-	} else {
-		struct aws_s3_call call = {.method = "GET", .key = key.buf, .sink_fd = -1};
+	return 0;
+}
+
+static int settings_put(struct sfs_sandbox *sb, struct aws_ws *w, struct sfs_err *err)
+{
+	struct sfs_buf key = {0};
+	int rc = settings_key(w, &key, err);
+	json_t *o = rc ? NULL : aws_state_save(sb);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (o && !text)
+		rc = sfs_errf(err, -ENOMEM, "out of memory");
+	if (text) {
+		struct aws_s3_call call = {.method = "PUT",
+					   .key = key.buf,
+					   .body = text,
+					   .body_len = strlen(text),
+					   .sink_fd = -1};
+		rc = aws_s3(&w->cfg, w->bucket, &call, NULL, NULL, NULL, err);
+	}
+	free(text);
+	sfs_buf_free(&key);
+	return rc;
+}
+
+/* Whether the settings.json o (read from s3://w/key) holds only what new
+ * writes: {"job": {SETTING: "VALUE", ...}}, each setting one new takes
+ * with a value its check passes; EINVAL naming the first that is not. */
+static int settings_check(json_t *o, const struct aws_ws *w, const char *key, struct sfs_err *err)
+{
+	json_t *job = json_object_get(o, "job");
+	if (!json_is_object(o) || (job && !json_is_object(job)))
+		return sfs_errf(err, -EINVAL,
+				"aws: resume: s3://%s/%s is not the job settings new writes "
+				"({\"job\": {...}})",
+				w->bucket, key);
+	const char *k;
+	json_t *v;
+	char shown_k[200], shown_v[200];
+	json_object_foreach(job, k, v)
+	{
+		sfs_escape_line(k, 48, shown_k, sizeof(shown_k));
+		if (!job_key(k))
+			return sfs_errf(err, -EINVAL,
+					"aws: resume: s3://%s/%s has a setting new does not take "
+					"(\"%s\")",
+					w->bucket, key, shown_k);
+		if (!json_is_string(v))
+			return sfs_errf(err, -EINVAL,
+					"aws: resume: s3://%s/%s has a %s that is not a string",
+					w->bucket, key, shown_k);
+		const char *why = job_setting_problem(k, json_string_value(v));
+		if (why)
+			return sfs_errf(
+			    err, -EINVAL, "aws: resume: s3://%s/%s has a bad %s (\"%s\"): %s",
+			    w->bucket, key, shown_k,
+			    sfs_escape_line(json_string_value(v), 48, shown_v, sizeof(shown_v)),
+			    why);
+	}
+	return 0;
+}
+
+/* A resume's read of settings.json into the sandbox's state.  *refused:
+ * what the bucket holds is not what new writes (the resume fails); any
+ * other error is only that it cannot be read. */
+static int settings_get(struct sfs_sandbox *sb, struct aws_ws *w, bool *refused,
+			struct sfs_err *err)
+{
+	*refused = false;
+	struct sfs_buf key = {0}, body = {0};
+	int rc = settings_key(w, &key, err);
+	struct aws_s3_call call = {.method = "GET", .key = key.buf, .sink_fd = -1};
+	if (!rc)
 		rc = aws_s3(&w->cfg, w->bucket, &call, NULL, &body, NULL, err);
-		json_t *o = rc ? NULL : json_loadb(body.buf ? body.buf : "", body.len, 0, NULL);
-		if (rc == -ENOENT)
-			rc = 0; /* none were given */
-		else if (!rc && o)
+	if (rc == -ENOENT)
+		rc = 0; /* none were given */
+	else if (!rc) {
+		json_t *o = json_loadb(body.buf ? body.buf : "", body.len, 0, NULL);
+		rc = settings_check(o, w, key.buf, err);
+		*refused = rc != 0;
+		if (!rc)
 			rc = aws_state_load(sb, o, err);
 		json_decref(o);
 	}
@@ -95,26 +172,20 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		if (!known_option(k))
 			return sfs_errf(err, -EINVAL, "aws: unknown option \"%s\" (known: %s)", k,
 					create_keys);
+		const char *why = job_key(k) ? job_setting_problem(k, v) : NULL;
+		if (why)
+			return sfs_errf(err, -EINVAL, "aws: %s=%s: %s", k, v, why);
 		if (!strcmp(k, "bucket"))
 			bucket = v;
 		else if (!strcmp(k, "prefix"))
 			prefix = v;
 		else if (!strcmp(k, "image"))
 			image = v;
-		else if (!strcmp(k, "runner") && strcmp(v, "ecs") && strcmp(v, "codebuild"))
-			return sfs_errf(err, -EINVAL, "aws: runner=%s: expected ecs or codebuild",
-					v);
-		else if ((!strcmp(k, "cpu") || !strcmp(k, "memory")) && !positive_int(v))
-			return sfs_errf(err, -EINVAL,
-					"aws: %s=%s: expected a positive number (cpu units, "
-					"memory MiB)",
-					k, v);
 	}
 	/* the job settings: kept for exec, which names what is still missing */
 	for (size_t i = 0; opts && i < opts->n; i++) {
 		const char *k = opts->v[i].key;
-		if (strcmp(k, "provider") && strcmp(k, "bucket") && strcmp(k, "prefix") &&
-		    strcmp(k, "image") && aws_state_set_job(sb, k, opts->v[i].val))
+		if (job_key(k) && aws_state_set_job(sb, k, opts->v[i].val))
 			return sfs_errf(err, -ENOMEM, "out of memory");
 	}
 	if (!bucket || !*bucket)
@@ -150,7 +221,7 @@ static int aws_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 	if (!rc) {
 		rc = aws_put_marker(&w, "", 0755, err);
 		if (!rc)
-			rc = settings_io(sb, &w, true, err);
+			rc = settings_put(sb, &w, err);
 		aws_ws_close(&w);
 	}
 	return rc;
@@ -166,6 +237,19 @@ const char *aws_workdir(const struct sfs_sandbox *sb)
 
 static int aws_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
+	/* the id is typed in: its bucket as new would take it (with
+	 * virtual-host addressing it becomes part of a host name) */
+	const char *id = sb->id ? sb->id : "", *slash = strchr(id, '/');
+	char bucket[64] = "";
+	size_t n = slash ? (size_t)(slash - id) : 0;
+	if (n < sizeof(bucket)) {
+		memcpy(bucket, id, n);
+		bucket[n] = '\0';
+	}
+	if (!bucket_ok(bucket))
+		return sfs_errf(
+		    err, -EINVAL,
+		    "aws: resume: id=%s: the bucket is not 3-63 characters of a-z 0-9 . -", id);
 	struct sfs_rstat st;
 	int rc = aws_fs_stat(sb, "", &st, err);
 	/* resumed by id, or made when the workspace showed the s3:// URL */
@@ -180,9 +264,14 @@ static int aws_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 		rc = aws_ws_open(sb, &w, err);
 		if (!rc) {
 			/* a policy that allows the prefix but not .sandboxfs/ must
-			 * not cost the workspace: runs then use the aws.* options */
+			 * not cost the workspace: runs then use the aws.* options;
+			 * settings new would refuse refuse the resume */
 			struct sfs_err e = {0};
-			if (settings_io(sb, &w, false, &e))
+			bool refused;
+			int sr = settings_get(sb, &w, &refused, &e);
+			if (refused)
+				rc = sfs_errf(err, sr, "%s", e.msg);
+			else if (sr)
 				sfs_log(SFS_LOG_WARN,
 					"%s: the job settings beside the prefix cannot "
 					"be read: %s",

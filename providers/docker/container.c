@@ -16,16 +16,6 @@
 
 /* ---- options --------------------------------------------------------- */
 
-static bool image_name_ok(const char *s)
-{
-	if (!*s || *s == '-' || strlen(s) >= 256)
-		return false;
-	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && !strchr("._/:@-", *s))
-			return false;
-	return true;
-}
-
 static bool word_ok(const char *s)
 {
 	if (!*s || strlen(s) >= 64)
@@ -148,7 +138,7 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 	if (!image)
 		return sfs_errf(err, -EINVAL,
 				"docker: image= is required (or set docker.image in the config)");
-	if (!image_name_ok(image))
+	if (!sfs_image_ref_ok(image))
 		return sfs_errf(err, -EINVAL, "docker: image=%s: not an image reference", image);
 	if (spec->nports && (strcmp(spec->network, "none") == 0 || dk_net_allow(spec)))
 		return sfs_errf(err, -EINVAL,

@@ -79,6 +79,84 @@ static bool name_ok(const char *v)
 	return true;
 }
 
+/* The job settings as new takes them (options) and the root's marker keeps
+ * them (metadata, which a resume by id reads back): one table, so a resume
+ * accepts exactly what new does.  The marker is whatever the bucket holds,
+ * and project and region become path segments of every Cloud Run URL.
+ * empty_ok: new takes an empty value (region: gcp.region's default is
+ * empty; image: the sandbox then has none); the marker holds "" for every
+ * setting new was not given. */
+struct setting_rule {
+	const char *key;  /* new's option, and the key in the registry's settings */
+	const char *meta; /* the marker's metadata key */
+	bool (*ok)(const char *v);
+	bool empty_ok;
+	const char *expected;
+};
+
+static const struct setting_rule setting_rules[] = {
+    {"cpu", META_CPU, cpu_ok, false, "Cloud Run's cpu (1, 2, 4, 8 or millicores like 1000m)"},
+    {"memory", META_MEMORY, memory_ok, false, "a size like 512Mi or 2Gi"},
+    {"project", META_PROJECT, name_ok, false, "a project id (a-z 0-9 -)"},
+    {"region", META_REGION, name_ok, true, "a region like us-central1"},
+    {"image", META_IMAGE, sfs_image_ref_ok, true,
+     "an image reference (letters, digits and . _ / : @ -, under 256 bytes)"},
+};
+#define NRULES (sizeof(setting_rules) / sizeof(*setting_rules))
+
+/* new's check of option key's value v (NULL: not given) */
+static int check_option(const char *key, const char *v, struct sfs_err *err)
+{
+	for (size_t i = 0; i < NRULES; i++) {
+		const struct setting_rule *r = &setting_rules[i];
+		if (strcmp(r->key, key) || !v || (!*v && r->empty_ok) || r->ok(v))
+			continue;
+		return sfs_errf(err, -EINVAL, "gcp: %s=%s: expected %s", key, v, r->expected);
+	}
+	return 0;
+}
+
+/* The settings the marker w carries (metadata md), each checked as new
+ * checks its option, into *settings (the registry's json); *image is the
+ * marker's image, "" when none (it points into md).  EINVAL naming the
+ * first bad one: nothing is taken from a marker that has one. */
+static int marker_settings(json_t *md, const struct gcp_ws *w, json_t **settings,
+			   const char **image, struct sfs_err *err)
+{
+	*image = "";
+	*settings = json_object();
+	if (!*settings)
+		return sfs_errf(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < NRULES; i++) {
+		const struct setting_rule *r = &setting_rules[i];
+		json_t *j = json_object_get(md, r->meta);
+		const char *v = j ? json_string_value(j) : "";
+		char buf[200];
+		int rc = 0;
+		if (!v)
+			rc = sfs_errf(err, -EINVAL,
+				      "gcp: resume: the marker gs://%s/%s has a %s (metadata %s) "
+				      "that is not a string",
+				      w->bucket, w->root, r->key, r->meta);
+		else if (*v && !r->ok(v))
+			rc = sfs_errf(err, -EINVAL,
+				      "gcp: resume: the marker gs://%s/%s has a bad %s (metadata "
+				      "%s=\"%s\"): expected %s",
+				      w->bucket, w->root, r->key, r->meta,
+				      sfs_escape_line(v, 48, buf, sizeof(buf)), r->expected);
+		else if (!strcmp(r->key, "image"))
+			*image = v;
+		else if (json_object_set_new(*settings, r->key, json_string(v)))
+			rc = sfs_errf(err, -ENOMEM, "out of memory");
+		if (rc) {
+			json_decref(*settings);
+			*settings = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
 /* gcp.project, else GOOGLE_CLOUD_PROJECT / GCLOUD_PROJECT, else the key
  * file's project_id (ADC's order, §7.2). */
 static const char *default_project(char *buf, size_t len)
@@ -178,20 +256,17 @@ static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		else if (!strcmp(k, "memory"))
 			memory = v;
 	}
-	if (cpu && !cpu_ok(cpu))
-		return sfs_errf(err, -EINVAL,
-				"gcp: cpu=%s: expected Cloud Run's cpu (1, 2, 4, 8 or millicores "
-				"like 1000m)",
-				cpu);
-	if (memory && !memory_ok(memory))
-		return sfs_errf(err, -EINVAL, "gcp: memory=%s: expected a size like 512Mi or 2Gi",
-				memory);
-	if (project && !name_ok(project))
-		return sfs_errf(err, -EINVAL, "gcp: project=%s: expected a project id (a-z 0-9 -)",
-				project);
-	if (region && *region && !name_ok(region))
-		return sfs_errf(err, -EINVAL, "gcp: region=%s: expected a region like us-central1",
-				region);
+	int rc = check_option("cpu", cpu, err);
+	if (!rc)
+		rc = check_option("memory", memory, err);
+	if (!rc)
+		rc = check_option("project", project, err);
+	if (!rc)
+		rc = check_option("region", region, err);
+	if (!rc)
+		rc = check_option("image", image, err);
+	if (rc)
+		return rc;
 	if (!bucket || !*bucket)
 		return sfs_errf(err, -EINVAL, "gcp: no bucket: give bucket= or set gcp.bucket");
 	if (!bucket_ok(bucket))
@@ -202,7 +277,7 @@ static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 		project = default_project(pbuf, sizeof(pbuf));
 	/* PREFIX/NAME/ without leading, doubled or trailing slashes */
 	struct sfs_buf id = {0}, ws = {0};
-	int rc = sfs_buf_printf(&id, "%s/", bucket) ? -ENOMEM : 0;
+	rc = sfs_buf_printf(&id, "%s/", bucket) ? -ENOMEM : 0;
 	for (const char *p = prefix ? prefix : ""; !rc && *p;) {
 		size_t n = strcspn(p, "/");
 		if (n == 2 && !strncmp(p, "..", 2))
@@ -246,37 +321,39 @@ static int gcp_create(struct sfs_sandbox *sb, const struct sfs_kvlist *opts, str
 }
 
 /* After a restart the registry has the settings; `resume id=` of a sandbox
- * this daemon never knew reads them from the root's marker. */
+ * this daemon never knew reads them from the root's marker, checked as new
+ * checks its options before any of them is kept. */
 static int gcp_resume(struct sfs_sandbox *sb, struct sfs_err *err)
 {
+	struct gcp_ws w;
+	int rc = gcp_ws_of(sb, &w, err);
+	if (rc)
+		return rc;
+	/* the id is typed in: the bucket as new would take it */
+	if (!bucket_ok(w.bucket))
+		return sfs_errf(err, -EINVAL,
+				"gcp: resume: id=%s: the bucket is not 3-222 characters of "
+				"a-z 0-9 . - _",
+				sb->id);
 	struct sfs_rstat st;
-	int rc = gcp_fs_stat(sb, "", &st, err);
+	rc = gcp_fs_stat(sb, "", &st, err);
 	pthread_mutex_lock(&settings_mu);
 	bool known = sb->priv != NULL;
 	pthread_mutex_unlock(&settings_mu);
 	if (rc || known)
 		return rc;
-	struct gcp_ws w;
 	json_t *md = NULL;
-	if ((rc = gcp_ws_of(sb, &w, err)) || (rc = gcs_metadata(w.bucket, w.root, &md, err))) {
+	if ((rc = gcs_metadata(w.bucket, w.root, &md, err))) {
 		if (rc == -ENOENT)
 			rc = sfs_errf(err, -ENOENT,
-				      "gcp: no sandbox at gs://%s%s (no marker object)", w.bucket,
+				      "gcp: no sandbox at gs://%s/%s (no marker object)", w.bucket,
 				      w.root);
 		return rc;
 	}
-	const char *image = json_string_value(json_object_get(md, META_IMAGE));
-	json_t *settings = json_object();
-	static const char *const keys[][2] = {{META_PROJECT, "project"},
-					      {META_REGION, "region"},
-					      {META_CPU, "cpu"},
-					      {META_MEMORY, "memory"}};
-	for (size_t i = 0; settings && i < sizeof(keys) / sizeof(*keys); i++) {
-		const char *v = json_string_value(json_object_get(md, keys[i][0]));
-		json_object_set_new(settings, keys[i][1], json_string(v ? v : ""));
-	}
-	rc = settings ? 0 : sfs_errf(err, -ENOMEM, "out of memory");
-	if (!rc && image && *image)
+	json_t *settings;
+	const char *image;
+	rc = marker_settings(md, &w, &settings, &image, err);
+	if (!rc && *image)
 		rc = sfs_sb_publish(sb, NULL, image, "/workspace", err);
 	json_decref(md); /* image pointed into it */
 	if (rc)

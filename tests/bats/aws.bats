@@ -285,3 +285,63 @@ teardown() {
 	grep -qx 'configured false' "$MNT/providers/aws/status"
 	grep -q "^reason aws: profile 'nosuch' (AWS_PROFILE) is in neither" "$MNT/providers/aws/status"
 }
+
+# ---- resume by id: the settings beside the prefix are the bucket's word
+
+# put_settings NAME TEXT: s3://bkt/.sandboxfs/NAME/settings.json as whoever
+# can write the bucket left it.
+put_settings() {
+	local sum
+	sum=$(printf '%s' "$2" | sha256sum | cut -d' ' -f1)
+	curl -sf -m 5 --aws-sigv4 aws:amz:us-east-1:s3 -u "AKIDSFSTEST:$AWS_SECRET" \
+		-H "x-amz-content-sha256: $sum" -X PUT --data-binary "$2" \
+		"$EMU/bkt/.sandboxfs/$1/settings.json" >/dev/null
+}
+
+bucket_keys() {
+	curl -s -m 5 "$EMU/_emu/objects?bucket=bkt" |
+		python3 -c 'import json, sys; print(" ".join(sorted(json.load(sys.stdin))))'
+}
+
+# settings_refused TEXT WHAT: a resume of s1 whose settings.json is TEXT
+# fails with EINVAL saying WHAT of it; nothing is made.
+settings_refused() {
+	put_settings s1 "$1"
+	local keys
+	keys=$(bucket_keys)
+	run ctl_write "$MNT/ctl" "resume s2 provider=aws id=bkt/s1/"
+	[ "$status" -ne 0 ] || return 1
+	[[ "$output" == *"Invalid argument"* ]] || return 1
+	[[ "$output" == *"error: aws: resume: s3://bkt/.sandboxfs/s1/settings.json $2"* ]] || return 1
+	# the value is shown escaped and cut: one line, never megabytes
+	[ "$(printf '%s\n' "$output" | grep -c '^error: ')" = 1 ] || return 1
+	[ "${#output}" -lt 1000 ] || return 1
+	[ ! -e "$MNT/s2" ] || return 1
+	[ "$(bucket_keys)" = "$keys" ]
+}
+
+@test "aws: resume by id refuses settings beside the prefix that new would refuse, naming the setting; good ones resume" {
+	ctl_write "$MNT/ctl" "new s1 provider=aws bucket=bkt cluster=c1 cpu=256" >/dev/null
+	echo kept >"$MNT/s1/workspace/f"
+	ctl_write "$MNT/ctl" "forget s1" >/dev/null
+	settings_refused '{"job": {"cluster": "c1", "cpu": "256\nstate running"}}' \
+		'has a bad cpu ("256\x0astate running"): expected a positive number'
+	settings_refused '{"job": {"runner": "../../x"}}' \
+		'has a bad runner ("../../x"): expected ecs or codebuild'
+	settings_refused "{\"job\": {\"memory\": \"$(printf '1%.0s' $(seq 1 20000))\"}}" \
+		'has a bad memory ("111111111111111111111111111111111111111111111111...")'
+	settings_refused '{"job": {"endpoint": "http://127.0.0.1:1/"}}' \
+		'has a setting new does not take ("endpoint")'
+	settings_refused '{"job": {"cluster": ["c1"]}}' 'has a cluster that is not a string'
+	settings_refused '["job"]' 'is not the job settings new writes'
+	settings_refused 'not json' 'is not the job settings new writes'
+	# new refuses the same values
+	run ctl_write "$MNT/ctl" "new s3 provider=aws bucket=bkt runner=../../x"
+	[[ "$output" == *"error: aws: runner=../../x: expected ecs or codebuild"* ]]
+	[ ! -e "$MNT/s3" ]
+	# what new wrote resumes, with the workspace
+	put_settings s1 '{"job": {"cluster": "c1", "cpu": "256"}}'
+	ctl_write "$MNT/ctl" "resume s2 provider=aws id=bkt/s1/" >/dev/null
+	grep -qx 'state running' "$MNT/s2/status"
+	[ "$(cat "$MNT/s2/workspace/f")" = kept ]
+}

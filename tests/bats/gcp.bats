@@ -609,6 +609,99 @@ for name in sys.argv[2:]:
 	[ -z "$(gcs_obj h/ size)" ]
 }
 
+# ---- resume by id: the marker's settings are the bucket's word
+
+# GOOD_MARKER: the root marker's metadata as new leaves it, with settings
+# other than the mount's (so a run shows whose it used).
+GOOD_MARKER='{"sandboxfs-image": "sandboxfs-test:latest", "sandboxfs-project": "other-project", "sandboxfs-region": "europe-west1", "sandboxfs-cpu": "2", "sandboxfs-memory": "1Gi"}'
+
+# plant_marker ROOT JSON [KEY VALUE]: the root marker gs://bkt/ROOT as
+# whoever can write the bucket left it: JSON as its metadata, KEY set to
+# VALUE in it.
+plant_marker() {
+	local md
+	md=$(python3 -c 'import json, sys
+d = json.loads(sys.argv[1])
+if len(sys.argv) > 3:
+    d[sys.argv[2]] = sys.argv[3]
+print(json.dumps(d))' "$2" "${3:-}" "${4:-}")
+	curl -sf -m 5 -X POST -G --data-urlencode "bucket=bkt" --data-urlencode "name=$1" \
+		--data-urlencode "metadata=$md" "http://127.0.0.1:$GCP_PORT/_emu/put" >/dev/null
+}
+
+# resume_refused META VALUE FIELD: a marker whose META is VALUE (the other
+# settings good) is refused with EINVAL naming FIELD; nothing is made:
+# no sandbox, no state, no object, no Cloud Run call.
+resume_refused() {
+	plant_marker bad/ "$GOOD_MARKER" "$1" "$2"
+	local names before
+	names=$(gcs_names)
+	touch "$EMU_DIR/requests.log" # the emulator makes it at its first logged request
+	before=$(wc -l <"$EMU_DIR/requests.log")
+	run ctl_write "$MNT/ctl" "resume h provider=gcp id=bkt/bad/"
+	[ "$status" -ne 0 ] || return 1
+	[[ "$output" == *"Invalid argument"* ]] || return 1
+	[[ "$output" == *"error: gcp: resume: the marker gs://bkt/bad/ has a bad $3 (metadata $1=\""* ]] || return 1
+	# the value is shown escaped and cut: one line, never megabytes
+	[ "$(printf '%s\n' "$output" | grep -c '^error: ')" = 1 ] || return 1
+	[ "${#output}" -lt 1000 ] || return 1
+	[ ! -e "$MNT/h" ] || return 1
+	[ -z "$(ls "$STATE/sandboxes")" ] || return 1
+	[ "$(gcs_names)" = "$names" ] || return 1
+	# what the resume asked: the marker's stat and metadata only
+	[ "$(gcp_stat sandboxes)" = 0 ] || return 1
+	if tail -n +"$((before + 1))" "$EMU_DIR/requests.log" | grep -v ' /storage/v1/b/bkt/o'; then
+		return 1
+	fi
+}
+
+@test "gcp: resume by id refuses a marker whose settings new would refuse, naming the setting; nothing is made" {
+	gcp_start
+	gcp_mount
+	resume_refused sandboxfs-project "../../../../v1/projects/evil" project
+	resume_refused sandboxfs-project "p/locations/r/jobs/x?" project
+	resume_refused sandboxfs-region "us-central1/jobs/other" region
+	resume_refused sandboxfs-region ".." region
+	resume_refused sandboxfs-cpu "$(printf '1%.0s' $(seq 1 20000))" cpu
+	resume_refused sandboxfs-memory "$(printf '512Mi\nstate running')" memory
+	resume_refused sandboxfs-image "$(printf 'img\nerror planted')" image
+	# a newline shows as \x0a, never as a line of its own
+	[[ "$output" == *'(metadata sandboxfs-image="img\x0aerror planted")'* ]]
+	resume_refused sandboxfs-image "-v /:/host" image
+	resume_refused sandboxfs-image "$(printf 'a%.0s' $(seq 1 300))" image
+	[[ "$output" == *'="aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...")'* ]]
+	# new refuses the same values
+	run ctl_write "$MNT/ctl" "new n1 provider=gcp region=us-central1/jobs/other"
+	[[ "$output" == *"error: gcp: region=us-central1/jobs/other: expected a region like us-central1"* ]]
+	run ctl_write "$MNT/ctl" "new n1 provider=gcp image=-v"
+	[[ "$output" == *"error: gcp: image=-v: expected an image reference"* ]]
+	[ ! -e "$MNT/n1" ]
+	# the same marker made good resumes
+	plant_marker bad/ "$GOOD_MARKER"
+	ctl_write "$MNT/ctl" "resume h provider=gcp id=bkt/bad/" >/dev/null
+	grep -qx 'state running' "$MNT/h/status"
+}
+
+@test "gcp: resume by id of a good marker takes its settings: a run goes to its project and region" {
+	gcp_start
+	gcp_mount
+	plant_marker r1/ "$GOOD_MARKER"
+	curl -sf -m 5 -X POST --data-binary kept "http://127.0.0.1:$GCP_PORT/_emu/put?bucket=bkt&name=r1/f" >/dev/null
+	ctl_write "$MNT/ctl" "resume back provider=gcp id=bkt/r1/" >/dev/null
+	grep -qx 'state running' "$MNT/back/status"
+	grep -qx 'image sandboxfs-test:latest' "$MNT/back/status"
+	run grep -c '^runs need' "$MNT/back/status"
+	[ "$output" = 0 ]
+	[ "$(cat "$MNT/back/workspace/f")" = kept ]
+	n=$(run_wait back 'cat f')
+	[ "$(cat "$MNT/back/runs/$n/status")" = "exited 0" ]
+	[ "$(cat "$MNT/back/runs/$n/journal")" = kept ]
+	# the marker's project and region, not the mount's gcp.project and gcp.region
+	grep -q ' /v2/projects/other-project/locations/europe-west1/jobs' "$EMU_DIR/requests.log"
+	run grep -c " /v2/projects/$PROJECT/" "$EMU_DIR/requests.log"
+	[ "$output" = 0 ]
+}
+
 # ---- snapshots
 
 @test "gcp: a snapshot is a server-side copy under snapshots/ID/; restore brings it back; delete removes it" {

@@ -102,9 +102,183 @@ still_serves() {
 	printf '%s %s %s\n' "$FOREIGN" "$wpid" "$wstart" >"$rd/pid"
 	rmdir "$MNT/a"
 	kill -0 "$FOREIGN"
-	# the run's own sleep went with the sandbox
-	run pgrep -g "$pg"
+	# the run's own sleep went with the sandbox (waited for: rmdir returns
+	# once nothing of the run is alive, and a zombie of it may still await
+	# the wrapper's wait() a moment longer)
+	wait_for eval '! pgrep -g "$pg" >/dev/null'
+	still_serves b
+}
+
+# ---- pid reuse, steered: the kernel hands the very numbers a run recorded
+# to unrelated host processes, as it does by itself sooner or later.
+
+# need_pid_steering: skips unless this test may set the next pid the kernel
+# hands out (/proc/sys/kernel/ns_last_pid: a kernel with checkpoint/restore,
+# and root over the pid namespace; the file is 0666 but a write needs
+# CAP_SYS_ADMIN, so only a real write tells).
+need_pid_steering() {
+	[ "$(id -u)" = 0 ] || skip "steering pid reuse needs root (a write to /proc/sys/kernel/ns_last_pid)"
+	[ -e /proc/sys/kernel/ns_last_pid ] ||
+		skip "no /proc/sys/kernel/ns_last_pid (a kernel without CONFIG_CHECKPOINT_RESTORE)"
+	# writing back what it holds changes nothing (a number in use is skipped)
+	local cur
+	cur=$(cat /proc/sys/kernel/ns_last_pid)
+	{ echo "$cur" >/proc/sys/kernel/ns_last_pid; } 2>/dev/null ||
+		skip "/proc/sys/kernel/ns_last_pid is not writable here (no CAP_SYS_ADMIN over this pid namespace)"
+}
+
+# foreign_at PID: starts what foreign_group starts (a `sleep` leading a
+# session and group of its own) as process number PID exactly, and sets
+# FOREIGN.  The next fork gets ns_last_pid + 1, but any process on the
+# machine may fork in between and take PID: then that try is killed and the
+# next one made.  PID must be free (its process gone and reaped).
+foreign_at() {
+	local want=$1 got i
+	[ ! -e "/proc/$want" ] || {
+		echo "pid $want is still in use" >&2
+		return 1
+	}
+	for i in $(seq 1 500); do
+		echo $((want - 1)) >/proc/sys/kernel/ns_last_pid
+		# setsid does not fork: bash's background child leads no group
+		setsid sleep 1000 </dev/null >/dev/null 2>&1 3>&- &
+		got=$!
+		echo "$got" >>"$BATS_TEST_TMPDIR/foreign.pids"
+		if [ "$got" = "$want" ]; then
+			FOREIGN=$got
+			wait_for leads_own_group "$FOREIGN"
+			return
+		fi
+		kill -9 "$got" 2>/dev/null || true
+		wait "$got" 2>/dev/null || true
+		# somebody else may hold it now: wait until it is free again
+		wait_for eval '[ ! -e "/proc/$want" ]' || break
+	done
+	echo "could not get pid $want for a foreign process" >&2
+	return 1
+}
+
+# gone PID...: no process (not even a zombie) has any of these numbers.
+gone() {
+	local p
+	for p in "$@"; do
+		[ ! -e "/proc/$p" ] || return 1
+	done
+}
+
+# foreign_alive PID: a `sleep` of ours still has that pid, alive.
+foreign_alive() {
+	kill -0 "$1" && [ "$(cat "/proc/$1/comm")" = sleep ] &&
+		[ "$(awk '{ print $3 }' "/proc/$1/stat")" != Z ]
+}
+
+@test "pid reuse: rmdir, kill and cancel spare a host group that got a finished run's group id" {
+	need_pid_steering
+	mkdir "$MNT/a" "$MNT/b"
+	n=$(ctl_write "$MNT/a/ctl" "exec true")
+	[ "$(cat "$MNT/a/runs/$n/wait")" = "exited 0" ]
+	rd=$(run_dir a "$n")
+	read -r pg wpid _ <"$rd/pid"
+	# the wrapper is reaped at the daemon's next tick; then both numbers are free
+	wait_for gone "$pg" "$wpid"
+	foreign_at "$pg"
+	grp=$FOREIGN
+	foreign_at "$wpid"
+	wrp=$FOREIGN
+	# the pid file is as the run left it: nothing was forged
+	[ "$(cut -d' ' -f1-2 "$rd/pid")" = "$grp $wrp" ]
+	# an ended run: refused before the provider is asked (its refusal of a
+	# dead wrapper is the next two tests')
+	run ctl_write "$MNT/a/ctl" "kill $n"
 	[ "$status" -ne 0 ]
+	[[ "$output" == *"run $n is not running (exited 0)"* ]]
+	run ctl_write "$MNT/a/ctl" "cancel $n"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"run $n is not running (exited 0)"* ]]
+	rmdir "$MNT/a"
+	foreign_alive "$grp"
+	foreign_alive "$wrp"
+	[ "$(ps -o pgid= -p "$grp" | tr -d ' ')" = "$grp" ]
+	still_serves b
+}
+
+# orphan_run NAME: starts `sleep 1000` in sandbox NAME, then kills its
+# wrapper and command from the host, and sets N, RD, PG, WPID, WSTART.
+# The run stays `running` for the daemon: a RUNDIR/lock held by the test
+# (the lock the daemon checks instead of the directory's when it is there)
+# stands for the live wrapper, which freezes the moment between the
+# wrapper's death and the daemon's next look at it.
+orphan_run() {
+	N=$(ctl_write "$MNT/$1/ctl" "exec sleep 1000")
+	RD=$(run_dir "$1" "$N")
+	wait_sleep_running "$RD"
+	read -r PG WPID WSTART <"$RD/pid"
+	: >"$RD/lock"
+	# the lock's holder is one process (flock(1) with a command would
+	# leave that command behind when killed): a subshell that locks its fd
+	# 9 and execs sleep with it
+	(
+		exec 9>"$RD/lock"
+		flock -x 9
+		exec sleep 1000
+	) </dev/null >/dev/null 2>&1 3>&- &
+	echo "$!" >>"$BATS_TEST_TMPDIR/foreign.pids"
+	wait_for eval '! flock -n -s "$RD/lock" true'
+	# the wrapper first: killed after its command, it would record the end
+	kill -9 "$WPID"
+	wait_for gone "$WPID"
+	kill -9 -- "-$PG"
+	wait_for gone "$PG"
+	[ "$(cat "$MNT/$1/runs/$N/status")" = running ]
+}
+
+# kill_refused NAME VERB: VERB (kill N, cancel N) of the orphaned run fails
+# with ESRCH and says there is nothing left to signal.
+kill_refused() {
+	run ctl_write "$MNT/$1/ctl" "$2 $N"
+	[ "$status" -ne 0 ] || return 1
+	[[ "$output" == *"No such process"* ]] || return 1
+	[[ "$output" == *"run $N: no process is left to signal"* ]]
+}
+
+@test "pid reuse: kill and cancel of a run whose wrapper died fail (ESRCH) and spare the host process that got the wrapper's pid" {
+	need_pid_steering
+	mkdir "$MNT/a" "$MNT/b"
+	orphan_run a
+	foreign_at "$WPID"
+	wrp=$FOREIGN
+	kill_refused a kill
+	kill_refused a cancel
+	foreign_alive "$wrp"
+	# even with the newcomer's start time in the pid file (its argv does
+	# not name the run's directory, so it is still nobody's wrapper)
+	printf '%s %s %s\n' "$PG" "$WPID" "$(awk '{ print $22 }' "/proc/$wrp/stat")" >"$RD/pid"
+	kill_refused a kill
+	run ctl_write "$MNT/a/ctl" "kill $N KILL"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"no process is left to signal"* ]]
+	foreign_alive "$wrp"
+	[ "$(cat "$MNT/a/runs/$N/status")" = running ]
+	still_serves b
+}
+
+@test "pid reuse: kill, cancel and rmdir of a run whose wrapper died spare the host processes that got its wrapper's pid and its group id" {
+	need_pid_steering
+	mkdir "$MNT/a" "$MNT/b"
+	orphan_run a
+	foreign_at "$PG"
+	grp=$FOREIGN
+	foreign_at "$WPID"
+	wrp=$FOREIGN
+	# the pid file is as the wrapper wrote it
+	[ "$(cut -d' ' -f1-2 "$RD/pid")" = "$grp $wrp" ]
+	kill_refused a kill
+	kill_refused a cancel
+	foreign_alive "$grp"
+	foreign_alive "$wrp"
+	rmdir "$MNT/a"
+	foreign_alive "$grp"
+	foreign_alive "$wrp"
 	still_serves b
 }
 

@@ -73,6 +73,27 @@ static void test_log_escaped_secret(void)
 	CHECK(strstr(got, "binary-part") == NULL);
 }
 
+static void test_escape_line(void)
+{
+	char out[200];
+	/* a planted value's newline never starts a line; a backslash is escaped
+	 * too, so "\\x0a" in the output always means the byte */
+	CHECK_STREQ(sfs_escape_line("img\nstate running", 48, out, sizeof(out)),
+		    "img\\x0astate running");
+	CHECK_STREQ(sfs_escape_line("a\\x0a\tb", 48, out, sizeof(out)), "a\\x5cx0a\\x09b");
+	CHECK_STREQ(sfs_escape_line("abcdef", 3, out, sizeof(out)), "abc...");
+	CHECK_STREQ(sfs_escape_line("abc", 3, out, sizeof(out)), "abc");
+	/* out's bound: cut, terminated */
+	char small[6];
+	sfs_escape_line("\n\n\n", 48, small, sizeof(small));
+	CHECK_STREQ(small, "\\x0a");
+	/* redacted before the cut: a secret cut short still does not show */
+	char v[100];
+	snprintf(v, sizeof(v), "x %s", spaced);
+	sfs_escape_line(v, 8, out, sizeof(out));
+	CHECK(strstr(out, "corr") == NULL);
+}
+
 static void setup(void)
 {
 	CHECK_INT(sfs_redact_add_secret(binary), 0);
@@ -81,4 +102,4 @@ static void setup(void)
 
 CHECK_MAIN(CHECK_CASE(setup), CHECK_CASE(test_errf_escaped_secret),
 	   CHECK_CASE(test_errf_cut_secret), CHECK_CASE(test_escape_redacted_quote),
-	   CHECK_CASE(test_log_escaped_secret))
+	   CHECK_CASE(test_log_escaped_secret), CHECK_CASE(test_escape_line))

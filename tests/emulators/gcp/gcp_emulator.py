@@ -34,7 +34,8 @@ Test-only routes (no auth):
         "resumable_308" (chunks answered 308), "fields" (the fields= of the
         last list), "auth_checks"}
   GET  /_emu/objects?bucket=B  {name: {size, sha256, metadata}}
-  POST /_emu/put?bucket=B&name=N  body = the object (no metadata)
+  POST /_emu/put?bucket=B&name=N[&metadata=JSON]  body = the object; metadata
+        (a JSON object of strings) as another writer of the bucket left it
 """
 
 import json
@@ -387,7 +388,8 @@ class Handler(sfs_emu.Handler):
         if parts[1:] == ["objects"]:
             return self.json(200, STORE.snapshot(q.get("bucket", "")))
         if parts[1:] == ["put"]:
-            STORE.put(q["bucket"], q["name"], self._body)
+            md = json.loads(q["metadata"]) if q.get("metadata") else None
+            STORE.put(q["bucket"], q["name"], self._body, {"metadata": md} if md else None)
             return self.json(200, {})
         self.json(404, {"error": "no such emulator route"})
 
