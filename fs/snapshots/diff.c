@@ -4,7 +4,7 @@
  * trees holding just those paths, one from the snapshot's manifest (or the base
  * directory), one from the workspace (blobs stored only for those files),
  * and libgit2 diffs them in git's own patch format: mode changes, new and
- * deleted files, symlinks, "Binary files … differ".  What those trees need
+ * deleted files, symlinks, binary files as git binary patches.  What those trees need
  * that the store lacks (the workspace's changed blobs, the trees) is
  * written to an object store in memory (st_scratch), never to the disk:
  * compressing and writing loose objects for a read was a sixth of a diff,
@@ -25,6 +25,10 @@ static int print(git_repository *repo, git_tree *a, git_tree *b, struct sfs_buf 
 {
 	git_diff_options o;
 	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+	/* a changed binary file as `git diff --binary` writes it (full index
+	 * line, literal or delta): `git apply` takes the whole patch, where
+	 * "Binary files … differ" made it refuse all of it */
+	o.flags |= GIT_DIFF_SHOW_BINARY;
 	git_diff *d = NULL;
 	git_buf text = GIT_BUF_INIT;
 	int rc = git_diff_tree_to_tree(&d, repo, a, b, &o);

@@ -152,11 +152,24 @@ modes() { (cd "$1" && find . -path ./.git -prune -o -printf '%p %y %m\n' | sort)
 	rm -rf "$BATS_TEST_TMPDIR/before/.git"
 	diff -r --no-dereference "$BATS_TEST_TMPDIR/before" "$(ws s)"
 	[ "$(modes "$BATS_TEST_TMPDIR/before")" = "$(modes "$(ws s)")" ]
-	# a binary file is noted, not dumped
+	# a binary file changed, a new one, and a text change beside them: the
+	# binary parts are git binary patches, and git apply takes them all
+	cp -a "$(ws s)" "$BATS_TEST_TMPDIR/before2"
+	gitc init -q "$BATS_TEST_TMPDIR/before2"
+	ctl_write "$MNT/s/ctl" "snapshot mid" >/dev/null
 	head -c 3000 /dev/urandom >"$W/blob.bin"
-	run grep -c '^Binary files a/blob.bin and b/blob.bin differ$' "$MNT/s/snapshots/before/diff"
-	[ "$output" = 1 ]
-	[ "$(wc -c <"$MNT/s/snapshots/before/diff")" -lt 3000 ]
+	printf 'bin\0ary\1' >"$W/new.bin"
+	echo more >>"$W/sub/new.txt"
+	cat "$MNT/s/snapshots/mid/diff" >"$BATS_TEST_TMPDIR/patch2"
+	run grep -c '^GIT binary patch$' "$BATS_TEST_TMPDIR/patch2"
+	[ "$output" = 2 ]
+	run grep -c '^Binary files' "$BATS_TEST_TMPDIR/patch2"
+	[ "$output" = 0 ]
+	git -C "$BATS_TEST_TMPDIR/before2" apply --check "$BATS_TEST_TMPDIR/patch2"
+	git -C "$BATS_TEST_TMPDIR/before2" apply "$BATS_TEST_TMPDIR/patch2"
+	rm -rf "$BATS_TEST_TMPDIR/before2/.git"
+	diff -r --no-dereference "$BATS_TEST_TMPDIR/before2" "$(ws s)"
+	cmp "$BATS_TEST_TMPDIR/before2/blob.bin" "$W/blob.bin"
 }
 
 # bats test_tags=tsan
