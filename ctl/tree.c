@@ -2,6 +2,7 @@
 #include "audit.h"
 #include "ctl.h"
 #include "forgotten.h"
+#include "leftovers.h"
 #include "registry.h"
 #include "runs.h"
 #include "sandbox.h"
@@ -289,6 +290,9 @@ int tree_init(const char *statedir, const struct sfs_provider *default_provider,
 	const char *qtext = sfs_opt_get("quota");
 	if (qtext && (r = quota_parse(qtext, &quota, err)))
 		return r;
+	/* the state dir's lock is ours: what a killed daemon left half-written
+	 * is nobody's */
+	leftovers_sweep(statedir);
 	if ((r = snap_store_init(statedir, err)))
 		return r;
 	cowbase_init(); /* base= sandboxes' snapshots/base/diff */

@@ -112,3 +112,32 @@ saves() {
 	wait "$WRITER"
 	WRITER=
 }
+
+@test "state: what a killed daemon left half-written (registry temp, mirror clone, libgit2 temp objects) goes at the next start, and only that" {
+	ctl_write "$MNT/ctl" 'new keep' >/dev/null
+	echo kept >"$MNT/keep/workspace/f"
+	ctl_write "$MNT/keep/ctl" 'snapshot s1' >/dev/null
+	sfs_unmount
+	local victim="$BATS_TEST_TMPDIR/victim"
+	echo precious >"$victim"
+	echo '{"half":' >"$STATE/registry.json.tmp.4242"
+	ln -s "$victim" "$STATE/registry.json.tmp.4243"
+	mkdir -p "$STATE/git/mirrors/.tmp-00000000000000aa-AbCdEf/objects"
+	echo x >"$STATE/git/mirrors/.tmp-00000000000000aa-AbCdEf/HEAD"
+	mkdir -p "$STATE/git/store/objects/ab"
+	echo x >"$STATE/git/store/objects/tmp_object_git2_q1w2e3"
+	echo x >"$STATE/git/store/objects/ab/tmp_object_git2_r4t5y6"
+	echo x >"$STATE/git/store/objects/ab/keep_me"
+	sfs_mount --log-level 3
+	[ ! -e "$STATE/registry.json.tmp.4242" ]
+	[ ! -L "$STATE/registry.json.tmp.4243" ]
+	[ "$(cat "$victim")" = precious ]
+	[ ! -e "$STATE/git/mirrors/.tmp-00000000000000aa-AbCdEf" ]
+	[ ! -e "$STATE/git/store/objects/tmp_object_git2_q1w2e3" ]
+	[ ! -e "$STATE/git/store/objects/ab/tmp_object_git2_r4t5y6" ]
+	[ -e "$STATE/git/store/objects/ab/keep_me" ]
+	grep -q 'removed leftover ./registry.json.tmp.4242' "$BATS_TEST_TMPDIR/daemon.log"
+	# what is not a leftover is all there
+	[ "$(cat "$MNT/keep/workspace/f")" = kept ]
+	[ "$(cat "$MNT/keep/snapshots/s1/tree/f")" = kept ]
+}
