@@ -47,6 +47,9 @@ static json_t *sandbox_to_json(const struct sfs_sandbox *sb)
 		json_decref(refs);
 	if (o && sb->redact_journal)
 		json_object_set_new(o, "redact", json_string("journal"));
+	/* why it is in state error: a second restart must still say so */
+	if (o && sb->state == SFS_SB_ERROR && sb->error)
+		json_object_set_new(o, "error", json_string(sb->error));
 	return o;
 }
 
@@ -162,6 +165,9 @@ static struct sfs_sandbox *sandbox_from_json(const char *statedir, json_t *o)
 	}
 	const char *red = json_string_value(json_object_get(o, "redact"));
 	sb->redact_journal = red && !strcmp(red, "journal");
+	const char *why = json_string_value(json_object_get(o, "error"));
+	if (why && sb->state == SFS_SB_ERROR)
+		r |= sandbox_set_str(&sb->error, why);
 	json_t *pd = json_object_get(o, "pdata");
 	if (p->ops->state_load) {
 		struct sfs_err lerr = {0};

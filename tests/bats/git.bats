@@ -281,6 +281,13 @@ serve_git() {
 	[ ! -e "$MNT/e/workspace/never" ]
 	run ctl_write "$MNT/e/ctl" "exec true"
 	[ "$status" -ne 0 ]
+	# restarts keep the state and the reason
+	sfs_unmount
+	sfs_mount
+	sfs_unmount
+	sfs_mount
+	[ "$(state_of e)" = error ]
+	grep -q '^error setup 2/3 (run 2) exited 3' "$MNT/e/status"
 	# it stays until the user removes it, and then nothing is left
 	rmdir "$MNT/e"
 	nothing_left
