@@ -47,6 +47,10 @@ int sfs_local_wrapper_main(int argc, char **argv);
 struct sfs_relay {
 	int in, out, room;
 	unsigned long long written, max;
+	/* the journal's blocks end here (fallocate'd past its end, kept from
+	 * the run's reach): written + the marker's room at least; 0 where the
+	 * file system cannot, then room holds the marker's blocks instead */
+	unsigned long long held;
 	unsigned long long dropped; /* bytes read and not kept after a failed write */
 	int error;		    /* the errno of that write, 0 */
 	char last;		    /* the last byte kept (a marker starts a line of its own) */
@@ -55,6 +59,13 @@ struct sfs_relay {
 /* The room for relay's marker: an fd of an unlinked file in dir that holds
  * a few blocks, or -1. */
 int sfs_relay_room(const char *dir);
+/* Holds the marker's room as blocks of the journal itself, past its end
+ * (r->out, r->written set): a block freed for the marker could be taken
+ * by the run first, a block of the journal cannot.  Then r->room is let
+ * go; where the file system cannot, r->held stays 0 and r->room is used. */
+void sfs_relay_hold(struct sfs_relay *r);
+/* At the run's end: the blocks held past the journal's end go back. */
+void sfs_relay_release(struct sfs_relay *r);
 /* After the command's end: one line saying how many bytes were dropped
  * since a failed write cut the journal, if there were any and room. */
 void sfs_relay_finish(struct sfs_relay *r);

@@ -4,7 +4,9 @@
  * bytes.  Past that one marker line is written and the rest is read and
  * dropped: the command goes on (a full pipe would stop it; an EFBIG from
  * RLIMIT_FSIZE would reach its workspace files too) and the state disk,
- * shared by every sandbox, is not filled by one chatty run.
+ * shared by every sandbox, is not filled by one chatty run.  A write that
+ * fails (ENOSPC) cuts it the same way, the marker written in room held past
+ * the journal's end from the start (sfs_relay_hold).
  * Libc only (it is linked into sandboxfs-run-wrapper).
  */
 #include "local.h"
@@ -15,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Appends all of buf to fd: the bytes written, fewer when a write fails
@@ -36,11 +39,57 @@ static size_t append_all(int fd, const char *buf, size_t len)
 	return done;
 }
 
+/* The marker's room (either marker, then the count of what was dropped):
+ * held past the journal's end from the start. */
+#define MARKER_ROOM 4096
+/* Held ahead of need, so that most writes need no fallocate of their own. */
+#define HOLD_STEP (256 << 10)
+
+/* Blocks for the journal up to end (KEEP_SIZE: its length stays what was
+ * written, so a reader sees no zeros); 0, or -1 with errno. */
+static int hold_to(struct sfs_relay *r, unsigned long long end)
+{
+	if (end <= r->held)
+		return 0;
+	int rc;
+	do
+		rc = fallocate(r->out, FALLOC_FL_KEEP_SIZE, (off_t)r->held, (off_t)(end - r->held));
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -1;
+	r->held = end;
+	return 0;
+}
+
+void sfs_relay_hold(struct sfs_relay *r)
+{
+	r->held = r->written;
+	if (hold_to(r, r->written + MARKER_ROOM) < 0) {
+		r->held = 0; /* no fallocate here (or no room): room's blocks */
+		return;
+	}
+	if (r->room >= 0) {
+		close(r->room);
+		r->room = -1;
+	}
+}
+
+void sfs_relay_release(struct sfs_relay *r)
+{
+	struct stat st;
+	/* the same length: only the blocks past it go */
+	if (r->held && fstat(r->out, &st) == 0 && ftruncate(r->out, st.st_size) < 0) {
+		/* they go with the run's directory */
+	}
+	r->held = 0;
+}
+
 /* A failed write cut the journal: the room's blocks are given back and
- * the marker written in them, and from now on the output is dropped
- * (counted), so the journal stays what the run printed up to a point,
- * with no gap if room comes back; the relay goes on reading, or the
- * command would block on a full pipe. */
+ * the marker written in them (or in the blocks held past the journal's
+ * end), and from now on the output is dropped (counted), so the journal
+ * stays what the run printed up to a point, with no gap if room comes
+ * back; the relay goes on reading, or the command would block on a full
+ * pipe. */
 static void cut_for_error(struct sfs_relay *r, int e)
 {
 	r->capped = true;
@@ -66,17 +115,29 @@ static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 	}
 	size_t room = r->max > r->written ? (size_t)(r->max - r->written) : 0;
 	size_t keep = n < room ? n : room;
-	if (keep > 0) {
-		size_t done = append_all(r->out, buf, keep);
-		r->written += done;
-		if (done > 0)
-			r->last = buf[done - 1];
-		if (done < keep) {
-			int e = errno;
-			r->dropped += n - done;
-			cut_for_error(r, e);
-			return;
+	int short_of = 0; /* the errno of a hold that failed: cut after keep */
+	if (keep > 0 && r->held) {
+		/* the marker's room stays held after what is written: blocks the
+		 * journal does not hold yet are taken before, not after, so a run
+		 * that grabs every block freed cannot take the marker's */
+		unsigned long long need = r->written + keep + MARKER_ROOM;
+		if (hold_to(r, need + HOLD_STEP) < 0 && hold_to(r, need) < 0) {
+			short_of = errno;
+			size_t fits = (size_t)(r->held - MARKER_ROOM - r->written);
+			if (keep > fits)
+				keep = fits;
 		}
+	}
+	size_t done = keep > 0 ? append_all(r->out, buf, keep) : 0;
+	if (done < keep)
+		short_of = errno;
+	r->written += done;
+	if (done > 0)
+		r->last = buf[done - 1];
+	if (short_of) {
+		r->dropped += n - done;
+		cut_for_error(r, short_of);
+		return;
 	}
 	if (keep < n) {
 		char marker[160];

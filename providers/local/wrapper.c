@@ -272,6 +272,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 	/* a journal already there (none is, today) counts against the cap */
 	relay.written = (unsigned long long)jst.st_size;
 	relay.last = '\n';
+	sfs_relay_hold(&relay);
 	char status_tmp[4200];
 	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 	if (wpathf(path, sizeof(path), "%s/stdin", dir) ||
@@ -416,6 +417,7 @@ int sfs_local_wrapper_main(int argc, char **argv)
 			pipe_open = false;
 		}
 	}
+	sfs_relay_release(&relay);
 	close(journal_fd);
 	if (relay.room >= 0)
 		close(relay.room);

@@ -5,6 +5,7 @@
 # there, and the other sandboxes, the registry and the state disk do not.
 
 load helpers
+load iso_helpers
 
 setup() {
 	[ "$(id -u)" -eq 0 ] || skip "quota= needs root (it mounts a file system)"
@@ -13,6 +14,7 @@ setup() {
 }
 
 teardown() {
+	iso_kill_holders
 	sfs_teardown
 }
 
@@ -154,4 +156,50 @@ key_of() {
 	run timeout -k 5 20 "$SFS_BIN" -f --state "$STATE" -o quota=2K "$MNT" 3>&-
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"quota=2K"* ]]
+}
+
+@test "quota: a run that takes every block freed cannot take the room of its journal's cut line" {
+	iso_require
+	command -v python3 >/dev/null || skip "needs python3"
+	ctl_write "$MNT/ctl" 'new grab quota=16M isolation=bwrap' >/dev/null
+	# fills the quota, then for 6 s grabs any block that comes free: blocks
+	# the wrapper freed for the cut line would be its first catch
+	cat >"$MNT/grab/workspace/grab.py" <<'PY'
+import os, time
+fd = os.open("hog", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+buf = b"\0" * 1024
+end = time.time() + 6
+while time.time() < end:
+    try:
+        os.write(fd, buf)
+    except OSError:
+        pass
+PY
+	local n
+	n=$(ctl_write "$MNT/grab/ctl" 'exec python3 grab.py & sleep 2; head -c 3000000 /dev/zero | tr "\0" x; wait')
+	[ "$(timeout 60 cat "$MNT/grab/runs/$n/wait")" = "exited 0" ]
+	run grep -a '^sandboxfs: ' "$MNT/grab/runs/$n/journal"
+	echo "$output"
+	[[ "${lines[0]}" == "sandboxfs: journal cut at "*"No space left on device"* ]]
+	local kept dropped
+	kept=$(sed -nE 's/^sandboxfs: journal cut at ([0-9]+) bytes.*/\1/p' "$MNT/grab/runs/$n/journal")
+	dropped=$(sed -nE "s/^sandboxfs: ([0-9]+) bytes of the run's output were dropped$/\1/p" \
+		"$MNT/grab/runs/$n/journal")
+	[ $((kept + dropped)) -eq 3000000 ]
+	# a run that ends gives back what its journal held past its end
+	rm "$MNT/grab/workspace/hog"
+	local i
+	for i in $(seq 1 100); do
+		[ -z "$(status_of grab quota_full)" ] && break
+		sleep 0.1
+	done
+	n=$(ctl_write "$MNT/grab/ctl" 'exec head -c 100000 /dev/zero')
+	[ "$(timeout 60 cat "$MNT/grab/runs/$n/wait")" = "exited 0" ]
+	local j="$MNT/grab/runs/$n/journal"
+	[ "$(stat -c %s "$j")" -eq 100000 ]
+	for i in $(seq 1 50); do
+		[ $(($(stat -c %b "$j") * 512)) -le $((100000 + 16384)) ] && break
+		sleep 0.1
+	done
+	[ $(($(stat -c %b "$j") * 512)) -le $((100000 + 16384)) ]
 }
