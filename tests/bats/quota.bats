@@ -65,7 +65,9 @@ key_of() {
 	[ "$used" -le $((33 * 1024)) ]
 	# room again once the big file goes (discard gives its blocks back)
 	rm "$MNT/q/workspace/big"
-	[ -z "$(status_of q quota_full)" ]
+	# ext4 counts freed blocks at its next journal commit
+	not_full() { [ -z "$(status_of q quota_full)" ]; }
+	wait_for not_full
 	n=$(ctl_write "$MNT/q/ctl" 'exec echo fine >small && cat small')
 	[ "$(cat "$MNT/q/runs/$n/wait")" = "exited 0" ]
 	[ "$(cat "$MNT/q/runs/$n/journal")" = fine ]
