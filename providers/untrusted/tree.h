@@ -74,4 +74,18 @@ int untrusted_chmod(int rootfd, const char *rel, mode_t type, mode_t mode);
  * nor mounts crossed. */
 int untrusted_strip_setid(int rootfd);
 
+/* How many directory levels a walk of a sandbox's tree goes down (copy,
+ * remove); deeper is -ENAMETOOLONG.  Each level holds an fd or two; cp -a
+ * and nftw, which these walks replace, stopped at PATH_MAX (2048 levels of
+ * one-letter names). */
+#define UNTRUSTED_DEPTH_MAX 2048
+
+/* Removes rel beneath rootfd, a whole tree when it is a directory (rm -rf
+ * by fds): a symlink is removed itself (never followed, anywhere on the
+ * way), a directory is emptied through an fd of it opened beneath its
+ * parent's (no mount crossed: a mount inside is -EXDEV and stays).  0 when
+ * rel is gone, also when it was not there; -EINVAL for "", "." or ".."
+ * (never rootfd itself, nothing above it). */
+int untrusted_remove(int rootfd, const char *rel);
+
 #endif
