@@ -279,7 +279,9 @@ static int copy_bytes(struct copy *c, int in, int out, off_t size)
 /* The regular file name in dir (open O_PATH as pathfd) for reading.
  * Through /proc/self/fd: the very inode whose type was checked on pathfd,
  * not whatever the name holds by now (a FIFO swapped in is not opened).
- * Without /proc, by its name beneath dir, O_NONBLOCK, checked again. */
+ * Without /proc, by its name beneath dir, checked again.  O_NONBLOCK
+ * either way: a write lease the sandbox holds on the file then makes the
+ * open -EAGAIN (left out, counted as changed) instead of a 45 s wait. */
 static int open_for_read(int pathfd, int dir, const char *name, struct stat *st)
 {
 	char proc[64];
