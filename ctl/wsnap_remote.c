@@ -97,7 +97,7 @@ static int chmod_at(int dir, const char *base, mode_t mode)
 
 /* Gives the fetched copy (open as fd, FETCH_TMP in tmpdir) the remote
  * file's mode and mtime and renames it over base in dir (a directory there
- * is removed first). */
+ * is removed first, beneath dir: untrusted_remove). */
 static int settle(int fd, int tmpdir, int dir, const char *base, const char *local,
 		  const struct sfs_rstat *rs, struct sfs_err *err)
 {
@@ -106,7 +106,7 @@ static int settle(int fd, int tmpdir, int dir, const char *base, const char *loc
 		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 	struct stat st;
 	if (fstatat(dir, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
-		sfs_rm_rf(local);
+		untrusted_remove(dir, base);
 	if (renameat(tmpdir, FETCH_TMP, dir, base) < 0)
 		return sfs_errf(err, -errno, "snapshot: %s: %s", local, strerror(errno));
 	return 0;
@@ -340,7 +340,7 @@ static int pull_entry(struct sfs_sandbox *sb, int root, const char *rel, const c
 		free(have_t);
 		if (!same) {
 			if (have)
-				sfs_rm_rf(local);
+				untrusted_remove(dir, base);
 			if (symlinkat(rs->link ? rs->link : "", dir, base) < 0)
 				r = sfs_errf(err, -errno, "snapshot: %s: %s", local,
 					     strerror(errno));
@@ -393,10 +393,10 @@ static int pull_dir(struct sfs_sandbox *sb, int root, const char *rel, const cha
 		bool there = false;
 		for (size_t i = 0; i < n && !there; i++)
 			there = strcmp(ents[i].name, e->d_name) == 0;
-		char *lp = there ? NULL : join(local, e->d_name);
-		if (lp)
-			sfs_rm_rf(lp);
-		free(lp);
+		/* by the fd of the directory just read, not a path that a
+		 * symlink in the mirror could lead elsewhere */
+		if (!there)
+			untrusted_remove(dirfd(d), e->d_name);
 	}
 	if (d)
 		closedir(d);

@@ -13,14 +13,12 @@
 #include "../config.h"
 #include "../options.h"
 #include "../provider.h"
-#include "../spawn_attr.h"
 #include "../util.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -786,43 +784,6 @@ static int local_destroy(struct sfs_sandbox *sb, struct sfs_err *err)
 	return sfs_cow_remove(sb->statedir, err);
 }
 
-/* Runs argv (looked up in PATH) to its end, with /dev/null on 0 and 1 and
- * the daemon's stderr.  posix_spawn, not fork: the daemon is threaded, and
- * the child must not run any of its code, inherit any other descriptor
- * (closefrom 3) or the mask and dispositions of whichever thread asked. */
-static int run_cmd(char *const argv[], struct sfs_err *err)
-{
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	int r = posix_spawn_file_actions_init(&fa);
-	if (r)
-		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
-	r = sfs_spawn_attr_clean(&attr, 0);
-	if (r) {
-		posix_spawn_file_actions_destroy(&fa);
-		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
-	}
-	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
-	if (!r)
-		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
-	if (!r)
-		r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-	pid_t pid;
-	if (!r)
-		r = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
-	posix_spawnattr_destroy(&attr);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r)
-		return sfs_errf(err, -r, "%s: %s", argv[0], strerror(r));
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return sfs_errf(err, -errno, "waitpid: %s", strerror(errno));
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return sfs_errf(err, -EIO, "%s failed (status %d)", argv[0], st);
-	return 0;
-}
-
 static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const char *from,
 		      struct sfs_err *err)
 {
@@ -852,27 +813,37 @@ static int local_fork(struct sfs_sandbox *src, struct sfs_sandbox *dst, const ch
 	sfs_kv_free(&opts);
 	if (r)
 		return r;
-	char srcdot[4200];
-	if (sfs_pathf(srcdot, sizeof(srcdot), "%s/.", dir) < 0)
-		return sfs_errf(err, -ENAMETOOLONG, "local: %s: path too long", dir);
-	/* cp -a never follows symlinks inside the tree (-P is implied). */
 	char *dstdir = (char *)local_dir(dst, dstbuf, NULL);
 	if (!dstdir)
 		return sfs_errf(err, -EIO, "local: the new sandbox has no workspace");
-	/* no xattrs (a security.capability among them: ACLs are kept, as part
-	 * of the mode), and then no set-user-ID or set-group-ID bit: nothing
-	 * runs in the copy yet, and cp as root would keep them */
-	char *argv[] = {"cp", "-a", "--no-preserve=xattr", "--reflink=auto", srcdot, dstdir, NULL};
-	r = run_cmd(argv, err);
-	int dfd = r ? -1 : open(dstdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	/* The source may be running: its runs can swap a FIFO, a device or a
+	 * symlink in while the copy reads (cp -a would open a FIFO and wait
+	 * on it).  untrusted_copy_tree walks it by fds, opens nothing but
+	 * regular files and directories, copies symlinks as their text, and
+	 * writes no set-user-ID or set-group-ID bit and no extended
+	 * attribute but ACLs (no file capability). */
+	int sfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0)
+		r = sfs_errf(err, -errno, "local: %s: %s", dir, strerror(errno));
+	int dfd = r ? -1 : open(dstdir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (!r && dfd < 0)
 		r = sfs_errf(err, -errno, "local: %s: %s", dstdir, strerror(errno));
-	if (dfd >= 0) {
-		int s = untrusted_strip_setid(dfd);
+	struct untrusted_copy_stats st = {0};
+	struct sfs_err cerr = {0};
+	if (!r && (r = untrusted_copy_tree(sfd, dfd, &st, &cerr)))
+		sfs_errf(err, r, "local: fork: %s", cerr.msg);
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
 		close(dfd);
-		if (s)
-			r = sfs_errf(err, s, "local: fork: the copy's modes: %s", strerror(-s));
-	}
+	/* one line for all that was left out, so a fork of a tree of FIFOs
+	 * does not flood the log */
+	if (st.special || st.mounts || st.changed)
+		sfs_log(SFS_LOG_WARN,
+			"%s: fork of %s left out %llu FIFO(s), socket(s) or device(s), "
+			"%llu mount point(s) and %llu file(s) changed or removed while copied",
+			dst->name, src->name, (unsigned long long)st.special,
+			(unsigned long long)st.mounts, (unsigned long long)st.changed);
 	struct local_iso made;
 	get_iso(dst, &made);
 	if (!r)

@@ -15,6 +15,8 @@
 #ifndef SFS_UNTRUSTED_TREE_H
 #define SFS_UNTRUSTED_TREE_H
 
+#include "../err.h"
+
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -73,5 +75,50 @@ int untrusted_chmod(int rootfd, const char *rel, mode_t type, mode_t mode);
  * sandbox's tree before anything runs in it.  Symlinks are not followed,
  * nor mounts crossed. */
 int untrusted_strip_setid(int rootfd);
+
+/* How many directory levels a walk of a sandbox's tree goes down (copy,
+ * remove); deeper is -ENAMETOOLONG.  Each level holds an fd or two; cp -a
+ * and nftw, which these walks replace, stopped at PATH_MAX (2048 levels of
+ * one-letter names). */
+#define UNTRUSTED_DEPTH_MAX 2048
+
+/* Removes rel beneath rootfd, a whole tree when it is a directory (rm -rf
+ * by fds): a symlink is removed itself (never followed, anywhere on the
+ * way), a directory is emptied through an fd of it opened beneath its
+ * parent's (no mount crossed: a mount inside is -EXDEV and stays).  0 when
+ * rel is gone, also when it was not there; -EINVAL for "", "." or ".."
+ * (never rootfd itself, nothing above it). */
+int untrusted_remove(int rootfd, const char *rel);
+
+/* What untrusted_copy_tree copied and what it left out. */
+struct untrusted_copy_stats {
+	uint64_t files, dirs, symlinks; /* made in the copy */
+	uint64_t links;			/* hard links kept (one file, another name) */
+	uint64_t bytes;			/* of the regular files, as read */
+	uint64_t special;		/* FIFOs, sockets, devices: never opened, left out */
+	uint64_t mounts;		/* directories another filesystem is mounted on: left out */
+	uint64_t changed;		/* gone, or of another type, by the time they were opened */
+};
+
+/*
+ * Copies what is below the directory srcroot (a sandbox's tree; any fd of
+ * it, O_PATH included) into the directory dstroot (made empty by the
+ * caller), which takes srcroot's mode, owner and times (as cp -a SRC/. DST
+ * did).  Copied: regular files (reflinked, else copy_file_range, else
+ * pread/pwrite; holes kept; a file that shrinks is copied as far as it
+ * goes, one that grows only up to the size it had when opened),
+ * directories, symlinks (the target text: never followed), hard links
+ * between files of the tree, POSIX ACLs (no other extended attribute), owners,
+ * atimes and mtimes; modes without set-user-ID or set-group-ID.  Every
+ * entry is opened O_PATH beneath its directory (no symlink followed, no
+ * mount crossed) and its type taken with fstat on that fd; only a regular
+ * file is opened for reading, and a directory with O_DIRECTORY: a FIFO or
+ * device is never opened.  Deeper than UNTRUSTED_DEPTH_MAX is -ENAMETOOLONG.
+ * Returns 0 or a negative errno with err's message naming the entry
+ * ("copying a/b: No space left on device"); the copy is then partial and
+ * the caller removes it.  stats (may be NULL) is filled in either way.
+ */
+int untrusted_copy_tree(int srcroot, int dstroot, struct untrusted_copy_stats *stats,
+			struct sfs_err *err);
 
 #endif

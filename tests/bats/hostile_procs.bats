@@ -367,23 +367,3 @@ run_fds() {
 	fi
 	still_serves c
 }
-
-@test "fork's copy (cp) inherits fds 0-2 only and no blocked signal from the threaded daemon" {
-	# a cp first in the daemon's PATH that says what it inherited
-	bin="$BATS_TEST_TMPDIR/bin"
-	mkdir -p "$bin"
-	cat >"$bin/cp" <<SH
-#!/bin/sh
-exec /bin/sh -c 'ls -l /proc/self/fd >"\$0" 2>/dev/null; grep -E "^Sig(Blk|Ign):" /proc/self/status >>"\$0"; exec /bin/cp "\$@"' "$BATS_TEST_TMPDIR/cp.fds" "\$@"
-SH
-	chmod 755 "$bin/cp"
-	sfs_unmount
-	export PATH="$bin:$PATH"
-	sfs_mount
-	mkdir "$MNT/a"
-	echo hello >"$MNT/a/workspace/f"
-	echo "fork a2" >"$MNT/a/ctl"
-	[ "$(cat "$MNT/a2/workspace/f")" = hello ]
-	fds_ok "$BATS_TEST_TMPDIR/cp.fds"
-	still_serves a2
-}
