@@ -28,6 +28,16 @@ int sfs_spawn_attr_clean(posix_spawnattr_t *attr, short flags)
 	return r;
 }
 
+int sfs_spawn_stdio_null(posix_spawn_file_actions_t *fa, int errfd)
+{
+	int r = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDWR, 0);
+	if (!r)
+		r = posix_spawn_file_actions_adddup2(fa, 0, 1);
+	if (!r)
+		r = posix_spawn_file_actions_adddup2(fa, errfd >= 0 ? errfd : 0, 2);
+	return r;
+}
+
 int sfs_spawn_tool(char *const argv[], int errfd)
 {
 	static char *const env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
@@ -41,11 +51,7 @@ int sfs_spawn_tool(char *const argv[], int errfd)
 		posix_spawn_file_actions_destroy(&fa);
 		return -r;
 	}
-	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
-	if (!r)
-		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
-	if (!r)
-		r = posix_spawn_file_actions_adddup2(&fa, errfd >= 0 ? errfd : 0, 2);
+	r = sfs_spawn_stdio_null(&fa, errfd);
 	if (!r)
 		r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	pid_t pid;

@@ -13,6 +13,10 @@
  */
 int sfs_spawn_attr_clean(posix_spawnattr_t *attr, short flags);
 
+/* File actions for a child whose stdin and stdout are /dev/null and whose
+ * stderr is errfd (/dev/null when -1): 0 or a positive errno. */
+int sfs_spawn_stdio_null(posix_spawn_file_actions_t *fa, int errfd);
+
 /*
  * Runs a host tool (argv[0] looked up in the system's sbin and bin
  * directories only) to its end, as a child with a clean mask, stdin and

@@ -53,11 +53,7 @@ int sfs_local_spawn_wrapper(char *const argv[], char *const envp[], int ready_fd
 		posix_spawn_file_actions_destroy(&fa);
 		return -r;
 	}
-	r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDWR, 0);
-	if (!r)
-		r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
-	if (!r)
-		r = posix_spawn_file_actions_adddup2(&fa, 0, 2);
+	r = sfs_spawn_stdio_null(&fa, -1);
 	/* dup2 clears FD_CLOEXEC on fd 3; everything else of the daemon's closes */
 	if (!r)
 		r = posix_spawn_file_actions_adddup2(&fa, ready_fd, SFS_LOCAL_READY_FD);

@@ -33,21 +33,6 @@ unblock_fifos() {
 	done < <(find "$STATE"/sandboxes/*/workspace -type p -print0 2>/dev/null)
 }
 
-# new_box NAME: a local sandbox, isolated with bwrap where bwrap is there
-new_box() {
-	if command -v bwrap >/dev/null; then
-		new_iso "$1" >/dev/null
-	else
-		ctl_write "$MNT/ctl" "new $1 provider=local" >/dev/null
-	fi
-}
-
-# host_ws: the workspace directory on the host of the test's one sandbox
-host_ws() {
-	local d=("$STATE"/sandboxes/*/workspace)
-	[ "${#d[@]}" -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]}"
-}
-
 # other_ws WS: the workspace directory on the host that is not WS (the
 # fork's, when there are two)
 other_ws() {

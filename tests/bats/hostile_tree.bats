@@ -21,21 +21,6 @@ teardown() {
 	if [ -n "${AO_DIR:-}" ]; then rm -rf "$AO_DIR"; fi
 }
 
-# new_box NAME: a local sandbox, isolated with bwrap where bwrap is there
-new_box() {
-	if command -v bwrap >/dev/null; then
-		new_iso "$1" >/dev/null
-	else
-		ctl_write "$MNT/ctl" "new $1 provider=local" >/dev/null
-	fi
-}
-
-# host_ws: the workspace directory on the host of the test's one sandbox
-host_ws() {
-	local d=("$STATE"/sandboxes/*/workspace)
-	[ "${#d[@]}" -eq 1 ] && [ -d "${d[0]}" ] && echo "${d[0]}"
-}
-
 # start_in SANDBOX CMD: starts CMD in SANDBOX and prints its run number
 start_in() { ctl_write "$MNT/$1/ctl" "exec $2"; }
 
