@@ -28,34 +28,46 @@ void ws_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		err = ENOMEM;
 		goto out;
 	}
+	/* the directory's fd counts against the workspace's fd budget */
+	err = ws_fd_reserve(false);
+	if (err)
+		goto out;
 	fd = openat(n->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd == -1) {
 		err = errno;
+		ws_fd_unreserve();
 		goto out;
 	}
 	d->dp = fdopendir(fd);
 	if (!d->dp) {
 		err = errno;
 		close(fd);
+		ws_fd_unreserve();
 		goto out;
 	}
 	d->node = n;
+	ws_node_opened(n); /* keeps its fd: see "Node fds" in internal.h */
 	fi->fh = (uintptr_t)d;
 	if (ws.opt.keep_cache) {
 		fi->cache_readdir = 1;
 		fi->keep_cache = 1;
 	}
 out:
-	ws_put(n);
 	if (err) {
+		ws_put(n);
 		free(d);
 		ws_reply_err(req, err);
 		return;
 	}
+	/* pinned past the reply: an interrupted opendir's node may be
+	 * forgotten at once */
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		closedir(d->dp);
+		ws_fd_unreserve();
+		ws_node_closed(n);
 		free(d);
 	}
+	ws_put(n);
 }
 
 /* A readdirplus entry: looked up (counted) unless it is "." or "..", or it
@@ -160,6 +172,8 @@ void ws_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ws_dir *d = ws_dir(fi);
 
 	closedir(d->dp);
+	ws_fd_unreserve();
+	ws_node_closed(d->node); /* the node outlives its open directories */
 	free(d);
 	fuse_reply_err(req, 0);
 }

@@ -224,7 +224,7 @@ static int ws_symlink_show(uint32_t serial, uint64_t parent_id, char *buf, size_
 	const char *root_path;
 	dev_t root_dev;
 	ino_t root_ino;
-	bool rewrite;
+	bool rewrite, reopen = false;
 	int depth = -1, len;
 	char *raw;
 
@@ -237,13 +237,17 @@ static int ws_symlink_show(uint32_t serial, uint64_t parent_id, char *buf, size_
 	if (rewrite) {
 		dir = ws_find_id_locked(parent_id);
 		if (dir && !dir->gone)
-			dir->users++;
+			reopen = ws_hold_locked(dir);
 		else
 			dir = NULL;
 	}
 	pthread_mutex_unlock(&ws.lock);
 	if (!rewrite)
 		return 0;
+	if (dir && reopen && ws_node_reopen(dir, false) != 0) {
+		ws_put(dir); /* depth unknown: rewritten as for a directory moved away */
+		dir = NULL;
+	}
 	if (dir) {
 		depth = ws_dir_depth(dir, root_dev, root_ino);
 		ws_put(dir);

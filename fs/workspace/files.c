@@ -58,6 +58,10 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		err = ELOOP;
 		goto out;
 	}
+	/* the file's fd counts against the workspace's fd budget */
+	err = ws_fd_reserve(false);
+	if (err)
+		goto out;
 	flags = ws_open_flags(fi->flags);
 	ws_proc_path(path, n->fd);
 	if (flags & O_TRUNC)
@@ -79,10 +83,12 @@ void ws_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ws_self_end(n, n->fd, NULL);
 	if (fd == -1) {
 		err = err ? err : errno;
+		ws_fd_unreserve();
 		goto out;
 	}
 	h->fd = fd;
 	h->node = n;
+	ws_node_opened(n); /* keeps its fd: see "Node fds" in internal.h */
 	ws_file_info(fi, h);
 	ws_io_begin(req, h, fd, fi);
 out:
@@ -97,6 +103,8 @@ out:
 	if (kio_reply_open(req, fi, h->backing_id) == -ENOENT) {
 		ws_io_end(h); /* interrupted: no release will come */
 		close(h->fd);
+		ws_fd_unreserve();
+		ws_node_closed(n);
 		free(h);
 	}
 	ws_put(n);
@@ -125,6 +133,16 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		err = ENOMEM;
 		goto fail;
 	}
+	/* the file's fd and the node's O_PATH fd, counted before the file
+	 * exists: the create does not fail for fds once it is made */
+	err = ws_fd_reserve(false);
+	if (err)
+		goto fail;
+	err = ws_fd_reserve(false);
+	if (err) {
+		ws_fd_unreserve();
+		goto fail;
+	}
 	ws_thread_set_umask(req);
 	seq = ws_expect(p, name, WS_EV_CREATE);
 	err = ws_creds_begin(req, &creds);
@@ -145,38 +163,49 @@ void ws_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		err = ESTALE;
 	}
 	if (err)
-		goto fail;
+		goto fail_reserved;
 	/* An O_PATH fd for the node from the exact inode, not the name, which may have changed. */
 	ws_proc_path(path, fd);
 	pfd = open(path, O_PATH | O_CLOEXEC);
 	if (pfd == -1) {
 		err = errno;
-		goto fail;
+		goto fail_reserved;
 	}
 	ws_entry_init(&e);
 	if (fstat(fd, &e.attr) == -1) {
 		err = errno;
 		close(pfd);
+		goto fail_reserved;
+	}
+	err = ws_adopt(p->serial, p, pfd, &e.attr, &e.ino, &n); /* takes pfd and its count */
+	if (err) {
+		if (fd >= 0)
+			close(fd);
+		ws_fd_unreserve();
 		goto fail;
 	}
-	err = ws_adopt(p->serial, p, pfd, &e.attr, &e.ino, &n);
-	if (err)
-		goto fail;
 	h->fd = fd;
 	h->node = n;
+	/* n is not pinned, but cannot be forgotten before the kernel has the entry */
+	ws_node_opened(n);
 	ws_file_info(fi, h);
 	ws_io_begin(req, h, fd, fi);
 	ws_put(p);
 	if (kio_reply_create(req, &e, fi, h->backing_id) == -ENOENT) {
 		ws_io_end(h);
 		close(fd);
+		ws_fd_unreserve();
+		ws_node_closed(n);
 		free(h);
 		ws_unref(e.ino, 1);
 	}
 	return;
-fail:
+fail_reserved:
 	if (fd >= 0)
 		close(fd);
+	ws_fd_unreserve();
+	ws_fd_unreserve();
+fail:
 	free(h);
 	ws_put(p);
 	ws_reply_err(req, err);
@@ -287,6 +316,8 @@ void ws_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	ws_io_end(h);
 	close(h->fd);
+	ws_fd_unreserve();
+	ws_node_closed(h->node); /* the node outlives its open files */
 	free(h);
 	fuse_reply_err(req, 0);
 }

@@ -13,24 +13,38 @@
 
 /*
  * The workspace passthrough (see fs/workspace.h) in files: nodes.c (node
- * table), watcher.c (coherence), creds.c (caller credentials), entries.c,
- * files.c, dirs.c, xattr.c (handlers), module.c (init, shutdown, ws_ops).
+ * table), handles.c (node fds), watcher.c (coherence), creds.c (caller
+ * credentials), entries.c, files.c, dirs.c, xattr.c (handlers), module.c
+ * (init, shutdown, ws_ops).
  *
  * Node table.  Every workspace object the kernel knows about is a struct
- * ws_node holding an O_PATH|O_NOFOLLOW fd, found by id (the FUSE ino is
- * SFS_INO_WS(id)) and by (sandbox serial, st_dev, st_ino), so hard links
- * share a node.  A node lives while the kernel holds lookups on it (nlookup)
- * or a handler is using its fd (users); ids are never reused.
+ * ws_node, found by id (the FUSE ino is SFS_INO_WS(id)) and by (sandbox
+ * serial, st_dev, st_ino), so hard links share a node.  A node lives while
+ * the kernel holds lookups on it (nlookup) or a handler is using it (users);
+ * ids are never reused.
+ *
+ * Node fds.  A node is held by its file handle (name_to_handle_at) and has
+ * an O_PATH|O_NOFOLLOW fd only while it is in use or among the recently
+ * used: past a budget (ws.fd_budget, below the fd limit by a reserve for the
+ * daemon's own work) the least recently used idle fds are closed, and the
+ * next handler to pin the node reopens it by handle (ws_get).  A node
+ * without a usable handle (overlayfs without nfs_export, a daemon without
+ * CAP_DAC_READ_SEARCH), or with files open through the mount (an unlinked
+ * open file cannot be reopened by handle), keeps its fd.  Every fd the
+ * workspace keeps (node fds, files and directories open through the mount,
+ * mount fds), and every one about to be opened, counts in ws.nfds.
  *
  * Locking.  One mutex, ws.lock, guards the maps, next_id, the gone-serial
- * list, the sandbox infos, the inotify watches and every node's nlookup,
- * users, gone and (once gone) fd.  It is a leaf lock: while it is held no
- * other lock is taken, nothing is sent to the kernel and nothing blocks, so
+ * list, the sandbox infos, the mount fds, the LRU list, the inotify watches
+ * and every node's nlookup, users, nopen, gone and fd.  It is a leaf lock:
+ * while it is held no other lock is taken, nothing is sent to the kernel
+ * and nothing blocks (fds are opened before and closed after it), so
  * callers of ws_* may hold locks of their own.  The coherence watcher's
  * expectation table has a leaf lock of its own (wx.lock), never nested with
  * ws.lock.
- * A handler pins the nodes it uses (ws_get/ws_put) and unpins them before it
- * replies: after a reply the kernel may forget the node at once.
+ * A handler pins the nodes it uses (ws_get/ws_put), which gives them an fd
+ * that stays open until the unpin, and unpins them before it replies: after
+ * a reply the kernel may forget the node at once.
  */
 
 #define WS_PROC_PATH_MAX 32
@@ -38,11 +52,18 @@
 
 enum { WS_BY_ID, WS_BY_KEY, WS_BY_WD, WS_NMAPS };
 
+struct file_handle; /* <fcntl.h> with _GNU_SOURCE */
+
 struct ws_node {
 	struct ws_node *next[WS_NMAPS]; /* hash chains: by id, by (serial, dev, ino), by wd */
 	uint64_t id;
 	uint32_t serial;
-	int fd; /* O_PATH|O_NOFOLLOW; -1 once gone and unused */
+	int fd;			/* O_PATH|O_NOFOLLOW; -1 when evicted, or once gone and unused */
+	struct file_handle *fh; /* NULL: no usable handle, the fd stays open */
+	int mnt_id;		/* the mount fh is reopened on (struct ws_mount) */
+	struct ws_node *lru_prev, *lru_next; /* while in_lru: fd open, fh, not gone */
+	bool in_lru;
+	unsigned nopen; /* files and directories of it open through the mount */
 	dev_t dev;
 	ino_t ino;
 	mode_t type;	  /* S_IFMT bits: an inode never changes type */
@@ -92,9 +113,26 @@ struct ws_sandbox_info {
 	ino_t root_ino;
 };
 
+/* An fd on a mount that nodes' handles are reopened on, per (sandbox,
+ * mount id); held until the sandbox is retired and no reopen uses it. */
+struct ws_mount {
+	struct ws_mount *next;
+	uint32_t serial;
+	int mnt_id;
+	int fd;		/* O_RDONLY directory (open_by_handle_at needs one); -1: no handles */
+	unsigned users; /* reopens using fd right now */
+	bool dead;	/* its sandbox was retired: closed when unused */
+};
+
 struct ws_state {
 	pthread_mutex_t lock;
 	struct ws_map map[WS_NMAPS];
+	/* Node fds (see "Node fds" above).  nfds is atomic: a lookup counts
+	 * its fd without the lock. */
+	size_t nfds, fd_budget;
+	bool handles; /* open_by_handle_at may work: false once it gave EPERM */
+	struct ws_node *lru_head, *lru_tail; /* most recently used first */
+	struct ws_mount *mounts;
 	uint64_t next_id;
 	uint32_t *gone_serials;
 	size_t ngone, gone_cap;
@@ -150,6 +188,31 @@ struct ws_sandbox_info *ws_sandbox_info_locked(uint32_t serial);
 uint64_t ws_ctime_ns(const struct stat *st);
 struct ws_node *ws_get(fuse_req_t req, fuse_ino_t ino);
 void ws_put(struct ws_node *n);
+/* Pins n (not gone, under ws.lock); true when its fd was evicted and
+ * ws_node_reopen must give it one before use (outside the lock). */
+bool ws_hold_locked(struct ws_node *n);
+/* 0, or an errno with n still pinned; with force, never fails for the
+ * budget (the daemon's own bounded work: watcher, audit). */
+int ws_node_reopen(struct ws_node *n, bool force);
+/* Counts one more node fd about to be opened (closing idle ones past the
+ * budget): 0, or ENFILE when every node fd is in use.  ws_fd_unreserve
+ * gives the count back for an fd that was not opened or kept. */
+int ws_fd_reserve(bool force);
+void ws_fd_unreserve(void);
+/* A file or directory of the pinned node n was opened / one was closed. */
+void ws_node_opened(struct ws_node *n);
+void ws_node_closed(struct ws_node *n);
+void ws_fds_init(void);
+void ws_fds_shutdown_locked(void);
+/* handles.c: the handle of the object fd (attributes st) if it can be
+ * reopened later, else NULL (the node keeps its fd); *mnt_id its mount. */
+struct file_handle *ws_handle_take(uint32_t serial, int fd, const struct stat *st, int *mnt_id);
+bool ws_handle_same(const struct file_handle *a, const struct file_handle *b);
+void ws_lru_add_locked(struct ws_node *n);
+void ws_lru_touch_locked(struct ws_node *n);
+void ws_lru_remove_locked(struct ws_node *n);
+struct ws_mount *ws_mounts_retire_locked(uint32_t serial);
+void ws_mounts_free(struct ws_mount *list);
 void ws_unref(fuse_ino_t ino, uint64_t count);
 int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const struct stat *st,
 	     fuse_ino_t *ino, struct ws_node **node);

@@ -22,7 +22,8 @@
 
 #define WS_MIN_TIMEOUT 0.001 /* a TTL of exactly 0 makes the kernel re-look-up every entry */
 
-/* Every node holds an fd: allow as many as the system will. */
+/* Node fds are bounded by a budget below the limit (handles.c): the
+ * higher the limit, the fewer reopens by handle. */
 static void ws_raise_nofile(void)
 {
 	struct rlimit rl;
@@ -72,6 +73,7 @@ int ws_init(const struct ws_options *opt)
 	ws.root = ws.fsuid == 0;
 	ws.symlinks_raw = strcmp(sfs_opt_get("symlinks"), "raw") == 0;
 	ws_raise_nofile();
+	ws_fds_init();
 	return 0;
 }
 
@@ -91,6 +93,7 @@ void ws_shutdown(void)
 			next = n->next[WS_BY_ID];
 			if (n->fd >= 0)
 				close(n->fd);
+			free(n->fh);
 			free(n);
 		}
 	}
@@ -98,6 +101,7 @@ void ws_shutdown(void)
 		free(ws.map[w].buckets);
 		ws.map[w] = (struct ws_map){0};
 	}
+	ws_fds_shutdown_locked();
 	free(ws.gone_serials);
 	ws.gone_serials = NULL;
 	ws.ngone = ws.gone_cap = 0;
@@ -177,6 +181,8 @@ void ws_lookup_root(fuse_req_t req, uint32_t serial, int root_fd, bool rewrite_s
 		ws_reply_err(req, err);
 		return;
 	}
+	/* already open: counted, even past the budget (one per sandbox) */
+	(void)ws_fd_reserve(true);
 	err = ws_adopt(serial, NULL, root_fd, &e.attr, &e.ino, NULL);
 	if (err) {
 		ws_reply_err(req, err);

@@ -264,6 +264,7 @@ static void ws_node_unlink_locked(struct ws_node *n)
 	ws_map_remove(WS_BY_ID, n);
 	ws_map_remove(WS_BY_KEY, n);
 	ws_watch_rm_locked(n);
+	ws_lru_remove_locked(n);
 }
 
 /* ---- node lifetime ------------------------------------------------------ */
@@ -290,17 +291,25 @@ static int ws_reap_locked(struct ws_node *n, bool *freed)
 
 static void ws_finish_reap(struct ws_node *n, int fd, bool freed)
 {
-	if (fd >= 0)
+	if (fd >= 0) {
 		close(fd);
-	if (freed)
+		ws_fd_unreserve();
+	}
+	if (freed) {
+		free(n->fh);
 		free(n);
+	}
 }
 
-/* Pins the node for ino so its fd stays open.  Replies ENOENT and returns
- * NULL if its sandbox is gone. */
+/* Pins the node for ino with an open fd that stays open until ws_put.
+ * Replies ENOENT and returns NULL if its sandbox is gone, and an errno if
+ * an evicted fd cannot be reopened (the inode was deleted meanwhile, or
+ * every fd of the budget is in use). */
 struct ws_node *ws_get(fuse_req_t req, fuse_ino_t ino)
 {
 	struct ws_node *n;
+	bool reopen;
+	int err;
 
 	pthread_mutex_lock(&ws.lock);
 	n = ws_find_locked(ino);
@@ -310,8 +319,13 @@ struct ws_node *ws_get(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_err(req, ENOENT);
 		return NULL;
 	}
-	n->users++;
+	reopen = ws_hold_locked(n);
 	pthread_mutex_unlock(&ws.lock);
+	if (reopen && (err = ws_node_reopen(n, false))) {
+		ws_put(n);
+		ws_reply_err(req, err);
+		return NULL;
+	}
 	return n;
 }
 
@@ -351,35 +365,79 @@ void ws_unref(fuse_ino_t ino, uint64_t count)
 }
 
 /*
- * Finds or creates the node for the object fd (an O_PATH fd, kept by a new
- * node and closed otherwise) with attributes st, and counts one kernel
- * lookup.  parent is the pinned directory it was found in, or NULL for a
- * workspace root.  Returns 0 with *ino and (if wanted) *node set, or an errno.
+ * Finds or creates the node for the object fd (an O_PATH fd counted with
+ * ws_fd_reserve, kept by the node and closed otherwise) with attributes st,
+ * and counts one kernel lookup.  parent is the pinned directory it was found
+ * in, or NULL for a workspace root.  Returns 0 with *ino and (if wanted)
+ * *node set, or an errno.
  */
 int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const struct stat *st,
 	     fuse_ino_t *ino, struct ws_node **node)
 {
 	struct ws_node *fresh = calloc(1, sizeof(*fresh));
-	struct ws_node *n = NULL;
-	int err = 0;
+	struct file_handle *fh = NULL;
+	bool handle_taken = false;
+	struct ws_node *n;
+	int mnt_id = 0, err;
 
 	if (!fresh) {
 		close(fd);
+		ws_fd_unreserve();
 		return ENOMEM;
 	}
-	pthread_mutex_lock(&ws.lock);
-	if (parent ? parent->gone : ws_serial_gone_locked(serial)) {
-		err = ENOENT;
-	} else if ((n = ws_find_key_locked(serial, st->st_dev, st->st_ino))) {
-		n->nlookup++;
-	} else if (ws.next_id > WS_ID_MAX) {
-		err = ENOSPC;
-	} else {
+	for (;;) {
+		err = 0;
+		pthread_mutex_lock(&ws.lock);
+		n = NULL;
+		if (parent ? parent->gone : ws_serial_gone_locked(serial)) {
+			err = ENOENT;
+			break;
+		}
+		n = ws_find_key_locked(serial, st->st_dev, st->st_ino);
+		if (n && n->fd >= 0) {
+			/* its open fd holds the inode, whose number therefore
+			 * names no other: the same object (the hot path) */
+			n->nlookup++;
+			ws_lru_touch_locked(n);
+			break;
+		}
+		if (!handle_taken) {
+			/* a new node, or one whose fd was evicted: its handle is
+			 * taken outside the lock, then the table searched again */
+			pthread_mutex_unlock(&ws.lock);
+			fh = ws_handle_take(serial, fd, st, &mnt_id);
+			handle_taken = true;
+			continue;
+		}
+		if (n && ws_handle_same(n->fh, fh)) {
+			/* evicted: the fd just opened saves the next op a reopen */
+			n->nlookup++;
+			n->fd = fd;
+			fd = -1;
+			ws_lru_add_locked(n);
+			break;
+		}
+		if (n) {
+			/* The inode n was held by is deleted and its number now names
+			 * another object (possible once its fd was closed).  n stays
+			 * until the kernel forgets it, failing with ENOENT; this
+			 * object gets a node of its own. */
+			ws_map_remove(WS_BY_KEY, n);
+			ws_watch_rm_locked(n);
+			n = NULL;
+		}
+		if (ws.next_id > WS_ID_MAX) {
+			err = ENOSPC;
+			break;
+		}
 		n = fresh;
 		fresh = NULL;
 		n->id = ws.next_id++;
 		n->serial = serial;
 		n->fd = fd;
+		n->fh = fh;
+		n->mnt_id = mnt_id;
+		fh = NULL;
 		n->dev = st->st_dev;
 		n->ino = st->st_ino;
 		n->type = st->st_mode & S_IFMT;
@@ -388,7 +446,9 @@ int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const struct
 		ws_map_insert(WS_BY_ID, n);
 		ws_map_insert(WS_BY_KEY, n);
 		ws_watch_add_locked(n);
+		ws_lru_add_locked(n);
 		fd = -1;
+		break;
 	}
 	if (n && parent)
 		n->parent_id = parent->id;
@@ -398,9 +458,12 @@ int ws_adopt(uint32_t serial, const struct ws_node *parent, int fd, const struct
 			*node = n;
 	}
 	pthread_mutex_unlock(&ws.lock);
-	if (fd >= 0)
+	if (fd >= 0) {
 		close(fd);
+		ws_fd_unreserve();
+	}
 	free(fresh);
+	free(fh);
 	return err;
 }
 
@@ -431,12 +494,19 @@ int ws_do_lookup(struct ws_node *parent, const char *name, struct fuse_entry_par
 	int fd, err;
 
 	ws_entry_init(e);
+	err = ws_fd_reserve(false);
+	if (err)
+		return err;
 	fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd == -1)
-		return errno;
+	if (fd == -1) {
+		err = errno;
+		ws_fd_unreserve();
+		return err;
+	}
 	if (fstatat(fd, "", &e->attr, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == -1) {
 		err = errno;
 		close(fd);
+		ws_fd_unreserve();
 		return err;
 	}
 	ws_link_size(parent->serial, parent->id, fd, &e->attr);
@@ -494,6 +564,7 @@ int ws_note_sandbox(uint32_t serial, const struct stat *root, bool rewrite, cons
  * dead, the serial itself is gone and no new node is made for it. */
 static void ws_retire_sandbox(uint32_t serial, bool dead)
 {
+	struct ws_mount *mounts;
 	int *fds = NULL;
 	size_t nfds = 0, cap = 0;
 
@@ -518,6 +589,7 @@ static void ws_retire_sandbox(uint32_t serial, bool dead)
 			__atomic_store_n(&n->gone, true, __ATOMIC_RELEASE);
 			ws_map_remove(WS_BY_KEY, n);
 			ws_watch_rm_locked(n);
+			ws_lru_remove_locked(n);
 			if (n->users > 0 || n->fd < 0)
 				continue; /* the last ws_put closes it */
 			if (nfds == cap) {
@@ -526,6 +598,7 @@ static void ws_retire_sandbox(uint32_t serial, bool dead)
 
 				if (!f) {
 					close(n->fd); /* O_PATH: close cannot block */
+					ws_fd_unreserve();
 					n->fd = -1;
 					continue;
 				}
@@ -536,10 +609,14 @@ static void ws_retire_sandbox(uint32_t serial, bool dead)
 			n->fd = -1;
 		}
 	}
+	mounts = ws_mounts_retire_locked(serial);
 	pthread_mutex_unlock(&ws.lock);
-	for (size_t i = 0; i < nfds; i++)
+	for (size_t i = 0; i < nfds; i++) {
 		close(fds[i]);
+		ws_fd_unreserve();
+	}
 	free(fds);
+	ws_mounts_free(mounts);
 }
 
 void ws_sandbox_gone(uint32_t serial)

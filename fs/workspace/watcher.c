@@ -335,6 +335,7 @@ static void ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 	enum ws_event_class cls = 0;
 	struct ws_node *dir;
 	uint64_t dir_id;
+	bool reopen;
 
 	/* a directory moved or removed (or events lost): the audit's kept
 	 * directory paths may be wrong now (fs/workspace/where.c) */
@@ -360,9 +361,14 @@ static void ws_watch_event(const struct inotify_event *ev, fuse_ino_t *last_dir)
 		pthread_mutex_unlock(&ws.lock);
 		return;
 	}
-	dir->users++; /* its fd is the base for fstatat */
+	reopen = ws_hold_locked(dir); /* its fd is the base for fstatat */
 	dir_id = dir->id;
 	pthread_mutex_unlock(&ws.lock);
+	/* force: the watcher is one thread, holding one fd at a time */
+	if (reopen && ws_node_reopen(dir, true) != 0) {
+		ws_put(dir); /* deleted: its IN_IGNORED follows */
+		return;
+	}
 
 	if (ev->mask & IN_CREATE)
 		cls = WS_EV_CREATE;

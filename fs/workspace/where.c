@@ -210,10 +210,10 @@ int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 	char host[4096], root[4096];
 	struct ws_node *n, *r = NULL;
 	uint64_t epoch = 0;
-	bool usable = false;
+	bool usable = false, reopen_n, reopen_r = false;
 	pthread_mutex_lock(&ws.lock);
 	n = ws_find_id_locked(SFS_INO_WS_ID(ino));
-	if (!n || n->gone || n->fd < 0) {
+	if (!n || n->gone) {
 		pthread_mutex_unlock(&ws.lock);
 		return -ENOENT;
 	}
@@ -224,18 +224,25 @@ int ws_where(fuse_ino_t ino, unsigned *serial, char *path, size_t len)
 		pthread_mutex_unlock(&ws.lock);
 		return 0;
 	}
-	n->users++;
+	reopen_n = ws_hold_locked(n);
 	ssize_t rl = cached_root(n->serial, root, sizeof(root));
 	if (rl < 0) {
 		struct ws_sandbox_info *info = ws_sandbox_info_locked(n->serial);
 		r = info ? ws_find_key_locked(n->serial, info->root_dev, info->root_ino) : NULL;
-		if (r && (r->gone || r->fd < 0))
+		if (r && r->gone)
 			r = NULL;
 		if (r)
-			r->users++;
+			reopen_r = ws_hold_locked(r);
 	}
 	pthread_mutex_unlock(&ws.lock);
-	int err = fd_path(n->fd, host, sizeof(host)) < 0 ? -ENAMETOOLONG : 0;
+	/* force: the audit's own work, two fds at most per thread */
+	if (r && reopen_r && ws_node_reopen(r, true) != 0) {
+		ws_put(r);
+		r = NULL;
+	}
+	int err = reopen_n ? -ws_node_reopen(n, true) : 0;
+	if (!err && fd_path(n->fd, host, sizeof(host)) < 0)
+		err = -ENAMETOOLONG;
 	if (rl < 0 && r && (rl = fd_path(r->fd, root, sizeof(root))) >= 0)
 		cache_root(*serial, root);
 	if (r)

@@ -21,12 +21,15 @@ sfs_need() {
 }
 
 # sfs_mount [sandboxfs options...]: mounts on $MNT with state in $STATE.
+# SFS_WRAP, if set, is a command (split on spaces) that execs the daemon,
+# e.g. "prlimit --nofile=4096:4096": $SFS_PID is then still the daemon's.
 sfs_mount() {
 	STATE="${STATE:-$BATS_TEST_TMPDIR/state}"
 	MNT="${MNT:-$BATS_TEST_TMPDIR/mnt}"
 	mkdir -p "$STATE" "$MNT"
 	# 3>&-: bats reports on fd 3; a daemon holding it would stall bats
-	"$SFS_BIN" -f --state "$STATE" "$@" "$MNT" 2>>"$BATS_TEST_TMPDIR/daemon.log" 3>&- &
+	# shellcheck disable=SC2086 # SFS_WRAP is words on purpose
+	${SFS_WRAP:-} "$SFS_BIN" -f --state "$STATE" "$@" "$MNT" 2>>"$BATS_TEST_TMPDIR/daemon.log" 3>&- &
 	SFS_PID=$!
 	echo "$SFS_PID" >>"$BATS_TEST_TMPDIR/daemon.pids"
 	local i
