@@ -130,9 +130,13 @@ key_of() {
 	umount "$STATE/sandboxes/$key"
 	run ! mountpoint -q "$STATE/sandboxes/$key"
 	sfs_mount
+	# shown when the test fails: what the daemon said of it, what is mounted
+	grep -i -e quota -e keep "$BATS_TEST_TMPDIR/daemon.log" || true
+	grep -F "$STATE/" /proc/self/mountinfo || true
+	cat "$MNT/keep/status"
+	[ "$(status_of keep state)" = running ]
 	[ "$(cat "$MNT/keep/workspace/.mark-keep")" = kept ]
 	[ "$(status_of keep quota)" = 25165824 ]
-	[ "$(status_of keep state)" = running ]
 	ctl_write "$MNT/keep/ctl" 'fork kid' >/dev/null
 	[ "$(status_of kid quota)" = 25165824 ]
 	[ "$(cat "$MNT/kid/workspace/.mark-keep")" = kept ]
