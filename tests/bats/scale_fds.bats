@@ -11,6 +11,9 @@
 load helpers
 
 FD_LIMIT=4096
+# minutes, not the 3 the test command gives one test (.ci/test runs this
+# file first, so it overlaps the others)
+BATS_TEST_TIMEOUT=${SFS_SCALE_TIMEOUT:-900}
 
 teardown() {
 	cd "$BATS_TEST_TMPDIR"
