@@ -255,7 +255,11 @@ static bool pattern_hits(const struct cow_pattern *p, const char *path, const ch
 {
 	if (p->dir_only && !is_dir)
 		return false;
-	return glob_from(p->glob, p->anchored ? path : name, nocase);
+	const char *s = p->anchored ? path : name;
+	/* insensitive hides what either reading matches: a negated class
+	 * ([!L]) read without case matches less, and turning the option on
+	 * must never show a file it hid */
+	return glob_from(p->glob, s, false) || (nocase && glob_from(p->glob, s, true));
 }
 
 bool sfs_cow_hide_match(const struct sfs_cow_hide *h, const char *relpath, bool is_dir)
