@@ -10,8 +10,13 @@
 #include "../providers/provider.h"
 #include "../providers/util.h"
 
+#include "sfs_revision.h"
+
+#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <git2.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,23 +25,37 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The version, the revision it was built from, and the versions of the
+ * libraries it runs with now (not those it was built against). */
+static void print_version(void)
+{
+	const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+	int gmaj = 0, gmin = 0, grev = 0, fv = fuse_version();
+	git_libgit2_version(&gmaj, &gmin, &grev);
+	printf("sandboxfs %s (%s)\n", SFS_VERSION, SFS_REVISION);
+	printf("libfuse %d.%d, libcurl %s, libgit2 %d.%d.%d, jansson %s\n", fv / 100, fv % 100,
+	       cv && cv->version ? cv->version : "?", gmaj, gmin, grev, jansson_version_str());
+}
+
 static void usage(FILE *out)
 {
-	fprintf(out, "usage: sandboxfs [options] MOUNTPOINT\n"
-		     "\n"
-		     "Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
-		     "`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
-		     "\n"
-		     "  --provider NAME     same as -o provider=NAME\n"
-		     "  --state DIR         same as -o state=DIR\n"
-		     "  --config FILE       same as -o config=FILE\n"
-		     "  --log-level N       same as -o log_level=N\n"
-		     "  -o KEY[=VALUE],...  an option below; each is also a `KEY = VALUE` line of\n"
-		     "                      the config file (the command line wins)\n"
-		     "  -f                  stay in the foreground\n"
-		     "  -d                  debug: foreground, FUSE request log\n"
-		     "  -h, --help          this text\n"
-		     "  -V, --version       the version\n");
+	fprintf(out,
+		"usage: sandboxfs [options] MOUNTPOINT\n"
+		"\n"
+		"Presents sandboxes as a directory tree: mkdir MOUNTPOINT/NAME makes one,\n"
+		"`echo 'exec CMD' > NAME/ctl` runs a command, `cat NAME/journal` streams it.\n"
+		"\n"
+		"  --provider NAME     same as -o provider=NAME\n"
+		"  --state DIR         same as -o state=DIR\n"
+		"  --config FILE       same as -o config=FILE\n"
+		"  --log-level N       same as -o log_level=N\n"
+		"  -o KEY[=VALUE],...  an option below; each is also a `KEY = VALUE` line of\n"
+		"                      the config file (the command line wins)\n"
+		"  -f                  stay in the foreground\n"
+		"  -d                  debug: foreground, FUSE request log\n"
+		"  -h, --help          this text\n"
+		"  -V, --version       the version, the git revision it was built from, and the\n"
+		"                      versions of libfuse, libcurl, libgit2 and jansson\n");
 	size_t n;
 	const struct sfs_opt_table *t = sfs_opt_tables(&n);
 	sfs_opt_print_help(out, t, n);
@@ -141,8 +160,7 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 			usage(stdout);
 			return 1;
 		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
-			printf("sandboxfs %s (libfuse %d.%d)\n", SFS_VERSION, FUSE_MAJOR_VERSION,
-			       FUSE_MINOR_VERSION);
+			print_version();
 			return 1;
 		} else if (!strcmp(a, "-f")) {
 			c->foreground = true;

@@ -26,7 +26,14 @@ run_cmd() {
 	[[ "$output" == *"usage: sandboxfs"* ]]
 	run "$SFS_BIN" --version
 	[ "$status" -eq 0 ]
-	[[ "$output" == "sandboxfs "* ]]
+	echo "$output"
+	# the version and the revision built from, then the libraries it runs with
+	[[ "${lines[0]}" =~ ^sandboxfs\ [0-9]+\.[0-9]+\.[0-9]+\ \((unknown|[0-9a-f]{12}(-.*)?)\)$ ]]
+	[[ "${lines[1]}" =~ ^libfuse\ 3\.[0-9]+,\ libcurl\ [0-9.]+,\ libgit2\ [0-9]+\.[0-9]+\.[0-9]+,\ jansson\ [0-9.]+$ ]]
+	# built from this checkout's commit (edits since may make it -dirty)
+	if git -C "$SFS_ROOT" rev-parse HEAD >/dev/null 2>&1; then
+		[[ "${lines[0]}" == *"($(git -C "$SFS_ROOT" rev-parse --short=12 HEAD)"* ]]
+	fi
 	run "$SFS_BIN"
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"no mountpoint"* ]]
