@@ -153,6 +153,14 @@ int sfs_parse_size(const char *s, uint64_t *out)
 	unsigned long long v = strtoull(s, &end, 10);
 	if (errno)
 		return -ERANGE;
+	/* a fraction of the unit ("1.5G"): up to 9 digits, rounded down */
+	unsigned long long frac = 0, scale = 1;
+	if (*end == '.' && isdigit((unsigned char)end[1]))
+		for (end++; isdigit((unsigned char)*end); end++)
+			if (scale < 1000000000ull) {
+				frac = frac * 10 + (unsigned long long)(*end - '0');
+				scale *= 10;
+			}
 	unsigned shift = 0;
 	const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
 	if (u) {
@@ -161,13 +169,18 @@ int sfs_parse_size(const char *s, uint64_t *out)
 		if (*end == 'i')
 			end++;
 	}
-	if (*end == 'B')
+	if (*end == 'B' || *end == 'b')
 		end++;
 	if (*end)
 		return -EINVAL;
 	if (shift && v > (UINT64_MAX >> shift))
 		return -ERANGE;
-	*out = (uint64_t)v << shift;
+	/* frac < 10^9 < 2^30 and shift <= 40: the product fits 70 bits */
+	unsigned __int128 part = ((unsigned __int128)frac << shift) / scale;
+	uint64_t whole = (uint64_t)v << shift;
+	if (part > UINT64_MAX - whole)
+		return -ERANGE;
+	*out = whole + (uint64_t)part;
 	return 0;
 }
 

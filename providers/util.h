@@ -37,9 +37,10 @@ int64_t sfs_now_ms(void);
 /* "2024-05-01T10:20:30.123456Z" (or with an offset, or a space for the T)
  * to unix seconds; 0 when NULL or unparseable. */
 int64_t sfs_parse_time(const char *s);
-/* A byte count written as a person would: digits, then nothing or one of
- * K M G T (powers of 1024), optionally followed by "i", "B" or "iB"
- * ("512M", "1GiB", "1048576").  0, or -EINVAL (bad text) or -ERANGE. */
+/* A byte count written as a person would: digits, maybe a fraction, then
+ * nothing or one of K M G T in either case (powers of 1024), optionally
+ * followed by "i", "B" or "iB" ("512M", "1.5g", "1GiB", "1048576"; a
+ * fraction of a byte is dropped).  0, or -EINVAL (bad text) or -ERANGE. */
 int sfs_parse_size(const char *s, uint64_t *out);
 /* A random lowercase hex string of n chars (n < len). */
 int sfs_random_hex(char *buf, size_t n);

@@ -26,32 +26,14 @@ static bool word_ok(const char *s)
 	return true;
 }
 
+/* memory=: a size (providers/util.h), at least the engine's 4 MiB. */
 static int parse_memory(const char *s, int64_t *out)
 {
-	char *end;
-	double v = strtod(s, &end);
-	if (end == s || v <= 0)
+	uint64_t v;
+	if (sfs_parse_size(s, &v) || v < 4 * 1024 * 1024 || v > INT64_MAX)
 		return -EINVAL;
-	double mult = 1;
-	switch (tolower((unsigned char)*end)) {
-	case '\0':
-		break;
-	case 'k':
-		mult = 1024.0;
-		break;
-	case 'm':
-		mult = 1024.0 * 1024;
-		break;
-	case 'g':
-		mult = 1024.0 * 1024 * 1024;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end && end[1] && !(tolower((unsigned char)end[1]) == 'b' && !end[2]))
-		return -EINVAL;
-	*out = (int64_t)(v * mult);
-	return *out >= 4 * 1024 * 1024 ? 0 : -EINVAL;
+	*out = (int64_t)v;
+	return 0;
 }
 
 static int parse_ports(const char *s, struct dk_spec *spec)
@@ -115,10 +97,11 @@ int dk_spec_from_opts(const struct sfs_kvlist *opts, struct dk_spec *spec, struc
 						"docker: cpus=%s: expected a number > 0", v);
 		} else if (strcmp(k, "memory") == 0) {
 			if (parse_memory(v, &spec->memory))
-				return sfs_errf(err, -EINVAL,
-						"docker: memory=%s: expected bytes with k, m or g "
-						"(at least 4m)",
-						v);
+				return sfs_errf(
+				    err, -EINVAL,
+				    "docker: memory=%s: expected a size such as 512m or 1.5g "
+				    "(at least 4m)",
+				    v);
 		} else if (strcmp(k, "ports") == 0) {
 			int r = parse_ports(v, spec);
 			if (r == -ENOMEM)

@@ -25,13 +25,19 @@ static void test_units(void)
 	CHECK(size_of("3k") == 3072);
 	CHECK(size_of("1T") == 1ull << 40);
 	CHECK(size_of("512B") == 512);
+	/* docker's memory= forms: a fraction of the unit, a lower-case b */
+	CHECK(size_of("1.5G") == 3ull << 29);
+	CHECK(size_of("1.5gb") == 3ull << 29);
+	CHECK(size_of("512mb") == 512ull << 20);
+	CHECK(size_of("0.5k") == 512);
+	CHECK(size_of("1.9") == 1);
 }
 
 static void test_refused(void)
 {
 	uint64_t v = 7;
-	const char *bad[] = {"",   "M",	    "-1",    "+1",  " 1",   "1 ",  "1.5G",
-			     "1X", "1Mi B", "1MiBB", "1iB", "0x10", "lots"};
+	const char *bad[] = {"",       "M",  "-1",    "+1",    " 1",  "1 ",   "1.G", ".5G",
+			     "1.5.5G", "1X", "1Mi B", "1MiBB", "1iB", "0x10", "lots"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK_INT(sfs_parse_size(bad[i], &v), -EINVAL);
 	CHECK_INT(sfs_parse_size(NULL, &v), -EINVAL);
