@@ -56,14 +56,12 @@ struct sfs_relay {
 	char last;		    /* the last byte kept (a marker starts a line of its own) */
 	bool capped;		    /* the marker is written; the rest is read and dropped */
 };
-/* The room for relay's marker: an fd of an unlinked file in dir that holds
- * a few blocks, or -1. */
-int sfs_relay_room(const char *dir);
 /* Holds the marker's room as blocks of the journal itself, past its end
  * (r->out, r->written set): a block freed for the marker could be taken
- * by the run first, a block of the journal cannot.  Then r->room is let
- * go; where the file system cannot, r->held stays 0 and r->room is used. */
-void sfs_relay_hold(struct sfs_relay *r);
+ * by the run first, a block of the journal cannot.  Where the file system
+ * cannot (no fallocate), r->held stays 0 and r->room is an unlinked file
+ * of dir holding a few blocks, freed for the marker (-1 when not even). */
+void sfs_relay_hold(struct sfs_relay *r, const char *dir);
 /* At the run's end: the blocks held past the journal's end go back. */
 void sfs_relay_release(struct sfs_relay *r);
 /* After the command's end: one line saying how many bytes were dropped

@@ -61,16 +61,35 @@ static int hold_to(struct sfs_relay *r, unsigned long long end)
 	return 0;
 }
 
-void sfs_relay_hold(struct sfs_relay *r)
+/* The fallback room: an fd of an unlinked file in dir that holds a few
+ * blocks, or -1. */
+static int make_room(const char *dir)
 {
-	r->held = r->written;
-	if (hold_to(r, r->written + MARKER_ROOM) < 0) {
-		r->held = 0; /* no fallocate here (or no room): room's blocks */
-		return;
+	char path[4200];
+	if (snprintf(path, sizeof(path), "%s/.journal-room", dir) >= (int)sizeof(path))
+		return -1;
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	unlink(path); /* its blocks stay until the fd goes: no file left behind */
+	/* written, not fallocated: a file system without fallocate too */
+	static const char zeros[4096];
+	if (append_all(fd, zeros, sizeof(zeros)) != sizeof(zeros)) {
+		close(fd);
+		return -1;
 	}
-	if (r->room >= 0) {
-		close(r->room);
-		r->room = -1;
+	return fd;
+}
+
+void sfs_relay_hold(struct sfs_relay *r, const char *dir)
+{
+	r->room = -1;
+	r->held = r->written;
+	/* a step ahead at once, as each write asks: most runs need no more */
+	if (hold_to(r, r->written + MARKER_ROOM + HOLD_STEP) < 0 &&
+	    hold_to(r, r->written + MARKER_ROOM) < 0) {
+		r->held = 0; /* no fallocate here (or no room): room's blocks */
+		r->room = make_room(dir);
 	}
 }
 
@@ -121,7 +140,9 @@ static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 		 * journal does not hold yet are taken before, not after, so a run
 		 * that grabs every block freed cannot take the marker's */
 		unsigned long long need = r->written + keep + MARKER_ROOM;
-		if (hold_to(r, need + HOLD_STEP) < 0 && hold_to(r, need) < 0) {
+		/* renewed a step ahead only once it is used up: a fallocate per
+		 * HOLD_STEP bytes of output, not one per write */
+		if (need > r->held && hold_to(r, need + HOLD_STEP) < 0 && hold_to(r, need) < 0) {
 			short_of = errno;
 			size_t fits = (size_t)(r->held - MARKER_ROOM - r->written);
 			if (keep > fits)
@@ -149,24 +170,6 @@ static void relay_take(struct sfs_relay *r, const char *buf, size_t n)
 		append_all(r->out, marker, (size_t)m);
 		r->capped = true;
 	}
-}
-
-int sfs_relay_room(const char *dir)
-{
-	char path[4200];
-	if (snprintf(path, sizeof(path), "%s/.journal-room", dir) >= (int)sizeof(path))
-		return -1;
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -1;
-	unlink(path); /* its blocks stay until the fd goes: no file left behind */
-	/* written, not fallocated: a file system without fallocate too */
-	static const char zeros[4096];
-	if (append_all(fd, zeros, sizeof(zeros)) != sizeof(zeros)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
 }
 
 void sfs_relay_finish(struct sfs_relay *r)

@@ -267,12 +267,11 @@ int sfs_local_wrapper_main(int argc, char **argv)
 		return 1;
 	}
 	fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
-	struct sfs_relay relay = {
-	    .in = out[0], .out = journal_fd, .room = sfs_relay_room(dir), .max = journal_max};
+	struct sfs_relay relay = {.in = out[0], .out = journal_fd, .max = journal_max};
 	/* a journal already there (none is, today) counts against the cap */
 	relay.written = (unsigned long long)jst.st_size;
 	relay.last = '\n';
-	sfs_relay_hold(&relay);
+	sfs_relay_hold(&relay, dir);
 	char status_tmp[4200];
 	int status_fd = reserve_status(dir, status_tmp, sizeof(status_tmp));
 	if (wpathf(path, sizeof(path), "%s/stdin", dir) ||
