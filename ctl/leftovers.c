@@ -1,7 +1,7 @@
 #include "leftovers.h"
 
 #include "../providers/err.h"
-#include "../providers/util.h"
+#include "../providers/untrusted/tree.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <unistd.h>
 
 /* Removes each entry of dir (relative to the state dir's fd) whose name
- * starts with prefix: a regular file, or with dirs_too a directory tree.
- * Nothing is followed: these are the daemon's own files, but a symlink
- * found there is removed as a name, never through. */
+ * starts with prefix: a regular file or a symlink (the name, never what it
+ * names), and with dirs_too a directory tree (untrusted_remove: by fds,
+ * nothing followed). */
 static int sweep_dir(int statefd, const char *dir, const char *prefix, bool dirs_too)
 {
 	int dfd = openat(statefd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -28,21 +28,12 @@ static int sweep_dir(int statefd, const char *dir, const char *prefix, bool dirs
 	int n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
-			continue;
 		struct stat st;
-		if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (S_ISDIR(st.st_mode) && !dirs_too))
 			continue;
-		int r;
-		if (S_ISDIR(st.st_mode)) {
-			char path[4400];
-			if (!dirs_too || sfs_pathf(path, sizeof(path), "/proc/self/fd/%d/%s", dfd,
-						   e->d_name) < 0)
-				continue;
-			r = sfs_rm_rf(path);
-		} else {
-			r = unlinkat(dfd, e->d_name, 0) < 0 ? -errno : 0;
-		}
+		int r = untrusted_remove(dfd, e->d_name);
 		if (r)
 			sfs_log(SFS_LOG_WARN, "state: leftover %s/%s: %s", dir, e->d_name,
 				strerror(-r));
