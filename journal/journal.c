@@ -325,17 +325,26 @@ struct jobs {
 	size_t n, cap;
 };
 
-static struct job *push_job(struct jobs *l, struct journal *j, int kind)
+/* A new slot at the end of l, NULL when out of memory (retried on a later
+ * pass). */
+static struct job *job_slot(struct jobs *l)
 {
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
 		struct job *grown = realloc(l->v, cap * sizeof(*grown));
 		if (!grown)
-			return NULL; /* retried on a later pass */
+			return NULL;
 		l->v = grown;
 		l->cap = cap;
 	}
-	struct job *job = &l->v[l->n++];
+	return &l->v[l->n++];
+}
+
+static struct job *push_job(struct jobs *l, struct journal *j, int kind)
+{
+	struct job *job = job_slot(l);
+	if (!job)
+		return NULL;
 	memset(job, 0, sizeof(*job));
 	job->sb = j->sb;
 	job->run = j->run;
@@ -347,15 +356,9 @@ static struct job *push_job(struct jobs *l, struct journal *j, int kind)
 /* A copy of job on l (its buffer not taken), NULL when out of memory. */
 static struct job *push_job_copy(struct jobs *l, const struct job *src)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		struct job *grown = realloc(l->v, cap * sizeof(*grown));
-		if (!grown)
-			return NULL;
-		l->v = grown;
-		l->cap = cap;
-	}
-	struct job *job = &l->v[l->n++];
+	struct job *job = job_slot(l);
+	if (!job)
+		return NULL;
 	*job = *src;
 	job->buf = NULL;
 	return job;
